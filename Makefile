@@ -1,0 +1,174 @@
+# ringpipe top-level build.
+#
+#   make                 libringpipe.{a,so}, the ringpipe tool
+#   make run             the main job on the built-in demo
+#   make test            every test: unit, integration, interop, fuzz smoke
+#   make bench           benchmarks (markdown table on stdout)
+#   make deps            install build/test dependencies (apt-get as root)
+#   make install         PREFIX=/usr/local DESTDIR=
+#   SAN=asan|ubsan|tsan  sanitizer build (separate output directory)
+#   V=1                  show the commands
+.DELETE_ON_ERROR:
+.SECONDARY:
+.DEFAULT_GOAL := all
+
+VERSION   := 0.1.0
+SOVERSION := 0
+PREFIX    ?= /usr/local
+DESTDIR   ?=
+LIBDIR    ?= $(PREFIX)/lib
+INCDIR    ?= $(PREFIX)/include
+BINDIR    ?= $(PREFIX)/bin
+MANDIR    ?= $(PREFIX)/share/man
+
+CC      ?= gcc
+CLANG   ?= clang
+DOTNET  ?= dotnet
+SAN     ?=
+
+ifeq ($(V),1)
+  Q =
+  msg =
+else
+  Q = @
+  msg = @printf '  %-8s %s\n' "$(1)" "$(2)";
+endif
+
+OUTPUT  := .output
+OUT     := $(OUTPUT)/$(if $(SAN),$(SAN),default)
+
+WARN    := -Wall -Wextra -Werror -Wmissing-field-initializers -Werror=undef \
+           -Wno-unused-parameter
+OPT     ?= -O2
+CFLAGS  ?= $(OPT) -g
+CFLAGS  += -std=gnu11 $(WARN) -fPIC -fvisibility=hidden -D_GNU_SOURCE \
+           -Iinclude -Iuser -fno-omit-frame-pointer
+LDLIBS  := -luring -lpthread -lm
+
+ifeq ($(SAN),asan)
+  SANFLAGS := -fsanitize=address -fno-sanitize-recover=all
+else ifeq ($(SAN),ubsan)
+  SANFLAGS := -fsanitize=undefined -fno-sanitize-recover=all
+else ifeq ($(SAN),tsan)
+  SANFLAGS := -fsanitize=thread
+else ifneq ($(SAN),)
+  $(error SAN must be asan, ubsan or tsan, not '$(SAN)')
+endif
+CFLAGS  += $(SANFLAGS)
+LDFLAGS += $(SANFLAGS)
+
+LIB_SRCS  := $(sort $(wildcard user/*.c))
+LIB_OBJS  := $(patsubst user/%.c,$(OUT)/user/%.o,$(LIB_SRCS))
+TOOL_SRCS := $(sort $(wildcard tools/ringpipe/*.c))
+TOOL_OBJS := $(patsubst tools/%.c,$(OUT)/tools/%.o,$(TOOL_SRCS))
+TEST_SRCS := $(sort $(wildcard tests/test_*.c))
+TEST_BINS := $(patsubst tests/%.c,$(OUT)/tests/%,$(TEST_SRCS))
+BENCH_SRCS:= $(sort $(wildcard bench/bench_*.c))
+BENCH_BINS:= $(patsubst bench/%.c,$(OUT)/bench/%,$(BENCH_SRCS))
+FUZZ_SRCS := $(sort $(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_BINS := $(patsubst tests/fuzz/%.c,$(OUTPUT)/fuzz/%,$(FUZZ_SRCS))
+HDRS      := $(wildcard include/ringpipe/*.h user/*.h user/*.inc tools/ringpipe/*.h tests/*.h)
+
+STATIC_LIB := $(OUT)/libringpipe.a
+SHARED_LIB := $(OUT)/libringpipe.so.$(VERSION)
+TOOL       := $(OUT)/ringpipe
+INTEROP_DLL:= $(OUTPUT)/interop/TraceDump.dll
+
+.PHONY: all lib tools tests bench run test deps install clean interop fuzz check-map
+
+all: lib tools
+
+lib: $(STATIC_LIB) $(SHARED_LIB)
+tools: $(TOOL)
+tests: $(TEST_BINS) $(TOOL)
+
+$(OUT)/user/%.o: user/%.c $(HDRS) | $(OUT)/user
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(CFLAGS) -c $< -o $@
+
+$(OUT)/tools/%.o: tools/%.c $(HDRS) | $(OUT)/tools/ringpipe
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(CFLAGS) -c $< -o $@
+
+$(STATIC_LIB): $(LIB_OBJS)
+	$(call msg,AR,$@)
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+# The shared library exports only what user/libringpipe.map lists.
+$(SHARED_LIB): $(LIB_OBJS) user/libringpipe.map
+	$(call msg,LD,$@)
+	$(Q)$(CC) -shared $(LDFLAGS) -Wl,-soname,libringpipe.so.$(SOVERSION) \
+		-Wl,--version-script=user/libringpipe.map -o $@ $(LIB_OBJS) $(LDLIBS)
+	$(Q)ln -sf libringpipe.so.$(VERSION) $(OUT)/libringpipe.so.$(SOVERSION)
+	$(Q)ln -sf libringpipe.so.$(VERSION) $(OUT)/libringpipe.so
+
+$(TOOL): $(TOOL_OBJS) $(STATIC_LIB)
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(TOOL_OBJS) $(STATIC_LIB) $(LDLIBS)
+
+$(OUT)/tests/%: tests/%.c $(STATIC_LIB) $(HDRS) | $(OUT)/tests
+	$(call msg,TEST,$@)
+	$(Q)$(CC) $(CFLAGS) -Itests $(LDFLAGS) -o $@ $< $(STATIC_LIB) -lcriterion $(LDLIBS)
+
+$(OUT)/bench/%: bench/%.c $(STATIC_LIB) $(HDRS) | $(OUT)/bench
+	$(call msg,BENCH,$@)
+	$(Q)$(CC) $(CFLAGS) -O2 -march=native $(LDFLAGS) -o $@ $< $(STATIC_LIB) $(LDLIBS)
+
+# libFuzzer targets always build with clang + ASan + UBSan, whatever SAN says.
+$(OUTPUT)/fuzz/%: tests/fuzz/%.c $(LIB_SRCS) $(HDRS) | $(OUTPUT)/fuzz
+	$(call msg,FUZZ,$@)
+	$(Q)$(CLANG) -std=gnu11 -g -O1 -D_GNU_SOURCE -Iinclude -Iuser \
+		-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+		-o $@ $< $(LIB_SRCS) $(LDLIBS)
+
+fuzz: $(FUZZ_BINS)
+
+$(OUT)/user $(OUT)/tools/ringpipe $(OUT)/tests $(OUT)/bench $(OUTPUT)/fuzz:
+	$(Q)mkdir -p $@
+
+# The TraceEvent-based reference dumper used by the interop tests.
+INTEROP_SRCS := $(wildcard tests/interop/TraceDump/*.cs tests/interop/TraceDump/*.csproj)
+$(INTEROP_DLL): $(INTEROP_SRCS)
+	$(call msg,DOTNET,$@)
+	$(Q)if command -v $(DOTNET) >/dev/null 2>&1; then \
+		$(DOTNET) build -nologo -v q -c Release tests/interop/TraceDump -o $(OUTPUT)/interop >$(OUTPUT)/interop-build.log 2>&1 \
+		|| { cat $(OUTPUT)/interop-build.log; exit 1; }; \
+	else echo "  SKIP     interop dumper: dotnet not found (install the .NET SDK)"; fi
+
+interop:
+	$(Q)mkdir -p $(OUTPUT)
+	$(Q)$(MAKE) --no-print-directory $(INTEROP_DLL)
+
+deps:
+	$(Q)scripts/deps.sh
+
+run: deps
+	$(Q)$(MAKE) --no-print-directory all
+	$(Q)scripts/run-demo.sh $(OUT)
+
+test: deps
+	$(Q)$(MAKE) --no-print-directory all tests fuzz
+	$(Q)$(MAKE) --no-print-directory interop
+	$(Q)OUT=$(OUT) OUTPUT=$(OUTPUT) SAN=$(SAN) scripts/run-tests.sh
+
+bench: all $(BENCH_BINS)
+	$(Q)OUT=$(OUT) scripts/run-bench.sh $(BENCH_ARGS)
+
+check-map: $(SHARED_LIB)
+	$(Q)scripts/check-exports.sh $(SHARED_LIB) user/libringpipe.map
+
+install: lib tools
+	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCDIR)/ringpipe $(DESTDIR)$(BINDIR) \
+		$(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(MANDIR)/man1
+	install -m 644 $(STATIC_LIB) $(DESTDIR)$(LIBDIR)/
+	install -m 755 $(SHARED_LIB) $(DESTDIR)$(LIBDIR)/
+	ln -sf libringpipe.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libringpipe.so.$(SOVERSION)
+	ln -sf libringpipe.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libringpipe.so
+	install -m 644 include/ringpipe/*.h $(DESTDIR)$(INCDIR)/ringpipe/
+	install -m 755 $(TOOL) $(DESTDIR)$(BINDIR)/
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCDIR@|$(INCDIR)|' \
+		-e 's|@VERSION@|$(VERSION)|' libringpipe.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/libringpipe.pc
+	install -m 644 Documentation/man/*.1 $(DESTDIR)$(MANDIR)/man1/
+
+clean:
+	rm -rf $(OUTPUT)

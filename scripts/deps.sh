@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Installs what ringpipe needs to build and test. As root it runs apt-get;
+# otherwise it prints the exact command to run. Also restores the .NET
+# interop project when the .NET SDK is present.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PKGS=(gcc make pkg-config libcriterion-dev liburing-dev libbpf-dev libelf-dev
+      zlib1g-dev clang llvm libclang-rt-14-dev bpftool unzip)
+
+missing=()
+for p in "${PKGS[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if [ ${#missing[@]} -gt 0 ]; then
+	if [ "$(id -u)" = 0 ]; then
+		echo "deps: installing ${missing[*]}"
+		export DEBIAN_FRONTEND=noninteractive
+		apt-get update -q >/dev/null
+		apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
+	else
+		echo "deps: missing Debian packages. Run as root:" >&2
+		echo "  apt-get update && apt-get install -y ${missing[*]}" >&2
+		exit 1
+	fi
+fi
+
+if command -v dotnet >/dev/null 2>&1; then
+	if [ -f tests/interop/TraceDump/TraceDump.csproj ] &&
+	   [ ! -f tests/interop/TraceDump/obj/project.assets.json ]; then
+		echo "deps: restoring the .NET interop project (TraceEvent)"
+		dotnet restore -v q tests/interop/TraceDump >/dev/null
+	fi
+else
+	echo "deps: the .NET SDK (dotnet) is not installed; interop tests will be skipped" \
+	     "(install dotnet-sdk-8.0 or later from Microsoft's Debian repository)" >&2
+fi

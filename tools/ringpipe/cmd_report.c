@@ -1,0 +1,257 @@
+// SPDX-License-Identifier: MIT
+/*
+ * ringpipe report / ringpipe dump: read a nettrace file with ringpipe's reader.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmds.h"
+#include "hmap.h"
+#include "nettrace.h"
+
+static const char report_usage[] =
+"usage: ringpipe report FILE [--json]\n"
+"\n"
+"Reads a nettrace file (V4/V5 or V6) and prints its duration, events per\n"
+"provider, per event and per thread, EventsLost (counted as TraceEvent counts\n"
+"it), how many events carry stacks, and the events with the most payload bytes.\n"
+"--json prints one JSON object: {\"events\":N,\"lost\":N,\"providers\":{...},...}.\n"
+"A truncated or corrupt file is reported with the offset and what was expected\n"
+"there, after a summary of what could be read; the exit status is then 1.\n";
+
+struct tcount {
+	int64_t pid, tid;
+	uint64_t n;
+};
+
+static int cmp_meta_count(const void *a, const void *b)
+{
+	const struct nt_meta *x = *(const struct nt_meta *const *)a;
+	const struct nt_meta *y = *(const struct nt_meta *const *)b;
+
+	if (x->count != y->count)
+		return x->count < y->count ? 1 : -1;
+	return strcmp(x->name, y->name);
+}
+
+struct payload_sum {
+	const struct nt_meta *m;
+	uint64_t bytes;
+};
+
+static int cmp_bytes(const void *a, const void *b)
+{
+	const struct payload_sum *x = a, *y = b;
+
+	if (x->bytes != y->bytes)
+		return x->bytes < y->bytes ? 1 : -1;
+	return 0;
+}
+
+static void json_str(const char *s)
+{
+	struct bytebuf b = { 0 };
+
+	nt_json_string(&b, s, strlen(s));
+	fwrite(b.p, 1, b.len, stdout);
+	bb_free(&b);
+}
+
+int cmd_report(int argc, char **argv)
+{
+	const char *path = NULL;
+	bool json = false;
+	struct nt_reader *r;
+	struct nt_rec rec;
+	struct hmap tmap = { 0 }, bytes_by_meta = { 0 };
+	struct tcount *tc = NULL;
+	size_t ntc = 0, captc = 0, i, nm;
+	uint64_t events = 0, with_stack = 0, first_ts = 0, last_ts = 0;
+	const struct nt_meta **metas = NULL;
+	struct payload_sum *ps = NULL;
+	int err, rc = 0;
+
+	for (i = 1; i < (size_t)argc; i++) {
+		if (!strcmp(argv[i], "--json"))
+			json = true;
+		else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+			fputs(report_usage, stdout);
+			return 0;
+		} else if (argv[i][0] == '-' && argv[i][1])
+			return tool_err("report", "unknown option '%s' (see --help)", argv[i]), 2;
+		else if (!path)
+			path = argv[i];
+		else
+			return tool_err("report", "more than one file given"), 2;
+	}
+	if (!path)
+		return fputs(report_usage, stderr), 2;
+	r = nt_reader_open(path);
+	if (!r)
+		return tool_err("report", "%s: %s", path, strerror(errno));
+
+	while ((err = nt_reader_next(r, &rec)) > 0) {
+		uint64_t key = ((uint64_t)(uint32_t)rec.pid << 32) | (uint32_t)rec.tid, v;
+
+		if (!events)
+			first_ts = rec.ts;
+		if (rec.ts > last_ts)
+			last_ts = rec.ts;
+		events++;
+		if (rec.stack_bytes)
+			with_stack++;
+		if (!hmap_get(&tmap, key, &v)) {
+			if (ntc == captc) {
+				captc = captc ? captc * 2 : 64;
+				tc = realloc(tc, captc * sizeof(*tc));
+				if (!tc)
+					return tool_err("report", "out of memory");
+			}
+			tc[ntc] = (struct tcount){ rec.pid, rec.tid, 0 };
+			v = ntc++;
+			hmap_put(&tmap, key, v);
+		}
+		tc[v].n++;
+		if (!hmap_get(&bytes_by_meta, (uintptr_t)rec.meta, &v))
+			v = 0;
+		hmap_put(&bytes_by_meta, (uintptr_t)rec.meta, v + rec.payload_len);
+	}
+
+	nm = nt_reader_nmeta(r);
+	metas = calloc(nm + 1, sizeof(*metas));
+	ps = calloc(nm + 1, sizeof(*ps));
+	if (!metas || !ps)
+		return tool_err("report", "out of memory");
+	for (i = 0; i < nm; i++) {
+		uint64_t v = 0;
+
+		metas[i] = nt_reader_meta(r, i);
+		hmap_get(&bytes_by_meta, (uintptr_t)metas[i], &v);
+		ps[i] = (struct payload_sum){ metas[i], v };
+	}
+	qsort(metas, nm, sizeof(*metas), cmp_meta_count);
+	qsort(ps, nm, sizeof(*ps), cmp_bytes);
+
+	{
+		const struct nt_reader_info *info = nt_reader_info(r);
+		double dur = info->tick_freq && events ?
+			(double)(last_ts - first_ts) / (double)info->tick_freq : 0.0;
+
+		if (json) {
+			size_t k;
+			bool first = true;
+
+			printf("{\"file\":");
+			json_str(path);
+			printf(",\"format\":%d,\"events\":%" PRIu64 ",\"lost\":%" PRId64
+			       ",\"duration_s\":%.9f,\"events_with_stack\":%" PRIu64 ",\"providers\":{",
+			       info->format, events, nt_reader_lost(r), dur, with_stack);
+			/* providers: sum over metadata, in order of first definition */
+			for (i = 0; i < nm; i++) {
+				const struct nt_meta *m = nt_reader_meta(r, i);
+				uint64_t sum = 0;
+
+				for (k = 0; k < i; k++)
+					if (!strcmp(nt_reader_meta(r, k)->provider, m->provider))
+						break;
+				if (k < i)
+					continue;
+				for (k = i; k < nm; k++)
+					if (!strcmp(nt_reader_meta(r, k)->provider, m->provider))
+						sum += nt_reader_meta(r, k)->count;
+				printf("%s", first ? "" : ",");
+				first = false;
+				json_str(m->provider);
+				printf(":%" PRIu64, sum);
+			}
+			printf("},\"by_event\":[");
+			for (i = 0; i < nm; i++) {
+				printf("%s{\"provider\":", i ? "," : "");
+				json_str(metas[i]->provider);
+				printf(",\"id\":%u,\"name\":", metas[i]->event_id);
+				json_str(metas[i]->name);
+				printf(",\"count\":%" PRIu64 "}", metas[i]->count);
+			}
+			printf("],\"threads\":[");
+			for (i = 0; i < ntc; i++)
+				printf("%s{\"pid\":%" PRId64 ",\"tid\":%" PRId64 ",\"count\":%" PRIu64 "}",
+				       i ? "," : "", tc[i].pid, tc[i].tid, tc[i].n);
+			printf("],\"error\":");
+			if (err < 0)
+				json_str(nt_reader_errmsg(r));
+			else
+				printf("null");
+			printf("}\n");
+		} else {
+			printf("file        %s (nettrace V%d)\n", path, info->format);
+			printf("events      %" PRIu64 "\n", events);
+			printf("lost        %" PRId64 " (EventsLost)\n", nt_reader_lost(r));
+			printf("duration    %.6f s (%" PRIu64 " ticks/s)\n", dur, info->tick_freq);
+			printf("stacks      %" PRIu64 " events carry a stack\n", with_stack);
+			printf("\nevents by provider/event:\n");
+			for (i = 0; i < nm; i++)
+				if (metas[i]->count)
+					printf("  %10" PRIu64 "  %s/%s (id %u)\n", metas[i]->count,
+					       metas[i]->provider, metas[i]->name, metas[i]->event_id);
+			printf("\nevents by thread:\n");
+			for (i = 0; i < ntc && i < 20; i++)
+				printf("  %10" PRIu64 "  pid %" PRId64 " tid %" PRId64 "\n", tc[i].n,
+				       tc[i].pid, tc[i].tid);
+			if (ntc > 20)
+				printf("  ... %zu threads in all\n", ntc);
+			printf("\nheaviest events (payload bytes):\n");
+			for (i = 0; i < nm && i < 5 && ps[i].bytes; i++)
+				printf("  %10" PRIu64 "  %s/%s\n", ps[i].bytes, ps[i].m->provider,
+				       ps[i].m->name);
+		}
+		if (err < 0) {
+			tool_err("report", "%s: %s", path, nt_reader_errmsg(r));
+			rc = 1;
+		}
+	}
+	free(metas);
+	free(ps);
+	free(tc);
+	hmap_free(&tmap);
+	hmap_free(&bytes_by_meta);
+	nt_reader_free(r);
+	return rc;
+}
+
+int cmd_dump(int argc, char **argv)
+{
+	struct nt_reader *r;
+	struct nt_rec rec;
+	struct bytebuf out = { 0 };
+	uint64_t n = 0;
+	int err;
+
+	if (argc != 2 || argv[1][0] == '-') {
+		fputs("usage: ringpipe dump FILE\n"
+		      "Prints every event as one JSON line, then a summary line\n"
+		      "(format: tests/interop/README.md).\n", argc == 2 ? stdout : stderr);
+		return argc == 2 && !strcmp(argv[1], "--help") ? 0 : 2;
+	}
+	r = nt_reader_open(argv[1]);
+	if (!r)
+		return tool_err("dump", "%s: %s", argv[1], strerror(errno));
+	while ((err = nt_reader_next(r, &rec)) > 0) {
+		nt_dump_event(r, &rec, &out);
+		n++;
+		if (out.len > (1 << 20)) {
+			fwrite(out.p, 1, out.len, stdout);
+			out.len = 0;
+		}
+	}
+	nt_dump_summary(r, n, err < 0, &out);
+	fwrite(out.p, 1, out.len, stdout);
+	bb_free(&out);
+	if (err < 0)
+		tool_err("dump", "%s: %s", argv[1], nt_reader_errmsg(r));
+	nt_reader_free(r);
+	return err < 0;
+}

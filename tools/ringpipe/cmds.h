@@ -1,0 +1,14 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef RINGPIPE_TOOL_CMDS_H
+#define RINGPIPE_TOOL_CMDS_H
+
+int cmd_report(int argc, char **argv);
+int cmd_dump(int argc, char **argv);
+int cmd_gen(int argc, char **argv);
+
+/* Prints "ringpipe <cmd>: <message>" to stderr; returns 1 (usage: 2). */
+int tool_err(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Strict unsigned parse: whole string, decimal, <= max. */
+int parse_u64(const char *s, uint64_t max, uint64_t *out);
+
+#endif

@@ -1,0 +1,80 @@
+// SPDX-License-Identifier: MIT
+/*
+ * ringpipe: the command-line front end.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmds.h"
+
+#define RINGPIPE_VERSION "0.1.0"
+
+static const char usage[] =
+"usage: ringpipe <command> [options]\n"
+"\n"
+"commands:\n"
+"  report FILE [--json]     summarize a nettrace file: duration, events per provider,\n"
+"                           event and thread, EventsLost, stacks, heaviest events\n"
+"  dump FILE                print every event as one JSON line (the canonical dump\n"
+"                           that the interop tests compare with TraceEvent's)\n"
+"  gen -o FILE [options]    write a synthetic trace (every field type, threads,\n"
+"                           stacks, activity ids, sequence gaps); see 'ringpipe gen --help'\n"
+"\n"
+"  --help, -h               this text\n"
+"  --version                print the version\n"
+"\n"
+"Exit status: 0 on success, 1 when the input was bad or an operation failed,\n"
+"2 on a usage error. See ringpipe(1).\n";
+
+int tool_err(const char *cmd, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "ringpipe %s: ", cmd);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	return 1;
+}
+
+int parse_u64(const char *s, uint64_t max, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+
+	if (!s || !*s || *s == '-' || *s == '+')
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || *end || v > max)
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	const char *cmd = argc > 1 ? argv[1] : NULL;
+
+	if (!cmd || !strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
+		fputs(usage, cmd ? stdout : stderr);
+		return cmd ? 0 : 2;
+	}
+	if (!strcmp(cmd, "--version")) {
+		printf("ringpipe %s\n", RINGPIPE_VERSION);
+		return 0;
+	}
+	if (!strcmp(cmd, "report"))
+		return cmd_report(argc - 1, argv + 1);
+	if (!strcmp(cmd, "dump"))
+		return cmd_dump(argc - 1, argv + 1);
+	if (!strcmp(cmd, "gen"))
+		return cmd_gen(argc - 1, argv + 1);
+	fprintf(stderr, "ringpipe: unknown command '%s'\n\n%s", cmd, usage);
+	return 2;
+}

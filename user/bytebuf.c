@@ -1,0 +1,60 @@
+// SPDX-License-Identifier: MIT
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "bytebuf.h"
+
+int bb_grow(struct bytebuf *b, size_t need)
+{
+	size_t ncap = b->cap ? b->cap : 256;
+	uint8_t *np;
+
+	if (b->oom)
+		return -ENOMEM;
+	while (ncap - b->len < need) {
+		if (ncap > SIZE_MAX / 2)
+			goto fail;
+		ncap *= 2;
+	}
+	np = realloc(b->p, ncap);
+	if (!np)
+		goto fail;
+	b->p = np;
+	b->cap = ncap;
+	return 0;
+fail:
+	b->oom = 1;
+	return -ENOMEM;
+}
+
+void bb_free(struct bytebuf *b)
+{
+	free(b->p);
+	b->p = NULL;
+	b->len = b->cap = 0;
+	b->oom = 0;
+}
+
+void bb_printf(struct bytebuf *b, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (bb_reserve(b, 64))
+		return;
+	va_start(ap, fmt);
+	n = vsnprintf((char *)b->p + b->len, b->cap - b->len, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return;
+	if ((size_t)n >= b->cap - b->len) {
+		if (bb_reserve(b, (size_t)n + 1))
+			return;
+		va_start(ap, fmt);
+		vsnprintf((char *)b->p + b->len, b->cap - b->len, fmt, ap);
+		va_end(ap);
+	}
+	b->len += (size_t)n;
+}

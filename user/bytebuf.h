@@ -1,0 +1,97 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Growable byte buffer with little-endian and LEB128 appenders.
+ *
+ * The nettrace writer assembles every block in one of these and the reader's
+ * error and JSON paths format into them. Appenders assume the caller reserved
+ * room with bb_reserve() first, so the per-event encoder does one capacity
+ * check per event instead of one per field.
+ */
+#ifndef RINGPIPE_BYTEBUF_H
+#define RINGPIPE_BYTEBUF_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+struct bytebuf {
+	uint8_t *p;
+	size_t len;
+	size_t cap;
+	int oom;	/* sticky: an allocation failed, contents are incomplete */
+};
+
+int bb_grow(struct bytebuf *b, size_t need);
+void bb_free(struct bytebuf *b);
+/* Append printf-formatted text (not NUL-terminated in the count). */
+void bb_printf(struct bytebuf *b, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* Ensure room for n more bytes; 0 or -ENOMEM. */
+static inline int bb_reserve(struct bytebuf *b, size_t n)
+{
+	if (__builtin_expect(b->cap - b->len >= n, 1))
+		return 0;
+	return bb_grow(b, n);
+}
+
+static inline void bb_put(struct bytebuf *b, const void *src, size_t n)
+{
+	memcpy(b->p + b->len, src, n);
+	b->len += n;
+}
+
+static inline int bb_append(struct bytebuf *b, const void *src, size_t n)
+{
+	if (bb_reserve(b, n))
+		return -1;
+	bb_put(b, src, n);
+	return 0;
+}
+
+static inline void bb_u8(struct bytebuf *b, uint8_t v)
+{
+	b->p[b->len++] = v;
+}
+
+static inline void bb_u16(struct bytebuf *b, uint16_t v)
+{
+	memcpy(b->p + b->len, &v, 2);	/* x86_64 and aarch64 are little-endian */
+	b->len += 2;
+}
+
+static inline void bb_u32(struct bytebuf *b, uint32_t v)
+{
+	memcpy(b->p + b->len, &v, 4);
+	b->len += 4;
+}
+
+static inline void bb_u64(struct bytebuf *b, uint64_t v)
+{
+	memcpy(b->p + b->len, &v, 8);
+	b->len += 8;
+}
+
+/* LEB128: at most 10 bytes for 64 bits. */
+static inline void bb_varu64(struct bytebuf *b, uint64_t v)
+{
+	uint8_t *o = b->p + b->len;
+
+	while (v >= 0x80) {
+		*o++ = (uint8_t)(v | 0x80);
+		v >>= 7;
+	}
+	*o++ = (uint8_t)v;
+	b->len = (size_t)(o - b->p);
+}
+
+static inline void bb_varu32(struct bytebuf *b, uint32_t v)
+{
+	bb_varu64(b, v);
+}
+
+#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "ringpipe's serializers assume a little-endian host"
+#endif
+
+#endif /* RINGPIPE_BYTEBUF_H */

@@ -1,0 +1,44 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Names TraceEvent gives to CLR runtime events. The runtime writes these
+ * events with an empty name and no field list; readers know them by provider
+ * and event id. The table holds facts (ids and names), filled from the CLR
+ * event manifest conventions; ../shared/docs/runtime-events.md lists them.
+ */
+#include <string.h>
+
+#include "nettrace.h"
+
+struct clr_name {
+	uint8_t provider;	/* index into providers[] */
+	uint16_t id;
+	const char *name;
+};
+
+static const char *const providers[] = {
+	"Microsoft-Windows-DotNETRuntime",
+	"Microsoft-Windows-DotNETRuntimeRundown",
+	"Microsoft-Windows-DotNETRuntimePrivate",
+	"Microsoft-DotNETCore-SampleProfiler",
+	"Microsoft-DotNETCore-EventPipe",
+};
+
+static const struct clr_name names[] = {
+#include "clr_names.inc"
+};
+
+const char *nt_clr_event_name(const char *provider, uint32_t event_id, uint8_t version)
+{
+	size_t i, p;
+
+	(void)version;
+	for (p = 0; p < sizeof(providers) / sizeof(providers[0]); p++)
+		if (!strcmp(provider, providers[p]))
+			break;
+	if (p == sizeof(providers) / sizeof(providers[0]))
+		return NULL;
+	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (names[i].provider == p && names[i].id == event_id)
+			return names[i].name;
+	return NULL;
+}

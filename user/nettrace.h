@@ -1,0 +1,259 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * nettrace writer and reader (internal API).
+ *
+ * nettrace is the trace format TraceEvent, PerfView, dotnet-trace and
+ * dotnet-gcdump read. Two framings exist:
+ *   V5  FastSerialization objects (what the .NET runtime writes), one process;
+ *   V6  typed blocks, thread blocks and label lists, several processes.
+ * Documentation/nettrace.md describes what ringpipe writes and why; the byte
+ * layout follows ../shared/docs/nettrace-format.md.
+ *
+ * Ordering contract of the writer: events handed to nt_writer_event() with
+ * `sorted` set must come in non-decreasing timestamp order across all threads
+ * (the drainer's merge provides that); the writer marks them IsSorted so the
+ * reader dispatches each at once.
+ */
+#ifndef RINGPIPE_NETTRACE_H
+#define RINGPIPE_NETTRACE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "bytebuf.h"
+
+enum nt_format {
+	NT_FORMAT_V5 = 5,
+	NT_FORMAT_V6 = 6,
+};
+
+/* Payload type codes (shared by V5 and V6 metadata). */
+enum nt_type {
+	NT_OBJECT = 1,
+	NT_BOOL = 3,		/* 4 bytes */
+	NT_CHAR = 4,		/* UTF-16 code unit */
+	NT_I8 = 5,
+	NT_U8 = 6,
+	NT_I16 = 7,
+	NT_U16 = 8,
+	NT_I32 = 9,
+	NT_U32 = 10,
+	NT_I64 = 11,
+	NT_U64 = 12,
+	NT_F32 = 13,
+	NT_F64 = 14,
+	NT_DECIMAL = 15,
+	NT_DATETIME = 16,	/* FILETIME, 8 bytes */
+	NT_GUID = 17,
+	NT_STRING = 18,		/* UTF-16LE, NUL-terminated */
+	NT_ARRAY = 19,		/* u16 count, then elements */
+	NT_VARINT = 20,		/* V6 only */
+	NT_VARUINT = 21,	/* V6 only */
+};
+
+/* Field schema. An array's element type is `elem_type`; an object (or an
+ * array of objects) lists its members in `fields`. */
+struct nt_field {
+	const char *name;
+	uint8_t type;
+	uint8_t elem_type;
+	uint16_t nfields;
+	const struct nt_field *fields;
+};
+
+struct nt_event_desc {
+	const char *provider;
+	const uint8_t *provider_guid;	/* NULL: derived from the name as TraceEvent does */
+	uint32_t event_id;
+	const char *name;		/* may be "" (CLR runtime events) */
+	uint64_t keywords;
+	uint8_t version;
+	uint8_t level;
+	uint8_t opcode;
+	uint16_t nfields;
+	const struct nt_field *fields;	/* NULL with nfields 0: no field list at all */
+};
+
+/*
+ * Output sink. The writer hands over whole blocks as an iovec (object header,
+ * padding, block content) so a sink can submit them without another copy.
+ */
+struct nt_sink {
+	/* Write every byte of iov[0..n); 0 or a negative errno. */
+	int (*writev)(struct nt_sink *sink, const struct iovec *iov, int n);
+};
+
+struct nt_mem_sink {
+	struct nt_sink base;
+	struct bytebuf buf;
+};
+
+struct nt_fd_sink {
+	struct nt_sink base;
+	int fd;
+	uint64_t bytes;
+};
+
+void nt_mem_sink_init(struct nt_mem_sink *s);
+void nt_mem_sink_fini(struct nt_mem_sink *s);
+void nt_fd_sink_init(struct nt_fd_sink *s, int fd);
+
+struct nt_writer_opts {
+	size_t sz;			/* sizeof(struct nt_writer_opts) */
+	int format;			/* NT_FORMAT_V5 (default) or NT_FORMAT_V6 */
+	uint32_t pid;			/* default process id (V5: the only one) */
+	uint32_t nr_cpus;		/* 0: sysconf */
+	uint32_t pointer_size;		/* 0: sizeof(void *) */
+	uint64_t sync_ticks;		/* timestamp taken at sync_unix_ns */
+	uint64_t tick_freq;		/* ticks per second, > 0 */
+	uint64_t sync_unix_ns;		/* wall clock at sync_ticks; 0: now */
+	uint32_t sampling_interval_ns;	/* ExpectedCPUSamplingRate; 0: 1 ms */
+	uint32_t block_bytes;		/* event block flush threshold; 0: 96 KiB */
+	uint32_t seq_base;		/* a thread's sequence number before its first event; 0: 1 */
+};
+#define NT_WRITER_OPTS_LAST_FIELD seq_base
+
+/* One event to serialize. */
+struct nt_event {
+	uint32_t meta_id;		/* from nt_writer_define() */
+	uint32_t seq;			/* sequence number of the capture thread */
+	uint32_t pid;			/* 0: the trace's default pid */
+	uint64_t tid;			/* OS thread id */
+	uint64_t capture_tid;		/* 0: same as tid */
+	uint32_t cpu;
+	uint32_t stack_depth;		/* frames in `stack`; 0: no stack */
+	const uint64_t *stack;		/* innermost frame first */
+	uint64_t ts;
+	const uint8_t *activity;	/* 16 bytes or NULL */
+	const uint8_t *related;		/* 16 bytes or NULL */
+	const void *payload;
+	uint32_t payload_len;
+	bool sorted;
+};
+
+struct nt_writer;
+
+struct nt_writer *nt_writer_new(struct nt_sink *sink, const struct nt_writer_opts *opts);
+/* Flushes nothing; call nt_writer_finish() first to end the stream. */
+void nt_writer_free(struct nt_writer *w);
+int nt_writer_format(const struct nt_writer *w);
+
+/* Registers an event type and returns its metadata id (>= 1) in *id. */
+int nt_writer_define(struct nt_writer *w, const struct nt_event_desc *d, uint32_t *id);
+int nt_writer_event(struct nt_writer *w, const struct nt_event *ev);
+/* Records that a capture thread reached `seq` without a written event (its
+ * later attempts were dropped); the next sequence point reports the gap. */
+int nt_writer_note_seq(struct nt_writer *w, uint32_t pid, uint64_t capture_tid, uint32_t seq);
+/* Flushes every open block and writes a sequence point at `ts`. */
+int nt_writer_sequence_point(struct nt_writer *w, uint64_t ts);
+/* Flushes, writes a final sequence point at `ts` and the end-of-stream mark. */
+int nt_writer_finish(struct nt_writer *w, uint64_t ts);
+/* Bytes handed to the sink so far, and events written. */
+uint64_t nt_writer_bytes(const struct nt_writer *w);
+uint64_t nt_writer_events(const struct nt_writer *w);
+/* Sticky error of the sink (0 when fine). */
+int nt_writer_error(const struct nt_writer *w);
+
+/* ---- reader ---------------------------------------------------------- */
+
+struct nt_rfield;
+
+struct nt_rtype {
+	uint8_t code;
+	struct nt_rtype *elem;		/* arrays */
+	uint16_t nfields;		/* objects */
+	struct nt_rfield *fields;
+};
+
+struct nt_rfield {
+	char *name;			/* UTF-8 */
+	struct nt_rtype type;
+};
+
+struct nt_meta {
+	uint32_t id;
+	char *provider;
+	uint8_t guid[16];
+	uint32_t event_id;
+	char *raw_name;			/* as stored in the file */
+	char *name;			/* TraceEvent's EventName */
+	uint64_t keywords;
+	uint8_t version;
+	uint8_t level;
+	uint8_t opcode;			/* after TraceEvent's implied Start/Stop */
+	bool has_fields;		/* a usable field list was present */
+	uint16_t nfields;
+	struct nt_rfield *fields;
+	uint64_t count;			/* events dispatched with this metadata */
+};
+
+struct nt_rec {
+	const struct nt_meta *meta;
+	uint32_t seq;
+	uint64_t capture_thread;	/* V5: OS thread id, V6: thread index */
+	int64_t pid;
+	int64_t tid;
+	uint32_t cpu;
+	uint64_t ts;
+	uint8_t activity[16];
+	uint8_t related[16];
+	const uint8_t *payload;
+	uint32_t payload_len;
+	const uint8_t *stack;		/* pointer_size-wide IPs */
+	uint32_t stack_bytes;
+	bool sorted;
+	uint64_t offset;		/* file offset of the event header */
+};
+
+struct nt_reader;
+
+struct nt_reader_info {
+	int format;			/* 5 (covers V4) or 6 */
+	uint64_t sync_ticks;
+	uint64_t tick_freq;
+	int64_t sync_unix_ns;
+	uint32_t pointer_size;
+	int64_t pid;
+	uint32_t nr_cpus;
+	uint32_t sampling_interval;
+};
+
+/* Opens a whole trace held in memory (not copied; must outlive the reader). */
+struct nt_reader *nt_reader_new_mem(const void *data, size_t len);
+/* Opens a file (mapped read-only). */
+struct nt_reader *nt_reader_open(const char *path);
+void nt_reader_free(struct nt_reader *r);
+const struct nt_reader_info *nt_reader_info(const struct nt_reader *r);
+/*
+ * Next event in TraceEvent's dispatch order: 1 with *rec filled, 0 at the end
+ * of the stream, or a negative errno with nt_reader_errmsg() saying what was
+ * wrong and at which offset. The record stays valid until the next call.
+ */
+int nt_reader_next(struct nt_reader *r, struct nt_rec *rec);
+const char *nt_reader_errmsg(const struct nt_reader *r);
+/* EventsLost, counted the way TraceEvent counts it. */
+int64_t nt_reader_lost(const struct nt_reader *r);
+/* All metadata seen so far, in definition order. */
+size_t nt_reader_nmeta(const struct nt_reader *r);
+const struct nt_meta *nt_reader_meta(const struct nt_reader *r, size_t i);
+
+/* Canonical dump (tests/interop/README.md) of one event / the summary. */
+void nt_dump_event(const struct nt_reader *r, const struct nt_rec *rec, struct bytebuf *out);
+void nt_dump_summary(const struct nt_reader *r, uint64_t events, int err, struct bytebuf *out);
+void nt_json_string(struct bytebuf *out, const char *s, size_t n);
+
+/* ---- shared helpers -------------------------------------------------- */
+
+/* Provider GUID the way TraceEvent derives it from a provider name. */
+void nt_provider_guid(const char *name, uint8_t guid[16]);
+/* "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" + NUL (37 bytes). */
+void nt_guid_format(const uint8_t guid[16], char out[37]);
+int nt_guid_parse(const char *s, uint8_t guid[16]);
+/* TraceEvent's name for a CLR runtime event that carries no name, or NULL. */
+const char *nt_clr_event_name(const char *provider, uint32_t event_id, uint8_t version);
+
+void sha1(const void *data, size_t len, uint8_t out[20]);
+
+#endif /* RINGPIPE_NETTRACE_H */
