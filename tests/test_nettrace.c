@@ -3,7 +3,6 @@
  * nettrace writer and reader: byte layout, round trips, sequence accounting,
  * and hostile input. TraceEvent's own verdicts are in test_interop.c.
  */
-#include <criterion/criterion.h>
 #include <inttypes.h>
 #include <string.h>
 

@@ -12,6 +12,7 @@
 struct clr_name {
 	uint8_t provider;	/* index into providers[] */
 	uint16_t id;
+	uint8_t opcode;
 	const char *name;
 };
 
@@ -27,18 +28,19 @@ static const struct clr_name names[] = {
 #include "clr_names.inc"
 };
 
-const char *nt_clr_event_name(const char *provider, uint32_t event_id, uint8_t version)
+const char *nt_clr_event_name(const char *provider, uint32_t event_id, uint8_t *opcode)
 {
 	size_t i, p;
 
-	(void)version;
 	for (p = 0; p < sizeof(providers) / sizeof(providers[0]); p++)
 		if (!strcmp(provider, providers[p]))
 			break;
 	if (p == sizeof(providers) / sizeof(providers[0]))
 		return NULL;
 	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-		if (names[i].provider == p && names[i].id == event_id)
+		if (names[i].provider == p && names[i].id == event_id) {
+			*opcode = names[i].opcode;
 			return names[i].name;
+		}
 	return NULL;
 }

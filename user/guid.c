@@ -158,6 +158,7 @@ static const struct {
 	{ "Microsoft-Windows-DotNETRuntimeStress", "cc2bcbba-16b6-4cf3-8990-d74c2e8af500" },
 	{ "System.Threading.Tasks.TplEventSource", "2e5dba47-a3d2-4d16-8ee0-6671ffdcd7b5" },
 	{ "System.Diagnostics.Eventing.FrameworkEventSource", "8e9f5090-2d75-4d03-8a81-e5afbf85daf1" },
+	{ "Microsoft-DotNETCore-SampleProfiler", "3c530d44-97ae-513a-1e6d-783e8f8e03a9" },
 };
 
 void nt_provider_guid(const char *name, uint8_t guid[16])

@@ -251,8 +251,9 @@ void nt_provider_guid(const char *name, uint8_t guid[16]);
 /* "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" + NUL (37 bytes). */
 void nt_guid_format(const uint8_t guid[16], char out[37]);
 int nt_guid_parse(const char *s, uint8_t guid[16]);
-/* TraceEvent's name for a CLR runtime event that carries no name, or NULL. */
-const char *nt_clr_event_name(const char *provider, uint32_t event_id, uint8_t version);
+/* TraceEvent's name (and in *opcode the opcode its template gives) for a CLR
+ * runtime event that carries no name, or NULL. */
+const char *nt_clr_event_name(const char *provider, uint32_t event_id, uint8_t *opcode);
 
 void sha1(const void *data, size_t len, uint8_t out[20]);
 

@@ -438,9 +438,23 @@ static bool ends_with_ci(const char *s, const char *suf)
 	return a >= b && !strcasecmp(s + a - b, suf);
 }
 
-/* TraceEvent's transforms after reading metadata, and its event naming. */
-static int finish_meta(struct nt_reader *r, struct nt_meta *m, bool guid_given)
+static const char *const opcode_names[10] = {
+	"Info", "Start", "Stop", "DataCollectionStart", "DataCollectionStop",
+	"Extension", "Reply", "Resume", "Suspend", "Transfer",
+};
+
+/*
+ * TraceEvent's transforms after reading metadata, and its event naming:
+ * without an explicit opcode a name ending in Start/Stop implies opcode 1/2;
+ * a Start/Stop suffix matching the opcode is cut from the task name; the
+ * event name is the task name, plus "/" and the opcode name when the opcode
+ * is not 0. Nameless CLR events take their name and opcode from the
+ * runtime's manifest; other nameless events are "EventID(N)".
+ */
+static int finish_meta(struct nt_reader *r, struct nt_meta *m, bool guid_given,
+		       bool opcode_given)
 {
+	struct bytebuf b = { 0 };
 	const char *clr;
 	char *task;
 	size_t n;
@@ -451,10 +465,24 @@ static int finish_meta(struct nt_reader *r, struct nt_meta *m, bool guid_given)
 		m->raw_name = strdup("");
 	if (!m->raw_name)
 		return fail_nomem(r);
+	if (!m->raw_name[0]) {
+		uint8_t op = 0;
+
+		clr = nt_clr_event_name(m->provider, m->event_id, &op);
+		if (clr) {
+			m->opcode = op;
+			m->name = strdup(clr);
+		} else {
+			bb_printf(&b, "EventID(%u)", m->event_id);
+			bb_append(&b, "", 1);
+			m->name = (char *)b.p;
+		}
+		return m->name ? 0 : fail_nomem(r);
+	}
 	task = strdup(m->raw_name);
 	if (!task)
 		return fail_nomem(r);
-	if (m->opcode == 0 && task[0]) {
+	if (!opcode_given) {
 		if (ends_with_ci(task, "Start"))
 			m->opcode = 1;
 		else if (ends_with_ci(task, "Stop"))
@@ -465,34 +493,17 @@ static int finish_meta(struct nt_reader *r, struct nt_meta *m, bool guid_given)
 		task[n - 5] = 0;
 	else if (m->opcode == 2 && ends_with_ci(task, "Stop"))
 		task[n - 4] = 0;
-
-	clr = m->raw_name[0] ? NULL : nt_clr_event_name(m->provider, m->event_id, m->version);
-	if (clr) {
-		free(task);
-		m->name = strdup(clr);
-	} else if (!m->raw_name[0]) {
-		/* no name and no known template */
-		struct bytebuf b = { 0 };
-
-		free(task);
-		bb_printf(&b, "EventID(%u)", m->event_id);
-		bb_append(&b, "", 1);
-		m->name = (char *)b.p;
-	} else if (m->opcode == 0) {
+	if (m->opcode == 0) {
 		m->name = task;
-	} else {
-		struct bytebuf b = { 0 };
-
-		if (m->opcode == 1)
-			bb_printf(&b, "%s/Start", task);
-		else if (m->opcode == 2)
-			bb_printf(&b, "%s/Stop", task);
-		else
-			bb_printf(&b, "%s/%u", task, m->opcode);
-		bb_append(&b, "", 1);
-		free(task);
-		m->name = (char *)b.p;
+		return 0;
 	}
+	if (m->opcode < 10)
+		bb_printf(&b, "%s/%s", task, opcode_names[m->opcode]);
+	else
+		bb_printf(&b, "%s/%u", task, m->opcode);
+	bb_append(&b, "", 1);
+	free(task);
+	m->name = (char *)b.p;
 	return m->name ? 0 : fail_nomem(r);
 }
 
@@ -528,6 +539,7 @@ static int parse_meta_v5(struct nt_reader *r, struct cur *c)
 {
 	struct nt_meta *m = calloc(1, sizeof(*m));
 	size_t start = c->pos;
+	bool opcode_given = false;
 	int err;
 
 	if (!m)
@@ -594,12 +606,14 @@ static int parse_meta_v5(struct nt_reader *r, struct cur *c)
 			c->pos += (size_t)tlen;
 			if (kind == 1 && tlen >= 1) {
 				m->opcode = tc.p[tc.pos];
+				opcode_given = true;
 			} else if (kind == 2) {
 				struct nt_rfield *f;
 				uint16_t nf;
 
 				err = parse_fields(r, &tc, L_V2, 0, &f, &nf);
 				if (err < 0) {
+					free_fields(f, nf);
 					free_meta(m);
 					return err;
 				}
@@ -613,7 +627,7 @@ static int parse_meta_v5(struct nt_reader *r, struct cur *c)
 			}
 		}
 	}
-	err = finish_meta(r, m, false);
+	err = finish_meta(r, m, false, opcode_given);
 	if (err) {
 		free_meta(m);
 		return err;
@@ -626,7 +640,7 @@ static int parse_meta_v6(struct nt_reader *r, struct cur *c)
 {
 	struct nt_meta *m = calloc(1, sizeof(*m));
 	size_t start = c->pos;
-	bool guid_given = false;
+	bool guid_given = false, opcode_given = false;
 	uint32_t v;
 	int err;
 
@@ -673,6 +687,7 @@ static int parse_meta_v6(struct nt_reader *r, struct cur *c)
 					break;
 				}
 				v = rd8(&oc);
+				opcode_given |= kind == 1;
 				if (kind == 1)
 					m->opcode = (uint8_t)v;
 				else if (kind == 8)
@@ -713,7 +728,7 @@ static int parse_meta_v6(struct nt_reader *r, struct cur *c)
 	}
 out:
 	if (!err)
-		err = finish_meta(r, m, guid_given);
+		err = finish_meta(r, m, guid_given, opcode_given);
 	if (err) {
 		free_meta(m);
 		return err;
@@ -1272,6 +1287,9 @@ static int parse_thread_block(struct nt_reader *r, struct cur *c)
 		if (hmap_put(&r->v6threads, index, r->nv6t))
 			return fail_nomem(r);
 		r->v6t[r->nv6t++] = t;
+		/* a declared thread starts at sequence number 0 */
+		if (!get_or_add_thread(r, index, 0))
+			return fail_nomem(r);
 	}
 	return 0;
 }

@@ -10,9 +10,10 @@
  *
  * Sequence numbers. TraceEvent counts EventsLost from gaps in each capture
  * thread's numbers. Three cases need care, all handled here:
- *   - a thread whose first events were dropped: the reader takes the first
+ *   - a thread whose first events were dropped: a V5 reader takes the first
  *     number it sees as the start, so a sequence point declares the thread at
- *     seq_base before its first event;
+ *     seq_base before its first event; a V6 reader starts every declared
+ *     thread at 0, so V6 numbers are shifted to make seq_base + 1 read as 1;
  *   - a thread id reused by a new thread that restarts its numbering: in V5
  *     the file keeps one continuous numbering per thread id (an offset per
  *     incarnation); in V6 the new incarnation gets a new thread index;
@@ -1137,8 +1138,13 @@ static struct wthread *get_thread(struct nt_writer *w, uint32_t pid, uint64_t ti
 	t->pid = pid;
 	t->tid = tid;
 	t->index = tid;
-	if (w->format == NT_FORMAT_V6 && declare_thread_v6(w, t))
-		return NULL;
+	if (w->format == NT_FORMAT_V6) {
+		/* a declared V6 thread starts at sequence number 0 in the
+		 * reader, so the file numbers from seq_base + 1 -> 1 */
+		t->offset = 0u - w->seq_base;
+		if (declare_thread_v6(w, t))
+			return NULL;
+	}
 	return w->last_thread = t;
 }
 
@@ -1149,7 +1155,7 @@ static int restart_thread(struct nt_writer *w, struct wthread *t)
 		/* never reuse an index: the reader's removal logic cannot be
 		 * trusted with it, and a fresh index starts a fresh count */
 		t->in_file = false;
-		t->offset = 0;
+		t->offset = 0u - w->seq_base;
 		t->has_raw = false;
 		t->last_file = 0;
 		return declare_thread_v6(w, t);
@@ -1174,7 +1180,8 @@ static int prepare_thread(struct nt_writer *w, struct wthread *t, uint32_t seq,
 		if (err)
 			return err;
 	}
-	if (!t->in_file && (int32_t)(seq + t->offset - w->seq_base) > 1) {
+	if (w->format == NT_FORMAT_V5 && !t->in_file &&
+	    (int32_t)(seq + t->offset - w->seq_base) > 1) {
 		/* leading drops: a sequence point at seq_base first, so the gap
 		 * up to this event counts as lost */
 		t->last_file = w->seq_base + t->offset;
@@ -1279,7 +1286,7 @@ int nt_writer_note_seq(struct nt_writer *w, uint32_t pid, uint64_t capture_tid, 
 		t->last_raw = w->seq_base;
 		t->last_file = w->seq_base + t->offset;
 	}
-	if (!t->in_file && (int32_t)(seq - t->last_raw) > 0) {
+	if (w->format == NT_FORMAT_V5 && !t->in_file && (int32_t)(seq - t->last_raw) > 0) {
 		/* nothing of this thread was written, all of its attempts were
 		 * dropped: a sequence point declares it at seq_base now, and
 		 * the next one reports the gap */

@@ -1,0 +1,291 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ringpipe shared-memory ABI.
+ *
+ * Everything in this header describes bytes that live in a memfd shared
+ * between producers (any thread of any process that maps the session),
+ * the drainer, and possibly an out-of-process reader, and later the BPF
+ * programs.  Rules:
+ *
+ *   - fixed-width types only (__u8 .. __u64), explicit padding, no
+ *     pointers, no bitfields, no enums in structs;
+ *   - every struct size and every field a reader depends on is pinned by
+ *     a _Static_assert below, so an accidental layout change fails the
+ *     build instead of corrupting a reader;
+ *   - fields written by different parties sit on different 64-byte cache
+ *     lines (producer position, consumer position, drop counters, reader
+ *     counters, each Block-mode word);
+ *   - a change to any of this bumps RP_ABI_VERSION.
+ *
+ * The byte-level description with an ASCII picture of the file and of
+ * the mapping is in Documentation/ring-abi.md.
+ */
+#ifndef RINGPIPE_ABI_H
+#define RINGPIPE_ABI_H
+
+#ifndef __VMLINUX_H__
+#include <linux/types.h>
+#endif
+
+/* "RINGPIPE" read as a little-endian u64: shows up as text in a hexdump. */
+#define RP_ABI_MAGIC		0x45504950474e4952ULL
+#define RP_ABI_VERSION		1u
+/* "RPRG": first word of every ring header, catches a mis-computed offset. */
+#define RP_SHM_RING_MAGIC	0x47525052u
+
+#define RP_SHM_CACHELINE	64u
+/* Size of the ring header page.  The ABI fixes it at 4096; a reader on a
+ * system whose page size differs refuses the session (see page_size). */
+#define RP_SHM_RING_HDR_SIZE	4096u
+#define RP_SHM_WAITER_SLOTS	64u
+
+/* Limits a reader enforces before trusting a header. */
+#define RP_SHM_MAX_RINGS	4096u
+#define RP_SHM_MIN_DATA_SIZE	4096ULL
+#define RP_SHM_MAX_DATA_SIZE	(1ULL << 30)
+/* Largest record any ring accepts; a ring also caps it at data_size / 4. */
+#define RP_REC_MAX_SIZE		65536u
+#define RP_REC_ALIGN		8u
+
+/* rp_shm_session.flags */
+#define RP_SHM_F_MODE_MASK	0x3u	/* low bits: buffering mode */
+#define RP_SHM_MODE_DROP	0u	/* full ring: drop, count, seq++ */
+#define RP_SHM_MODE_BLOCK	1u	/* full ring: park in FIFO (Block mode) */
+#define RP_SHM_F_KNOWN		RP_SHM_F_MODE_MASK
+
+/* Per-ring drop counters, indexed by reason. */
+#define RP_DROP_FULL		0u	/* no space in the ring */
+#define RP_DROP_TOO_BIG		1u	/* record larger than the ring's max */
+#define RP_DROP_NO_SESSION	2u	/* session gone while writing */
+#define RP_DROP_ABORTED		3u	/* Block session aborted (teardown / dead drainer) */
+#define RP_DROP_ALLOC_FAIL	4u	/* allocation failure (never parks) */
+#define RP_DROP_NR		5u
+#define RP_DROP_SLOTS		8u	/* slots reserved in the ABI */
+
+/*
+ * Block-mode waiter slot.  Only defined in this version; the parking code
+ * comes later.  Intended use:
+ *   - a producer that finds its ring full takes a ticket
+ *     t = fetch_add(&session.waiter_tail, 1); if t - waiter_head >=
+ *     RP_SHM_WAITER_SLOTS the queue is full and it drops (RP_DROP_FULL);
+ *   - it owns slot t % RP_SHM_WAITER_SLOTS: writes tid and ticket, then
+ *     futex-waits on its own .futex word (nobody else sleeps on it);
+ *   - the drainer, after freeing space, wakes only the head
+ *     (slot waiter_head % SLOTS): store futex = 1, FUTEX_WAKE 1;
+ *   - the head retries its write, then advances waiter_head and wakes the
+ *     next slot itself (passes the baton), so wakeups stay strictly FIFO;
+ *   - abort != 0 or a stale drainer_heartbeat_ns makes every waiter drop.
+ */
+struct rp_shm_waiter {
+	__u32 futex;		/* 0: wait; nonzero: go (written by waker) */
+	__u32 tid;		/* OS tid of the parked producer */
+	__u32 ticket;		/* ticket this slot currently serves */
+	__u32 state;		/* reserved, 0 */
+	__u8 __pad[48];
+};
+
+/*
+ * Session header: offset 0 of the memfd, 8192 bytes (two pages).
+ * Page 0 holds geometry and control words, page 1 the waiter slots.
+ */
+struct rp_shm_session {
+	/* 0x000: immutable once the fd is handed out */
+	__u64 magic;		/* RP_ABI_MAGIC, written last at creation */
+	__u32 version;		/* RP_ABI_VERSION */
+	__u32 hdr_size;		/* sizeof(struct rp_shm_session) */
+	__u32 ring_hdr_size;	/* RP_SHM_RING_HDR_SIZE */
+	__u32 nr_rings;		/* 1 .. RP_SHM_MAX_RINGS */
+	__u64 ring_data_size;	/* power of two, >= page_size */
+	__u64 session_id;
+	__u32 flags;		/* RP_SHM_F_*, mode in the low bits */
+	__u32 page_size;	/* page size of the creator */
+	__u32 max_record;	/* min(RP_REC_MAX_SIZE, ring_data_size / 4) */
+	__u32 record_hdr_size;	/* sizeof(struct rp_shm_record) */
+	__u64 total_size;	/* size of the memfd, exactly */
+
+	/* 0x040: immutable tuning for Block mode */
+	__u64 drainer_timeout_ns; /* heartbeat older than this = dead drainer */
+	__u32 wake_watermark;	/* bytes pending before a producer wakes the drainer */
+	__u32 creator_pid;
+	__u8 __pad1[48];
+
+	/* 0x080: abort flag; set once at teardown, read by parked producers */
+	__u32 abort;
+	__u8 __pad2[60];
+
+	/* 0x0c0: drainer liveness; written only by the drainer */
+	__u32 drainer_pid;
+	__u32 drainer_tid;
+	__u64 drainer_heartbeat_ns; /* CLOCK_MONOTONIC, refreshed while it runs */
+	__u8 __pad3[48];
+
+	/* 0x100: drainer wakeup.  Producers FUTEX_WAKE drainer_wake only when
+	 * pending bytes cross wake_watermark or drainer_idle != 0 (the drainer
+	 * declared it is about to sleep), never once per event. */
+	__u32 drainer_wake;	/* futex word the drainer sleeps on */
+	__u32 drainer_idle;
+	__u8 __pad4[56];
+
+	/* 0x140: FIFO ticket dispenser, fetch_add by parking producers */
+	__u32 waiter_tail;
+	__u8 __pad5[60];
+
+	/* 0x180: ticket now served; advanced by the head when it leaves */
+	__u32 waiter_head;
+	__u8 __pad6[60];
+
+	/* 0x1c0 .. 0xfff: reserved, zero */
+	__u8 __reserved[4096 - 0x1c0];
+
+	/* 0x1000: one cache line per waiter */
+	struct rp_shm_waiter waiters[RP_SHM_WAITER_SLOTS];
+};
+
+/*
+ * Ring header: one page in front of each ring's data area.
+ * Positions are free-running byte counts (never wrap in practice); the
+ * byte offset in the data area is pos & (data_size - 1).
+ */
+struct rp_shm_ring {
+	/* 0x000: immutable */
+	__u32 magic;		/* RP_SHM_RING_MAGIC */
+	__u32 cpu;		/* ring index = CPU index for per-CPU sessions */
+	__u64 data_size;	/* == session.ring_data_size */
+	__u64 data_offset;	/* file offset of this ring's data */
+	__u32 max_record;	/* == session.max_record */
+	__u32 flags;		/* reserved, 0 */
+	__u8 __pad0[32];
+
+	/* 0x040: producers only (CAS in reserve) */
+	__u64 producer_pos;
+	__u8 __pad1[56];
+
+	/* 0x080: the consumer only (store-release in release) */
+	__u64 consumer_pos;
+	__u8 __pad2[56];
+
+	/* 0x0c0: drop counters, producers, relaxed atomic add */
+	__u64 drops[RP_DROP_SLOTS];
+
+	/* 0x100: reader-side counters, written by the consumer */
+	__u64 corrupt;		/* corrupt records / positions found */
+	__u64 stale_skipped;	/* records left BUSY too long and skipped */
+	__u64 skipped_bytes;	/* bytes thrown away by those skips */
+	__u8 __pad3[40];
+
+	__u8 __reserved[RP_SHM_RING_HDR_SIZE - 0x140];
+};
+
+/*
+ * Record header.  Records are 8-byte aligned and never wrap (the data
+ * area is mapped twice back to back).  Layout of one record:
+ *
+ *   struct rp_shm_record                    32 bytes
+ *   struct rp_shm_activity                  32 bytes  if RP_REC_F_ACTIVITY
+ *   struct rp_shm_stack + nr * __u64        8 + 8*nr  if RP_REC_F_STACK
+ *   payload                                 payload_len bytes
+ *   zero padding to a multiple of 8
+ *
+ * len is total length including the header and padding, i.e. exactly
+ * rp_record_size(flags, nr, payload_len).
+ */
+struct rp_shm_record {
+	__u32 len;		/* RP_REC_BUSY | RP_REC_DISCARD | length */
+	__u32 meta_id;		/* metadata (event) id */
+	__u64 timestamp;	/* rp_clock ticks */
+	__u32 tid;		/* OS thread id of the writer */
+	__u32 seq;		/* writer's per-thread sequence number */
+	__u16 flags;		/* RP_REC_F_* */
+	__u16 payload_len;
+	__u32 cpu;		/* CPU the writer ran on at reserve time */
+};
+
+#define RP_REC_BUSY		0x80000000u	/* reserved, not committed yet */
+#define RP_REC_DISCARD		0x40000000u	/* committed as "skip me" */
+#define RP_REC_LEN_MASK		0x3fffffffu
+
+#define RP_REC_F_ACTIVITY	0x0001u	/* activity id + related activity id */
+#define RP_REC_F_STACK		0x0002u	/* stack: count + instruction pointers */
+#define RP_REC_F_KNOWN		(RP_REC_F_ACTIVITY | RP_REC_F_STACK)
+
+struct rp_shm_activity {
+	__u8 activity_id[16];
+	__u8 related_activity_id[16];
+};
+
+struct rp_shm_stack {
+	__u32 nr;		/* number of ips that follow */
+	__u32 __reserved;	/* 0; keeps ips 8-byte aligned */
+	/* __u64 ips[nr] follows */
+};
+
+/* Where each optional part lives, from the start of the record. */
+static inline __u32 rp_record_activity_off(__u16 flags)
+{
+	(void)flags;
+	return (__u32)sizeof(struct rp_shm_record);
+}
+
+static inline __u32 rp_record_stack_off(__u16 flags)
+{
+	return rp_record_activity_off(flags) +
+	       ((flags & RP_REC_F_ACTIVITY) ? (__u32)sizeof(struct rp_shm_activity) : 0);
+}
+
+/* 64-bit so that a hostile stack count cannot overflow the sum. */
+static inline __u64 rp_record_payload_off(__u16 flags, __u32 stack_nr)
+{
+	__u64 off = rp_record_stack_off(flags);
+
+	if (flags & RP_REC_F_STACK)
+		off += sizeof(struct rp_shm_stack) + (__u64)stack_nr * sizeof(__u64);
+	return off;
+}
+
+static inline __u64 rp_record_size(__u16 flags, __u32 stack_nr, __u16 payload_len)
+{
+	__u64 end = rp_record_payload_off(flags, stack_nr) + payload_len;
+
+	return (end + RP_REC_ALIGN - 1) & ~(__u64)(RP_REC_ALIGN - 1);
+}
+
+/* Layout pins.  If one of these fires, bump RP_ABI_VERSION and update
+ * Documentation/ring-abi.md. */
+#define RP__OFF(t, f) __builtin_offsetof(struct t, f)
+_Static_assert(sizeof(struct rp_shm_waiter) == 64, "waiter slot is one cache line");
+_Static_assert(sizeof(struct rp_shm_session) == 8192, "session header is two pages");
+_Static_assert(sizeof(struct rp_shm_session) % 4096 == 0, "session header is whole pages");
+_Static_assert(RP__OFF(rp_shm_session, version) == 8, "session.version");
+_Static_assert(RP__OFF(rp_shm_session, nr_rings) == 20, "session.nr_rings");
+_Static_assert(RP__OFF(rp_shm_session, ring_data_size) == 24, "session.ring_data_size");
+_Static_assert(RP__OFF(rp_shm_session, total_size) == 56, "session.total_size");
+_Static_assert(RP__OFF(rp_shm_session, drainer_timeout_ns) == 0x40, "session.drainer_timeout_ns");
+_Static_assert(RP__OFF(rp_shm_session, abort) == 0x80, "session.abort own line");
+_Static_assert(RP__OFF(rp_shm_session, drainer_pid) == 0xc0, "session.drainer_* own line");
+_Static_assert(RP__OFF(rp_shm_session, drainer_heartbeat_ns) == 0xc8, "session.heartbeat");
+_Static_assert(RP__OFF(rp_shm_session, drainer_wake) == 0x100, "session.drainer_wake own line");
+_Static_assert(RP__OFF(rp_shm_session, waiter_tail) == 0x140, "session.waiter_tail own line");
+_Static_assert(RP__OFF(rp_shm_session, waiter_head) == 0x180, "session.waiter_head own line");
+_Static_assert(RP__OFF(rp_shm_session, waiters) == 0x1000, "session.waiters on page 1");
+_Static_assert(sizeof(struct rp_shm_ring) == RP_SHM_RING_HDR_SIZE, "ring header is one page");
+_Static_assert(RP__OFF(rp_shm_ring, data_size) == 8, "ring.data_size");
+_Static_assert(RP__OFF(rp_shm_ring, producer_pos) == 0x40, "ring.producer_pos own line");
+_Static_assert(RP__OFF(rp_shm_ring, consumer_pos) == 0x80, "ring.consumer_pos own line");
+_Static_assert(RP__OFF(rp_shm_ring, drops) == 0xc0, "ring.drops own line");
+_Static_assert(RP__OFF(rp_shm_ring, corrupt) == 0x100, "ring.corrupt own line");
+_Static_assert(RP_DROP_NR <= RP_DROP_SLOTS, "drop reasons fit the ABI slots");
+_Static_assert(sizeof(struct rp_shm_record) == 32, "record header");
+_Static_assert(RP__OFF(rp_shm_record, meta_id) == 4, "record.meta_id");
+_Static_assert(RP__OFF(rp_shm_record, timestamp) == 8, "record.timestamp");
+_Static_assert(RP__OFF(rp_shm_record, tid) == 16, "record.tid");
+_Static_assert(RP__OFF(rp_shm_record, seq) == 20, "record.seq");
+_Static_assert(RP__OFF(rp_shm_record, flags) == 24, "record.flags");
+_Static_assert(RP__OFF(rp_shm_record, payload_len) == 26, "record.payload_len");
+_Static_assert(RP__OFF(rp_shm_record, cpu) == 28, "record.cpu");
+_Static_assert(sizeof(struct rp_shm_activity) == 32, "activity ids");
+_Static_assert(sizeof(struct rp_shm_stack) == 8, "stack header");
+_Static_assert(sizeof(struct rp_shm_record) % RP_REC_ALIGN == 0, "record header keeps alignment");
+_Static_assert(RP_REC_MAX_SIZE <= RP_REC_LEN_MASK, "max record fits the len word");
+#undef RP__OFF
+
+#endif /* RINGPIPE_ABI_H */

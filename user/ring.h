@@ -1,0 +1,292 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Per-CPU shared-memory rings of a session (internal API).
+ *
+ * A session is one memfd ("ringpipe-session") holding a session header
+ * and nr_rings rings; see include/ringpipe/abi.h for the bytes and
+ * Documentation/ring-abi.md for the picture.  This header has the fast
+ * path (reserve / commit / discard, current CPU) inline; everything rare
+ * or slow lives in ring.c (consumer) and shm.c (create / map / validate).
+ *
+ * Producer protocol (any number of threads, any process):
+ *
+ *   rec = rp_ring_reserve(r, rp_record_size(flags, nr_ips, payload_len));
+ *   if (!rec) { rp_ring_count_drop(r, RP_DROP_FULL or RP_DROP_TOO_BIG); ... }
+ *   fill *rec (rp_record_fill()) and the optional parts
+ *   rp_ring_commit(rec);          or rp_ring_discard(rec);
+ *
+ * reserve never blocks and never makes a syscall: one CAS on the producer
+ * position, checked against the consumer position.  A full ring returns
+ * NULL; the caller counts the drop and bumps its thread sequence number.
+ *
+ * Consumer protocol (exactly one consumer per ring at a time, in this or
+ * another process; it treats the ring as untrusted):
+ *
+ *   while (!(err = rp_ring_peek(r, &it))) { use it.*; rp_ring_advance(r); }
+ *   rp_ring_release(r);           publish: frees the space for producers
+ *
+ * or rp_ring_drain() which does exactly that with a callback.
+ */
+#ifndef RP_RING_H
+#define RP_RING_H
+
+#include <sched.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#if defined(__has_include)
+#if __has_include(<sys/rseq.h>)
+#include <sys/rseq.h>
+#define RP_HAVE_RSEQ 1
+#endif
+#endif
+
+#include <ringpipe/abi.h>
+
+#include "atomics.h"
+
+#define RP_SHM_DEFAULT_DATA_SIZE	(1u << 20)
+#define RP_SHM_DEFAULT_DRAINER_TIMEOUT_NS 2000000000ull
+#define RP_RING_DEFAULT_STALE_NS	1000000000ull
+
+struct rp_ring;
+struct rp_shm;
+
+/* Called for every corruption or stale-record skip a consumer reports.
+ * msg names the ring, the CPU, the position and offset, and the reason. */
+typedef void (*rp_ring_report_fn)(void *ctx, const struct rp_ring *r, uint64_t pos,
+				  const char *msg);
+
+struct rp_shm_opts {
+	size_t sz;			/* sizeof(struct rp_shm_opts) */
+	uint32_t nr_rings;		/* 0: number of possible CPUs */
+	uint32_t mode;			/* RP_SHM_MODE_DROP (default) or _BLOCK */
+	uint64_t data_size;		/* per ring, power of two; 0: 1 MiB */
+	uint64_t session_id;		/* 0: random */
+	uint64_t drainer_timeout_ns;	/* 0: 2 s */
+	uint32_t wake_watermark;	/* bytes; 0: data_size / 2 */
+	uint32_t __pad;
+};
+#define rp_shm_opts__last_field wake_watermark
+
+struct rp_shm_open_opts {
+	size_t sz;			/* sizeof(struct rp_shm_open_opts) */
+	char *errbuf;			/* receives why the fd was refused */
+	size_t errbuf_len;
+};
+#define rp_shm_open_opts__last_field errbuf_len
+
+/*
+ * One ring as seen by this process.  The first cache line is read-mostly
+ * (producers); the consumer's private state starts on the next one so an
+ * in-process drainer does not bounce it.  Never shared across processes:
+ * every field here is this process's trusted copy.
+ */
+struct rp_ring {
+	struct rp_shm_ring *hdr;	/* shared ring header */
+	unsigned char *data;		/* data area, mapped twice back to back */
+	uint64_t size;			/* data size, power of two */
+	uint64_t mask;			/* (size - 1) & ~7: offsets stay 8-aligned */
+	uint32_t max_record;
+	uint32_t index;
+	struct rp_shm *shm;
+
+	/* consumer-local state */
+	uint64_t cons __attribute__((aligned(64))); /* next position to read */
+	uint64_t published;		/* last consumer_pos we stored */
+	uint64_t prod_seen;		/* producer_pos as last read (bound only) */
+	uint32_t peek_len;		/* record returned by the last peek, or 0 */
+	uint32_t __pad;
+	uint64_t stuck_pos;		/* head position that is not committed */
+	uint64_t stuck_since_ns;	/* CLOCK_MONOTONIC when first seen, 0: none */
+	char err[200];			/* last corruption / stale report */
+} __attribute__((aligned(64)));
+
+/* A mapped session: creator (rp_shm_create) or reader (rp_shm_open_fd). */
+struct rp_shm {
+	struct rp_ring *rings;
+	uint32_t nr_rings;
+	uint32_t max_record;
+	uint64_t data_size;
+	struct rp_shm_session *hdr;
+	int fd;
+	bool creator;
+	void *map_base;			/* whole reserved address range */
+	size_t map_len;
+	rp_ring_report_fn report;
+	void *report_ctx;
+	uint64_t stale_ns;		/* BUSY longer than this: skip it */
+};
+
+/* What rp_ring_peek() hands out.  Use the copies (hdr, len, stack_nr),
+ * not rec->...: the shared bytes may change under a hostile producer. */
+struct rp_ring_item {
+	const struct rp_shm_record *rec;	/* in shared memory */
+	struct rp_shm_record hdr;		/* validated copy of the header */
+	uint64_t pos;				/* ring position of the record */
+	uint32_t len;				/* total length */
+	uint32_t stack_nr;			/* 0 unless RP_REC_F_STACK */
+	const struct rp_shm_activity *activity;	/* NULL unless RP_REC_F_ACTIVITY */
+	const uint64_t *stack;			/* NULL unless RP_REC_F_STACK */
+	const void *payload;			/* hdr.payload_len bytes */
+};
+
+/* shm.c */
+struct rp_shm *rp_shm_create(const struct rp_shm_opts *opts);
+struct rp_shm *rp_shm_open_fd(int fd, const struct rp_shm_open_opts *opts);
+void rp_shm_destroy(struct rp_shm *s);
+int rp_shm_fd(const struct rp_shm *s);
+struct rp_ring *rp_shm_ring(struct rp_shm *s, uint32_t index);
+uint32_t rp_shm_nr_rings(const struct rp_shm *s);
+struct rp_shm_session *rp_shm_header(const struct rp_shm *s);
+void rp_shm_set_reporter(struct rp_shm *s, rp_ring_report_fn fn, void *ctx);
+void rp_shm_set_stale_timeout(struct rp_shm *s, uint64_t ns);
+uint32_t rp_shm_possible_cpus(void);
+
+/* ring.c: consumer */
+int rp_ring_peek(struct rp_ring *r, struct rp_ring_item *it);
+void rp_ring_advance(struct rp_ring *r);
+void rp_ring_release(struct rp_ring *r);
+typedef int (*rp_ring_record_fn)(void *ctx, struct rp_ring *r, const struct rp_ring_item *it);
+long rp_ring_drain(struct rp_ring *r, rp_ring_record_fn fn, void *ctx, long max_records);
+const char *rp_ring_last_error(const struct rp_ring *r);
+uint64_t rp_ring_drops(const struct rp_ring *r, unsigned int reason);
+uint64_t rp_ring_corrupt_count(const struct rp_ring *r);
+uint64_t rp_ring_stale_count(const struct rp_ring *r);
+
+/* ring.c: producer slow path and setup */
+struct rp_shm_record *rp_ring_reserve_slow(struct rp_ring *r, uint32_t len);
+void rp_ring_setup(struct rp_ring *r, struct rp_shm *s, uint32_t index,
+		   struct rp_shm_ring *hdr, unsigned char *data);
+
+/*
+ * Current CPU: glibc's registered rseq area (kept current by the kernel,
+ * one TLS load), else sched_getcpu().  The value can be stale by the time
+ * it is used; that only costs locality, never correctness, because rings
+ * are multi-producer.
+ */
+static inline unsigned int rp_ring_current_cpu(void)
+{
+	int cpu;
+
+#ifdef RP_HAVE_RSEQ
+	if (rp_likely(__rseq_size >= 8)) {	/* cpu_id_start + cpu_id */
+		const char *tp;
+		const struct rseq *rs;
+
+#if defined(__x86_64__)
+		__asm__("mov %%fs:0, %0" : "=r"(tp));
+#else
+		tp = (const char *)__builtin_thread_pointer();
+#endif
+		rs = (const struct rseq *)(tp + __rseq_offset);
+		/* written by the kernel on return to user space; a plain
+		 * single-copy-atomic read, nothing to pair with */
+		cpu = (int)rp_load_relaxed(&rs->cpu_id);
+		if (rp_likely(cpu >= 0))
+			return (unsigned int)cpu;
+	}
+#endif
+	cpu = sched_getcpu();
+	return cpu < 0 ? 0u : (unsigned int)cpu;
+}
+
+static inline struct rp_ring *rp_shm_current_ring(struct rp_shm *s)
+{
+	unsigned int cpu = rp_ring_current_cpu();
+
+	return &s->rings[rp_likely(cpu < s->nr_rings) ? cpu : cpu % s->nr_rings];
+}
+
+/*
+ * Reserve len bytes (header included; rounded up to 8).  Returns the
+ * record with its len word set to BUSY|len, or NULL when the ring is full
+ * or len is out of range (< header or > max record): the caller counts
+ * the drop (RP_DROP_FULL / RP_DROP_TOO_BIG).
+ */
+static inline struct rp_shm_record *rp_ring_reserve(struct rp_ring *r, uint32_t len)
+{
+	struct rp_shm_ring *h = r->hdr;
+	struct rp_shm_record *rec;
+	__u64 cons, pos;	/* the ABI's type, for the CAS */
+
+	/* one compare rejects both len < header and len > max_record */
+	if (rp_unlikely(len - (uint32_t)sizeof(*rec) > r->max_record - (uint32_t)sizeof(*rec)))
+		return NULL;
+	len = (len + RP_REC_ALIGN - 1) & ~(RP_REC_ALIGN - 1);	/* max_record is 8-aligned */
+
+	/* pairs with the store_release of consumer_pos in rp_ring_release():
+	 * the consumer's last reads of the space we may reuse, and its zeroing
+	 * of it, happen before our writes into it */
+	cons = rp_load_acquire(&h->consumer_pos);
+	/* loaded after cons, so pos >= cons for an honest consumer (it only
+	 * publishes positions it read from producer_pos) */
+	pos = rp_load_relaxed(&h->producer_pos);
+	do {
+		if (rp_unlikely(pos - cons + len > r->size))
+			return rp_ring_reserve_slow(r, len);
+		/* relaxed: the space is ours once the CAS wins; nobody reads it
+		 * before rp_ring_commit() publishes it */
+	} while (!rp_cas_weak_relaxed(&h->producer_pos, &pos, pos + len));
+
+	rec = (struct rp_shm_record *)(r->data + (pos & r->mask));
+	/* relaxed: BUSY only tells the consumer the length of a record that
+	 * is not committed yet; the free space was zero, so it reads 0 until
+	 * this store lands and means "not committed" either way */
+	rp_store_relaxed(&rec->len, len | RP_REC_BUSY);
+	return rec;
+}
+
+/* Fill the fixed header of a reserved record (not len). */
+static inline void rp_record_fill(struct rp_shm_record *rec, uint32_t meta_id, uint64_t ts,
+				  uint32_t tid, uint32_t seq, uint16_t flags,
+				  uint16_t payload_len, uint32_t cpu)
+{
+	rec->meta_id = meta_id;
+	rec->timestamp = ts;
+	rec->tid = tid;
+	rec->seq = seq;
+	rec->flags = flags;
+	rec->payload_len = payload_len;
+	rec->cpu = cpu;
+}
+
+static inline void *rp_record_payload(struct rp_shm_record *rec, uint32_t stack_nr)
+{
+	return (char *)rec + rp_record_payload_off(rec->flags, stack_nr);
+}
+
+static inline void rp_ring_commit(struct rp_shm_record *rec)
+{
+	uint32_t len = rp_load_relaxed(&rec->len) & RP_REC_LEN_MASK;
+
+	/* pairs with the load_acquire of rec->len in rp_ring_peek(): the
+	 * record body is visible before the consumer sees it committed */
+	rp_store_release(&rec->len, len);
+}
+
+/* Give a reserved record back: the consumer skips it silently. */
+static inline void rp_ring_discard(struct rp_shm_record *rec)
+{
+	uint32_t len = rp_load_relaxed(&rec->len) & RP_REC_LEN_MASK;
+
+	/* pairs with the load_acquire of rec->len in rp_ring_peek() */
+	rp_store_release(&rec->len, len | RP_REC_DISCARD);
+}
+
+/* Count one dropped event; reason is RP_DROP_* (< RP_DROP_NR). */
+static inline void rp_ring_count_drop(struct rp_ring *r, unsigned int reason)
+{
+	rp_add_relaxed(&r->hdr->drops[reason & (RP_DROP_SLOTS - 1)], 1);
+}
+
+/* Advance past the peeked record and publish right away. */
+static inline void rp_ring_consume(struct rp_ring *r)
+{
+	rp_ring_advance(r);
+	rp_ring_release(r);
+}
+
+#endif /* RP_RING_H */
