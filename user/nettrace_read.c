@@ -989,7 +989,7 @@ static int parse_event_block(struct nt_reader *r, struct cur *c)
 
 		if (err)
 			return err;
-		th = get_or_add_thread(r, fh.capture, fh.seq - 1);
+		th = get_or_add_thread(r, fh.capture, (int32_t)((uint32_t)fh.seq - 1));
 		if (!th)
 			return fail_nomem(r);
 	}
@@ -1009,13 +1009,13 @@ static int parse_event_block(struct nt_reader *r, struct cur *c)
 		if (h.sorted) {
 			size_t idx;
 
-			th = get_or_add_thread(r, h.capture, h.seq - 1);
+			th = get_or_add_thread(r, h.capture, (int32_t)((uint32_t)h.seq - 1));
 			if (!th)
 				return fail_nomem(r);
 			idx = (size_t)(th - r->rthreads);
 			(void)idx;
 		}
-		notify_dropped(r, th->seq, h.seq - 1);
+		notify_dropped(r, th->seq, (int32_t)((uint32_t)h.seq - 1));
 		th->seq = h.seq;
 
 		memset(&rec, 0, sizeof(rec));
@@ -1419,7 +1419,11 @@ static int parse_trace_payload(struct nt_reader *r, struct cur *c, bool v6)
 	tm.tm_min = st[5];
 	tm.tm_sec = st[6];
 	secs = timegm(&tm);
-	r->info.sync_unix_ns = (int64_t)secs * 1000000000 + (int64_t)st[7] * 1000000;
+	/* dates past 2262 do not fit in nanoseconds: saturate */
+	if (__builtin_mul_overflow((int64_t)secs, (int64_t)1000000000, &r->info.sync_unix_ns) ||
+	    __builtin_add_overflow(r->info.sync_unix_ns, (int64_t)st[7] * 1000000,
+				   &r->info.sync_unix_ns))
+		r->info.sync_unix_ns = INT64_MAX;
 	r->info.sync_ticks = rd64(c);
 	freq = (int64_t)rd64(c);
 	if (freq <= 0)

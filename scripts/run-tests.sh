@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Runs every test: the Criterion unit and integration binaries (the interop
+# ones included), then each libFuzzer target briefly over its seed corpus.
+# Ends with one line "N passed, N failed, N skipped" counting test cases.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+OUT=${OUT:-.output/default}
+OUTPUT=${OUTPUT:-.output}
+FUZZ_SECONDS=${FUZZ_SECONDS:-20}
+export RINGPIPE_TOOL=${RINGPIPE_TOOL:-$PWD/$OUT/ringpipe}
+export RINGPIPE_INTEROP_DLL=${RINGPIPE_INTEROP_DLL:-$PWD/$OUTPUT/interop/TraceDump.dll}
+if [ -z "${RINGPIPE_SHARED:-}" ]; then
+	RINGPIPE_SHARED=$(cd .. && pwd)/shared
+fi
+export RINGPIPE_SHARED
+export DOTNET_CLI_TELEMETRY_OPTOUT=1 DOTNET_NOLOGO=1
+
+passed=0 failed=0 skipped=0
+logdir=$OUTPUT/test-logs
+mkdir -p "$logdir"
+
+run_criterion() {
+	local bin=$1 name log p f c s tested
+	name=$(basename "$bin")
+	log=$logdir/$name.log
+	printf '  %-28s ' "$name"
+	"$bin" >"$log" 2>&1
+	local rc=$?
+	s=$(grep -c '^\[SKIP\]' "$log")
+	if grep -q 'Synthesis: Tested:' "$log"; then
+		if grep -q 'TSan mini-runner' "$log"; then
+			p=$(grep -c '^\[PASS\]' "$log")
+			f=$(grep -c '^\[FAIL\]' "$log")
+			c=0
+		else
+			tested=$(sed -n 's/.*Tested: \([0-9]*\).*/\1/p' "$log" | tail -1)
+			p=$(sed -n 's/.*Passing: \([0-9]*\).*/\1/p' "$log" | tail -1)
+			f=$(sed -n 's/.*Failing: \([0-9]*\).*/\1/p' "$log" | tail -1)
+			c=$(sed -n 's/.*Crashing: \([0-9]*\).*/\1/p' "$log" | tail -1)
+			# Criterion counts skipped tests as tested and passing
+			p=$((p - s))
+			: "$tested"
+		fi
+	else
+		p=0 f=1 c=0
+	fi
+	[ "$rc" -ne 0 ] && [ "$f" -eq 0 ] && [ "$c" -eq 0 ] && f=1
+	passed=$((passed + p)); failed=$((failed + f + c)); skipped=$((skipped + s))
+	printf '%3d passed, %d failed, %d skipped\n' "$p" "$((f + c))" "$s"
+	if [ "$((f + c))" -ne 0 ]; then
+		sed 's/^/      /' "$log" | grep -v '^      \[----\] *$' | tail -60
+	fi
+	grep '^\[SKIP\]' "$log" | sed 's/^/      /'
+}
+
+echo "unit, integration and interop tests ($OUT):"
+for bin in "$OUT"/tests/test_*; do
+	[ -x "$bin" ] || continue
+	run_criterion "$bin"
+done
+
+echo "fuzzing (${FUZZ_SECONDS}s per target, ASan+UBSan):"
+for fz in "$OUTPUT"/fuzz/fuzz_*; do
+	[ -x "$fz" ] || continue
+	name=$(basename "$fz")
+	corpus=tests/fuzz/corpus/${name#fuzz_}
+	work=$(mktemp -d)
+	cp -r "$corpus"/. "$work"/ 2>/dev/null
+	printf '  %-28s ' "$name"
+	if "$fz" -max_total_time="$FUZZ_SECONDS" -timeout=10 -rss_limit_mb=2048 \
+		-print_final_stats=1 "$work" >"$logdir/$name.log" 2>&1; then
+		runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$logdir/$name.log")
+		echo "passed (${runs:-?} inputs, no crash)"
+		passed=$((passed + 1))
+	else
+		echo "FAILED"
+		tail -40 "$logdir/$name.log" | sed 's/^/      /'
+		failed=$((failed + 1))
+	fi
+	rm -rf "$work"
+done
+
+echo
+echo "$passed passed, $failed failed, $skipped skipped"
+[ "$failed" -eq 0 ]
