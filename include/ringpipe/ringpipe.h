@@ -2,6 +2,12 @@
 /*
  * ringpipe public API.
  *
+ * An application (or a managed runtime) defines providers and their events,
+ * then writes events. A session collects the enabled events through per-CPU
+ * shared-memory rings and a drainer thread that serializes them to nettrace
+ * (the format TraceEvent, PerfView and dotnet-trace read), to a file or to a
+ * stream socket.
+ *
  * Conventions (Documentation/naming.md): functions are rp_<object>_<verb>,
  * handles are opaque, options structs carry their size in the first field so
  * they can grow, errors are negative errno values and constructors that
@@ -10,6 +16,11 @@
  */
 #ifndef RINGPIPE_RINGPIPE_H
 #define RINGPIPE_RINGPIPE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -23,6 +34,180 @@ extern "C" {
 
 /* The library's version as "MAJOR.MINOR.PATCH". */
 RP_API const char *rp_version(void);
+
+/* ---- schemas ----------------------------------------------------------- */
+
+/* Field types; the values are nettrace's type codes. */
+enum rp_type {
+	RP_TYPE_OBJECT = 1,	/* nested struct: `fields` lists its members */
+	RP_TYPE_BOOL = 3,	/* 4 bytes, 0 or 1 */
+	RP_TYPE_CHAR16 = 4,	/* one UTF-16 code unit */
+	RP_TYPE_I8 = 5,
+	RP_TYPE_U8 = 6,
+	RP_TYPE_I16 = 7,
+	RP_TYPE_U16 = 8,
+	RP_TYPE_I32 = 9,
+	RP_TYPE_U32 = 10,
+	RP_TYPE_I64 = 11,
+	RP_TYPE_U64 = 12,
+	RP_TYPE_F32 = 13,
+	RP_TYPE_F64 = 14,
+	RP_TYPE_DATETIME = 16,	/* FILETIME: 100 ns ticks since 1601, 8 bytes */
+	RP_TYPE_GUID = 17,	/* 16 bytes, .NET System.Guid layout */
+	RP_TYPE_STRING = 18,	/* UTF-16LE, NUL-terminated */
+	RP_TYPE_ARRAY = 19,	/* u16 element count, then the elements */
+};
+
+struct rp_field {
+	const char *name;
+	uint8_t type;		/* enum rp_type */
+	uint8_t elem_type;	/* RP_TYPE_ARRAY: the element type */
+	uint16_t nfields;	/* RP_TYPE_OBJECT, or an array of objects */
+	const struct rp_field *fields;
+};
+
+/* ---- providers and events ---------------------------------------------- */
+
+struct rp_provider;
+struct rp_event;
+
+/*
+ * Called when a session enables or disables the provider: session_id is the
+ * session's slot (0..63), keywords and level what the session asked for, and
+ * args its "key=value;key=value" filter arguments (NULL when none). A
+ * session's drainer is already running when its enable callback fires, so a
+ * callback may write a burst of events (a heap walk).
+ */
+typedef void (*rp_enable_fn)(struct rp_provider *provider, int session_id, bool enabled,
+			     uint64_t keywords, uint8_t level, const char *args, void *ctx);
+
+struct rp_provider_opts {
+	size_t sz;			/* sizeof(struct rp_provider_opts) */
+	const char *name;		/* e.g. "MyCompany-MyService" */
+	const uint8_t *guid;		/* 16 bytes, or NULL: derived from the name */
+	rp_enable_fn enable_cb;
+	void *cb_ctx;
+};
+
+/* Providers and their events live until the process exits. */
+RP_API struct rp_provider *rp_provider_new(const struct rp_provider_opts *opts);
+
+struct rp_event_opts {
+	size_t sz;			/* sizeof(struct rp_event_opts) */
+	uint32_t id;			/* event id within the provider, <= 65535 */
+	const char *name;		/* "" for runtime events known by id */
+	uint8_t version;
+	uint8_t level;			/* 1 critical .. 5 verbose; 0 always */
+	uint8_t opcode;
+	uint64_t keywords;
+	uint16_t nfields;
+	const struct rp_field *fields;	/* copied */
+};
+
+RP_API struct rp_event *rp_event_new(struct rp_provider *provider, const struct rp_event_opts *opts);
+
+/* The first member of every event: the sessions that enable it. */
+struct rp_event_hot {
+	uint64_t sessions;
+};
+
+/* One load and a branch: is any session collecting this event? */
+static inline bool rp_event_enabled(const struct rp_event *ev)
+{
+	return __atomic_load_n(&((const struct rp_event_hot *)(const void *)ev)->sessions,
+			       __ATOMIC_RELAXED) != 0;
+}
+
+#define RP_WRITE_STACK 0x1u	/* capture the caller's stack (frame pointers) */
+
+struct rp_write_opts {
+	size_t sz;			/* sizeof(struct rp_write_opts) */
+	const uint8_t *activity_id;	/* 16 bytes or NULL */
+	const uint8_t *related_activity_id;
+	uint32_t flags;			/* RP_WRITE_* */
+};
+
+/*
+ * Writes one event into every session that enables it. Returns 0 when every
+ * such session captured it (or none enables it), -ENOBUFS when at least one
+ * dropped it (counted; readers see it as EventsLost), -EINVAL for a payload
+ * over 65535 bytes.
+ */
+RP_API int rp_event_write(struct rp_event *ev, const void *payload, size_t len);
+RP_API int rp_event_writev(struct rp_event *ev, const struct iovec *iov, int iovcnt,
+			   const struct rp_write_opts *opts);
+
+/* ---- sessions ---------------------------------------------------------- */
+
+#define RP_MAX_SESSIONS 64
+
+enum rp_buffering {
+	RP_BUFFERING_DROP = 0,	/* full ring: drop and count */
+	RP_BUFFERING_BLOCK = 1,	/* full ring: wait for the drainer (not yet available) */
+};
+
+enum rp_drop_reason {
+	RP_DROP_REASON_FULL = 0,
+	RP_DROP_REASON_TOO_BIG = 1,
+	RP_DROP_REASON_NO_SESSION = 2,
+	RP_DROP_REASON_ABORTED = 3,
+	RP_DROP_REASON_ALLOC = 4,
+	RP_DROP_REASON_NR = 5,
+};
+
+struct rp_provider_config {
+	const char *name;		/* provider name */
+	uint64_t keywords;		/* 0: every keyword */
+	uint8_t level;			/* 0: every level */
+	const char *args;		/* "key=value;..." or NULL */
+};
+
+struct rp_session_opts {
+	size_t sz;			/* sizeof(struct rp_session_opts) */
+	const struct rp_provider_config *providers;
+	uint32_t nproviders;
+	int format;			/* 5 (default) or 6: nettrace version */
+	int buffering;			/* enum rp_buffering */
+	uint64_t buffer_bytes;		/* all rings together; 0: 16 MiB */
+	const char *path;		/* output file, or NULL to use fd */
+	int fd;				/* output fd (file or stream socket) when path is NULL */
+	bool rundown;			/* reserved for runtime rundown at stop */
+	uint32_t sp_interval_ms;	/* sequence point interval; 0: 1000 */
+};
+
+struct rp_session;
+
+/*
+ * Starts a session: rings, the drainer thread, then enables the providers
+ * (their callbacks fire after the drainer runs). Returns NULL with errno set
+ * (EINVAL bad options, EBUSY 64 sessions running, EOPNOTSUPP Block mode);
+ * rp_last_error() then says what was wrong.
+ */
+RP_API struct rp_session *rp_session_start(const struct rp_session_opts *opts);
+/*
+ * Disables the providers, waits for writers in flight, drains everything,
+ * writes the end of the trace and frees the session. Returns 0 or the first
+ * output error (a reader that went away: -EPIPE).
+ */
+RP_API int rp_session_stop(struct rp_session *s);
+RP_API int rp_session_id(const struct rp_session *s);
+
+struct rp_session_stats {
+	size_t sz;			/* sizeof(struct rp_session_stats) */
+	uint64_t events_written;	/* serialized to the output */
+	uint64_t bytes_written;
+	uint64_t dropped[RP_DROP_REASON_NR];
+	uint64_t corrupt_records;	/* skipped by the drainer's checks */
+	uint64_t late_events;		/* arrived after younger events were written */
+	uint64_t drainer_wakeups;
+	uint64_t sequence_points;
+	int output_error;		/* 0 or a negative errno */
+};
+
+RP_API int rp_session_stats(const struct rp_session *s, struct rp_session_stats *st);
+
+/* Text of the last configuration error in this thread ("" when none). */
+RP_API const char *rp_last_error(void);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,284 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Session start and stop, and the startup session configured from the
+ * environment.
+ *
+ * Start order (DESIGN invariant 4): rings, output, drainer thread, slot
+ * RUNNING, event masks, then the providers' enable callbacks, so a callback
+ * that writes a burst finds a drainer already emptying the rings.
+ *
+ * Stop order: slot STOPPING and masks cleared (no new writer enters),
+ * disable callbacks, quiesce (every writer that got in is out), collect the
+ * threads' final sequence numbers, let the drainer empty the rings and end
+ * the trace, then unmap. Nothing touches a session after it is freed.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "atomics.h"
+#include "clock.h"
+#include "session.h"
+
+#define DEFAULT_BUFFER (16ull << 20)
+#define MIN_RING (64u << 10)
+
+static void cfg_free(struct session_cfg *c)
+{
+	uint32_t i;
+
+	for (i = 0; i < c->nproviders; i++) {
+		free((char *)c->providers[i].name);
+		free((char *)c->providers[i].args);
+	}
+	free(c->providers);
+	memset(c, 0, sizeof(*c));
+}
+
+static int cfg_copy(struct session_cfg *c, const struct rp_provider_config *p, uint32_t n)
+{
+	uint32_t i;
+
+	c->providers = calloc(n ? n : 1, sizeof(*c->providers));
+	if (!c->providers)
+		return -ENOMEM;
+	for (i = 0; i < n; i++) {
+		if (!p[i].name || !p[i].name[0]) {
+			rp_set_error("provider %u has no name", i);
+			c->nproviders = i;
+			return -EINVAL;
+		}
+		c->providers[i] = p[i];
+		c->providers[i].name = strdup(p[i].name);
+		c->providers[i].args = p[i].args ? strdup(p[i].args) : NULL;
+		c->nproviders = i + 1;
+		if (!c->providers[i].name || (p[i].args && !c->providers[i].args))
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+/* Per-ring size: the budget split over CPUs, a power of two, >= 64 KiB. */
+static uint64_t ring_size(uint64_t budget, uint32_t nr)
+{
+	uint64_t per = budget / nr, sz = MIN_RING;
+
+	while (sz * 2 <= per)
+		sz *= 2;
+	return sz;
+}
+
+static void session_free(struct rp_session *s)
+{
+	if (!s)
+		return;
+	rp_shm_destroy(s->shm);
+	if (s->own_fd && s->out_fd >= 0)
+		close(s->out_fd);
+	cfg_free(&s->cfg);
+	pthread_mutex_destroy(&s->final_lock);
+	free(s->finals);
+	free(s);
+}
+
+static void fire_callbacks(struct rp_session *s, bool enable, struct rp_provider **cbs,
+			   const struct rp_provider_config **cfgs, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		cbs[i]->enable_cb(cbs[i], s->slot, enable, cfgs[i]->keywords, cfgs[i]->level,
+				  cfgs[i]->args, cbs[i]->cb_ctx);
+}
+
+RP_API struct rp_session *rp_session_start(const struct rp_session_opts *uopts)
+{
+	struct rp_session_opts o = { 0 };
+	struct rp_shm_opts so = { .sz = sizeof(so) };
+	struct rp_provider *cbs[256];
+	const struct rp_provider_config *cfgs[256];
+	struct rp_session *s;
+	struct stat st;
+	size_t ncb;
+	int slot = -1, err, i;
+
+	if (!uopts || uopts->sz < sizeof(size_t)) {
+		rp_set_error("rp_session_start: options missing or sz not set");
+		return errno = EINVAL, NULL;
+	}
+	memcpy(&o, uopts, uopts->sz < sizeof(o) ? uopts->sz : sizeof(o));
+	if (o.format == 0)
+		o.format = NT_FORMAT_V5;
+	if (o.format != NT_FORMAT_V5 && o.format != NT_FORMAT_V6) {
+		rp_set_error("nettrace format %d is not 5 or 6", o.format);
+		return errno = EINVAL, NULL;
+	}
+	if (o.buffering == RP_BUFFERING_BLOCK) {
+		rp_set_error("buffering mode Block is not available yet; use Drop");
+		return errno = EOPNOTSUPP, NULL;
+	}
+	if (o.buffering != RP_BUFFERING_DROP) {
+		rp_set_error("buffering mode %d is neither Drop (0) nor Block (1)", o.buffering);
+		return errno = EINVAL, NULL;
+	}
+	if (o.nproviders && !o.providers) {
+		rp_set_error("nproviders is %u but providers is NULL", o.nproviders);
+		return errno = EINVAL, NULL;
+	}
+	if (!o.path && o.fd < 0) {
+		rp_set_error("no output: set path or fd");
+		return errno = EINVAL, NULL;
+	}
+	if (rp_clock_init()) {
+		rp_set_error("cannot initialise the clock (RINGPIPE_CLOCK?)");
+		return errno = EINVAL, NULL;
+	}
+	rp_writers_init();
+
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return errno = ENOMEM, NULL;
+	pthread_mutex_init(&s->final_lock, NULL);
+	s->out_fd = -1;
+	s->format = o.format;
+	s->sp_interval_ms = o.sp_interval_ms ? o.sp_interval_ms : 1000;
+	err = cfg_copy(&s->cfg, o.providers, o.nproviders);
+	if (err)
+		goto err_free;
+
+	if (o.path) {
+		s->out_fd = open(o.path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		if (s->out_fd < 0) {
+			err = -errno;
+			rp_set_error("%s: %s", o.path, strerror(errno));
+			goto err_free;
+		}
+		s->own_fd = true;
+	} else {
+		s->out_fd = o.fd;
+	}
+	if (fstat(s->out_fd, &st) < 0) {
+		err = -errno;
+		rp_set_error("output fd %d: %s", s->out_fd, strerror(errno));
+		goto err_free;
+	}
+	s->is_socket = S_ISSOCK(st.st_mode);
+
+	pthread_mutex_lock(&rp_control_lock);
+	for (i = 0; i < RP_MAX_SESSIONS; i++) {
+		if (rp_load_relaxed(&rp_slots[i].state) == SLOT_FREE) {
+			slot = i;
+			break;
+		}
+	}
+	if (slot < 0) {
+		pthread_mutex_unlock(&rp_control_lock);
+		rp_set_error("%d sessions are running already", RP_MAX_SESSIONS);
+		err = -EBUSY;
+		goto err_free;
+	}
+	rp_store_relaxed(&rp_slots[slot].state, SLOT_STARTING);
+	s->slot = slot;
+	s->gen = rp_slots[slot].gen + 1;
+	pthread_mutex_unlock(&rp_control_lock);
+
+	so.nr_rings = rp_shm_possible_cpus();
+	so.data_size = ring_size(o.buffer_bytes ? o.buffer_bytes : DEFAULT_BUFFER, so.nr_rings);
+	so.mode = RP_SHM_MODE_DROP;
+	so.wake_watermark = (uint32_t)(so.data_size / 4);
+	s->shm = rp_shm_create(&so);
+	if (!s->shm) {
+		err = -errno;
+		rp_set_error("cannot create the rings: %s", strerror(errno));
+		goto err_slot;
+	}
+	err = rp_drainer_start(s);
+	if (err)
+		goto err_slot;
+	rp_writers_attach(s);
+
+	pthread_mutex_lock(&rp_control_lock);
+	rp_slots[slot].session = s;
+	rp_slots[slot].shm = s->shm;
+	rp_store_relaxed(&rp_slots[slot].gen, s->gen);
+	/* pairs with the writers' load_acquire of the state: the rings and
+	 * the generation are visible before any writer uses the slot */
+	rp_store_release(&rp_slots[slot].state, SLOT_RUNNING);
+	ncb = rp_enable_session(slot, &s->cfg, true, cbs, cfgs, 256);
+	pthread_mutex_unlock(&rp_control_lock);
+	fire_callbacks(s, true, cbs, cfgs, ncb);
+	return s;
+
+err_slot:
+	if (s->drainer_started)
+		rp_drainer_stop(s);
+	pthread_mutex_lock(&rp_control_lock);
+	rp_store_relaxed(&rp_slots[slot].state, SLOT_FREE);
+	pthread_mutex_unlock(&rp_control_lock);
+err_free:
+	session_free(s);
+	errno = -err;
+	return NULL;
+}
+
+RP_API int rp_session_stop(struct rp_session *s)
+{
+	struct rp_provider *cbs[256];
+	const struct rp_provider_config *cfgs[256];
+	struct slot *sl;
+	size_t ncb;
+	int err;
+
+	if (!s)
+		return -EINVAL;
+	sl = &rp_slots[s->slot];
+	pthread_mutex_lock(&rp_control_lock);
+	rp_store_release(&sl->state, SLOT_STOPPING);
+	ncb = rp_enable_session(s->slot, &s->cfg, false, cbs, cfgs, 256);
+	pthread_mutex_unlock(&rp_control_lock);
+	fire_callbacks(s, false, cbs, cfgs, ncb);
+
+	rp_writers_quiesce();
+	rp_writers_collect_finals(s);
+	err = rp_drainer_stop(s);
+
+	pthread_mutex_lock(&rp_control_lock);
+	sl->session = NULL;
+	sl->shm = NULL;
+	rp_store_release(&sl->state, SLOT_FREE);
+	pthread_mutex_unlock(&rp_control_lock);
+	session_free(s);
+	return err;
+}
+
+RP_API int rp_session_id(const struct rp_session *s)
+{
+	return s ? s->slot : -1;
+}
+
+RP_API int rp_session_stats(const struct rp_session *s, struct rp_session_stats *ust)
+{
+	struct rp_session_stats st = { 0 };
+	uint32_t i, r;
+
+	if (!s || !ust || ust->sz < sizeof(size_t))
+		return -EINVAL;
+	st.sz = ust->sz;
+	st.events_written = rp_load_relaxed(&s->stats.events_written);
+	st.bytes_written = rp_load_relaxed(&s->stats.bytes_written);
+	st.corrupt_records = rp_load_relaxed(&s->stats.corrupt);
+	st.late_events = rp_load_relaxed(&s->stats.late);
+	st.drainer_wakeups = rp_load_relaxed(&s->stats.wakeups);
+	st.sequence_points = rp_load_relaxed(&s->stats.sps);
+	st.output_error = rp_load_relaxed(&s->output_error);
+	for (r = 0; s->shm && r < rp_shm_nr_rings(s->shm); r++)
+		for (i = 0; i < RP_DROP_REASON_NR; i++)
+			st.dropped[i] += rp_ring_drops(rp_shm_ring(s->shm, r), i);
+	memcpy(ust, &st, ust->sz < sizeof(st) ? ust->sz : sizeof(st));
+	return 0;
+}

@@ -1,0 +1,133 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Sessions, providers, the write path and the drainer: shared internals.
+ *
+ * Lifetimes (DESIGN invariant 7). A session occupies one of 64 slots. Writers
+ * find sessions through the bit mask in each event and the slot table, never
+ * through a pointer they keep. A writer announces itself in its thread's
+ * `in_write` word before it reads a slot's state, and stop waits until every
+ * registered thread is outside a write after it marked the slot STOPPING, so
+ * no writer touches rings that are being unmapped. The announce costs no
+ * fence on the writer's side: stop issues membarrier(PRIVATE_EXPEDITED),
+ * which orders every running thread's store before stop reads it (writers
+ * fall back to a full fence where the kernel lacks membarrier).
+ */
+#ifndef RINGPIPE_SESSION_H
+#define RINGPIPE_SESSION_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "nettrace.h"
+#include "ring.h"
+#include "ringpipe/ringpipe.h"
+
+enum slot_state {
+	SLOT_FREE = 0,
+	SLOT_STARTING,
+	SLOT_RUNNING,
+	SLOT_STOPPING,
+};
+
+struct rp_provider {
+	char *name;
+	uint8_t guid[16];
+	bool has_guid;
+	rp_enable_fn enable_cb;
+	void *cb_ctx;
+	uint64_t enabled_sessions;	/* under the control lock */
+	struct rp_event *events;	/* list, under the control lock */
+	struct rp_provider *next;
+};
+
+struct rp_event {
+	struct rp_event_hot hot;	/* must stay first: rp_event_enabled() */
+	uint32_t index;			/* global, >= 1: the record's meta_id */
+	struct rp_provider *provider;
+	struct nt_event_desc desc;	/* strings and fields owned */
+	struct rp_event *next;		/* in provider->events */
+};
+
+struct session_cfg {
+	struct rp_provider_config *providers;	/* strings owned */
+	uint32_t nproviders;
+};
+
+struct thread_final {
+	uint32_t tid;
+	uint32_t seq;
+};
+
+struct rp_session {
+	int slot;
+	uint32_t gen;
+	struct session_cfg cfg;
+	struct rp_shm *shm;
+	int format;
+	int out_fd;
+	bool own_fd;
+	bool is_socket;
+	uint32_t sp_interval_ms;
+
+	/* drainer */
+	pthread_t drainer;
+	bool drainer_started;
+	void *drainer_ctx;		/* struct drainer, drain.c */
+	int stop_requested;		/* atomic: stop asked the drainer to finish */
+	int output_error;		/* atomic */
+	struct drain_stats {
+		uint64_t events_written;
+		uint64_t bytes_written;
+		uint64_t corrupt;
+		uint64_t late;
+		uint64_t wakeups;
+		uint64_t sps;
+	} stats;			/* written by the drainer, read with relaxed atomics */
+
+	/* final sequence numbers of threads, handed to the drainer at stop */
+	pthread_mutex_t final_lock;
+	struct thread_final *finals;
+	size_t nfinals, capfinals;
+};
+
+struct slot {
+	uint32_t state;			/* enum slot_state; atomic */
+	uint32_t gen;			/* bumped when the slot is reused */
+	struct rp_session *session;
+	struct rp_shm *shm;		/* valid while RUNNING */
+};
+
+extern struct slot rp_slots[RP_MAX_SESSIONS];
+extern pthread_mutex_t rp_control_lock;
+
+/* provider.c */
+struct rp_event *rp_event_by_index(uint32_t index);
+bool rp_event_matches(const struct rp_event *ev, const struct session_cfg *cfg,
+		      const struct rp_provider_config **which);
+/* Under rp_control_lock: set or clear a session's bit in every matching event;
+ * fills cbs[] with the providers whose callback must fire. */
+size_t rp_enable_session(int slot, const struct session_cfg *cfg, bool enable,
+			 struct rp_provider **cbs, const struct rp_provider_config **cfgs,
+			 size_t max);
+
+/* write.c */
+int rp_writers_init(void);
+void rp_writers_quiesce(void);
+/* The session takes exiting threads' final sequence numbers from now on. */
+void rp_writers_attach(struct rp_session *s);
+/* Appends every live thread's final sequence number for a slot/gen. */
+void rp_writers_collect_finals(struct rp_session *s);
+void rp_session_add_final(struct rp_session *s, uint32_t tid, uint32_t seq);
+
+/* drain.c */
+/* Test hook: the drainer sleeps this long after every pass (0: never). */
+extern uint64_t rp_drain_throttle_ns;
+int rp_drainer_start(struct rp_session *s);
+int rp_drainer_stop(struct rp_session *s);
+void rp_drainer_kick(struct rp_session *s);
+
+/* Thread-local text for rp_last_error(). */
+void rp_set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif /* RINGPIPE_SESSION_H */
