@@ -15,6 +15,9 @@ if [ -z "${RINGPIPE_SHARED:-}" ]; then
 fi
 export RINGPIPE_SHARED
 export DOTNET_CLI_TELEMETRY_OPTOUT=1 DOTNET_NOLOGO=1
+export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$PWD/tests/lsan.supp}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
 
 passed=0 failed=0 skipped=0
 logdir=$OUTPUT/test-logs

@@ -112,7 +112,7 @@ static struct trace_summary read_trace(const char *path)
 {
 	struct trace_summary t = { 0 };
 	struct nt_reader *r = nt_reader_open(path);
-	uint64_t last[64] = { 0 };
+	struct hmap last = { 0 };	/* tid -> last counter */
 	struct nt_rec rec;
 
 	cr_assert_not_null(r, "cannot open %s", path);
@@ -125,13 +125,18 @@ static struct trace_summary read_trace(const char *path)
 			continue;
 		memcpy(&counter, rec.payload, 8);
 		memcpy(&thread, rec.payload + 8, 4);
-		if (thread >= 64)
-			continue;
-		t.per_thread[thread]++;
-		if (counter <= last[thread])
-			t.order_violations++;
-		last[thread] = counter;
+		if (thread < 64)
+			t.per_thread[thread]++;
+		{
+			uint64_t prev;
+
+			/* each thread's events arrive in the order it wrote them */
+			if (hmap_get(&last, (uint64_t)rec.tid, &prev) && counter <= prev)
+				t.order_violations++;
+			hmap_put(&last, (uint64_t)rec.tid, counter);
+		}
 	}
+	hmap_free(&last);
 	cr_assert_eq(t.err, 0, "%s: %s", path, nt_reader_errmsg(r));
 	t.lost = nt_reader_lost(r);
 	nt_reader_free(r);
@@ -243,12 +248,12 @@ static void throttled_case(int nthreads, const char *prov)
 
 	cr_assert(asprintf(&path, "%s/throttled.nettrace", dir) > 0);
 	so.path = path;
-	rp_drain_throttle_ns = 2000000;		/* 2 ms after every pass */
+	__atomic_store_n(&rp_drain_throttle_ns, 2000000, __ATOMIC_RELAXED); /* 2 ms a pass */
 	s = rp_session_start(&so);
 	cr_assert_not_null(s, "rp_session_start: %s", rp_last_error());
 	run_writers(ev, nthreads, n, args);
 	cr_assert_eq(rp_session_stats(s, &st), 0);
-	rp_drain_throttle_ns = 0;
+	__atomic_store_n(&rp_drain_throttle_ns, 0, __ATOMIC_RELAXED);
 	cr_assert_eq(rp_session_stop(s), 0);
 	for (i = 0; i < nthreads; i++)
 		captured_api += args[i].captured_ok;
@@ -288,4 +293,268 @@ Test(session, drop_1mb_throttled_2_threads_counts_exact, .timeout = 600)
 Test(session, drop_1mb_throttled_8_threads_counts_exact, .timeout = 600)
 {
 	throttled_case(8, "Test-Throttle8");
+}
+
+/* ---- masks: 64 sessions, each gets exactly what it enabled ------------- */
+
+Test(session, sixty_four_sessions_get_exactly_their_events, .timeout = 300)
+{
+	char *dir = th_tmpdir();
+	struct rp_provider *p = test_provider("Test-Masks");
+	struct rp_event *ev[16];
+	struct rp_session *s[RP_MAX_SESSIONS];
+	struct rp_provider_config pc[RP_MAX_SESSIONS];
+	char *paths[RP_MAX_SESSIONS];
+	const uint64_t per_event = 300;
+	int i, k;
+
+	for (k = 0; k < 16; k++)
+		ev[k] = small_event(p, (uint32_t)k + 1, 1ull << k, (uint8_t)(1 + k % 5));
+	for (i = 0; i < RP_MAX_SESSIONS; i++) {
+		struct rp_session_opts so = { .sz = sizeof(so), .providers = &pc[i], .nproviders = 1,
+					      .buffer_bytes = 1 << 20, .format = 5 + (i & 1) };
+
+		pc[i] = (struct rp_provider_config){
+			.name = "Test-Masks",
+			.keywords = (1ull << (i % 16)) | (i >= 32 ? 0x00f0 : 0),
+			.level = (uint8_t)(i % 6),	/* 0 = every level */
+		};
+		cr_assert(asprintf(&paths[i], "%s/s%02d.nettrace", dir, i) > 0);
+		so.path = paths[i];
+		s[i] = rp_session_start(&so);
+		cr_assert_not_null(s[i], "session %d: %s", i, rp_last_error());
+	}
+	{
+		struct rp_session_opts so = { .sz = sizeof(so), .providers = &pc[0], .nproviders = 1,
+					      .path = "/dev/null" };
+
+		cr_assert_null(rp_session_start(&so), "a 65th session must be refused");
+		cr_assert_eq(errno, EBUSY);
+	}
+	for (k = 0; k < 16; k++) {
+		struct small sm;
+		uint64_t j;
+
+		for (j = 1; j <= per_event; j++) {
+			fill_small(&sm, j, (uint32_t)k);
+			cr_assert_eq(rp_event_write(ev[k], &sm, sizeof(sm)), 0);
+		}
+	}
+	for (i = 0; i < RP_MAX_SESSIONS; i++)
+		cr_assert_eq(rp_session_stop(s[i]), 0);
+	for (i = 0; i < RP_MAX_SESSIONS; i++) {
+		struct trace_summary t = read_trace(paths[i]);
+
+		for (k = 0; k < 16; k++) {
+			bool kw = pc[i].keywords & (1ull << k);
+			bool lv = pc[i].level == 0 || 1 + k % 5 <= pc[i].level;
+			uint64_t want = kw && lv ? per_event : 0;
+
+			cr_assert_eq(t.per_thread[k], want,
+				     "session %d (kw 0x%" PRIx64 ", level %u): event %d (level %d): got %" PRIu64
+				     ", want %" PRIu64, i, pc[i].keywords, pc[i].level, k, 1 + k % 5,
+				     t.per_thread[k], want);
+		}
+		cr_assert_eq(t.lost, 0);
+		free(paths[i]);
+	}
+	for (k = 0; k < 16; k++)
+		cr_assert(!rp_event_enabled(ev[k]), "no session left: event %d disabled", k);
+	th_rmdir(dir);
+}
+
+/* ---- lifetimes ------------------------------------------------------------ */
+
+struct churn {
+	struct rp_event *ev;
+	int stop;
+	uint64_t spawned;
+	uint64_t counter;	/* global: increasing per thread even if a tid is reused */
+};
+
+static void *short_writer(void *arg)
+{
+	struct churn *c = arg;
+	struct small sm;
+	int i;
+
+	for (i = 0; i < 200; i++) {
+		fill_small(&sm, __atomic_add_fetch(&c->counter, 1, __ATOMIC_RELAXED), 0);
+		rp_event_write(c->ev, &sm, sizeof(sm));
+	}
+	return NULL;	/* exits right after writing: races stop's thread scan */
+}
+
+static void *spawner(void *arg)
+{
+	struct churn *c = arg;
+
+	while (!__atomic_load_n(&c->stop, __ATOMIC_ACQUIRE)) {
+		pthread_t t;
+
+		if (pthread_create(&t, NULL, short_writer, c) == 0) {
+			pthread_join(t, NULL);
+			__atomic_fetch_add(&c->spawned, 1, __ATOMIC_RELAXED);
+		}
+	}
+	return NULL;
+}
+
+Test(session, thread_exit_races_session_stop, .timeout = 600)
+{
+	char *dir = th_tmpdir();
+	struct rp_provider *p = test_provider("Test-Churn");
+	struct churn c = { .ev = small_event(p, 1, 0, 4) };
+	struct rp_provider_config pc = { .name = "Test-Churn" };
+	pthread_t sp[3];
+	int round, i, nfiles = 0;
+	char *paths[64];
+
+	for (i = 0; i < 3; i++)
+		cr_assert_eq(pthread_create(&sp[i], NULL, spawner, &c), 0);
+	for (round = 0; round < 12; round++) {
+		struct rp_session *s[3];
+
+		for (i = 0; i < 3; i++) {
+			struct rp_session_opts so = { .sz = sizeof(so), .providers = &pc,
+						      .nproviders = 1, .buffer_bytes = 1 << 20,
+						      .format = 5 + (i == 2) };
+
+			cr_assert(asprintf(&paths[nfiles], "%s/churn%d-%d.nettrace", dir, round, i) > 0);
+			so.path = paths[nfiles++];
+			s[i] = rp_session_start(&so);
+			cr_assert_not_null(s[i], "%s", rp_last_error());
+		}
+		usleep(5000 + 3000 * (round % 3));
+		for (i = 0; i < 3; i++)
+			cr_assert_eq(rp_session_stop(s[i]), 0);
+	}
+	__atomic_store_n(&c.stop, 1, __ATOMIC_RELEASE);
+	for (i = 0; i < 3; i++)
+		pthread_join(sp[i], NULL);
+	cr_assert_gt(c.spawned, 10, "threads were created and exited during the rounds");
+	for (i = 0; i < nfiles; i++) {
+		struct trace_summary t = read_trace(paths[i]);
+
+		cr_assert_eq(t.order_violations, 0, "%s", paths[i]);
+		free(paths[i]);
+	}
+	th_rmdir(dir);
+}
+
+Test(session, fork_child_writes_safely, .timeout = 120)
+{
+	char *dir = th_tmpdir(), *path;
+	struct rp_provider *p = test_provider("Test-Fork");
+	struct rp_event *ev = small_event(p, 1, 0, 4);
+	struct rp_provider_config pc = { .name = "Test-Fork" };
+	struct rp_session_opts so = { .sz = sizeof(so), .providers = &pc, .nproviders = 1,
+				      .buffer_bytes = 4 << 20 };
+	struct rp_session *s;
+	struct small sm;
+	struct trace_summary t;
+	int st, i;
+	pid_t pid;
+
+	cr_assert(asprintf(&path, "%s/fork.nettrace", dir) > 0);
+	so.path = path;
+	s = rp_session_start(&so);
+	cr_assert_not_null(s);
+	for (i = 1; i <= 100; i++) {
+		fill_small(&sm, (uint64_t)i, 1);
+		rp_event_write(ev, &sm, sizeof(sm));
+	}
+	pid = fork();
+	if (pid == 0) {
+		/* the child inherits no session: writes are disabled, cheap, safe */
+		for (i = 1; i <= 1000; i++) {
+			fill_small(&sm, (uint64_t)i, 2);
+			if (rp_event_write(ev, &sm, sizeof(sm)))
+				_exit(3);
+		}
+		_exit(rp_event_enabled(ev) ? 4 : 0);
+	}
+	cr_assert_gt(pid, 0);
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status 0x%x", st);
+	for (i = 101; i <= 200; i++) {
+		fill_small(&sm, (uint64_t)i, 1);
+		rp_event_write(ev, &sm, sizeof(sm));
+	}
+	cr_assert_eq(rp_session_stop(s), 0);
+	t = read_trace(path);
+	cr_assert_eq(t.per_thread[1], 200);
+	cr_assert_eq(t.per_thread[2], 0, "the child's events must not land in the parent's trace");
+	free(path);
+	th_rmdir(dir);
+}
+
+/* ---- hostile ring contents ------------------------------------------------ */
+
+Test(session, corrupted_ring_is_reported_and_skipped, .timeout = 120)
+{
+	char *dir = th_tmpdir(), *path;
+	struct rp_provider *p = test_provider("Test-Corrupt");
+	struct rp_event *ev = small_event(p, 1, 0, 4);
+	struct rp_provider_config pc = { .name = "Test-Corrupt" };
+	struct rp_session_opts so = { .sz = sizeof(so), .providers = &pc, .nproviders = 1,
+				      .buffer_bytes = 1 << 20 };
+	struct rp_session_stats st = { .sz = sizeof(st) };
+	struct rp_session *s;
+	struct trace_summary t;
+	struct small sm;
+	uint32_t r, nrings;
+	int i;
+
+	cr_assert(asprintf(&path, "%s/corrupt.nettrace", dir) > 0);
+	so.path = path;
+	s = rp_session_start(&so);
+	cr_assert_not_null(s);
+	for (i = 1; i <= 50; i++) {
+		fill_small(&sm, (uint64_t)i, 0);
+		cr_assert_eq(rp_event_write(ev, &sm, sizeof(sm)), 0);
+	}
+	/* another process scribbles on the shared rings: a committed record
+	 * with a length that is not 8-aligned, one that runs past the data
+	 * written, and one naming an event that does not exist */
+	for (r = 0; r < rp_shm_nr_rings(s->shm); r++) {
+		struct rp_ring *ring = rp_shm_ring(s->shm, r);
+		struct rp_shm_record *bad = rp_ring_reserve(ring, 64);
+		struct rp_shm_record *unknown = rp_ring_reserve(ring, 64);
+
+		cr_assert_not_null(bad);
+		cr_assert_not_null(unknown);
+		rp_record_fill(unknown, 999999, 1, 1, 2, 0, 8, 0);
+		rp_ring_commit(unknown);
+		/* released last: the drainer reads the garbage only now */
+		__atomic_store_n(&bad->len, r & 1 ? 0x3fff0000u : 61u, __ATOMIC_RELEASE);
+		/* the drainer skips garbage up to the producer position: write
+		 * the next record only once it has done so */
+		for (i = 0; i < 500 && !rp_ring_corrupt_count(ring); i++)
+			usleep(10000);
+		cr_assert_eq(rp_ring_corrupt_count(ring), 1, "ring %u: corruption not detected", r);
+		/* a record naming an event that does not exist */
+		unknown = rp_ring_reserve(ring, 64);
+		cr_assert_not_null(unknown);
+		rp_record_fill(unknown, 999999, 1, 1, 2, 0, 8, 0);
+		rp_ring_commit(unknown);
+	}
+	usleep(100000);
+	for (i = 51; i <= 100; i++) {
+		fill_small(&sm, (uint64_t)i, 0);
+		cr_assert_eq(rp_event_write(ev, &sm, sizeof(sm)), 0);
+	}
+	nrings = rp_shm_nr_rings(s->shm);
+	for (i = 0; i < 500; i++) {	/* the drainer wakes at least every 20 ms */
+		cr_assert_eq(rp_session_stats(s, &st), 0);
+		if (st.corrupt_records >= 2 * nrings)
+			break;
+		usleep(10000);
+	}
+	cr_assert_eq(rp_session_stop(s), 0);
+	cr_assert_geq(st.corrupt_records, 2 * nrings, "the drainer must report each corruption");
+	t = read_trace(path);
+	cr_assert_eq(t.per_thread[0], 100, "valid records before and after the garbage survive");
+	free(path);
+	th_rmdir(dir);
 }

@@ -11,6 +11,7 @@
 
 #include "atomics.h"
 #include "session.h"
+#include "startup.h"
 
 pthread_mutex_t rp_control_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct rp_provider *providers;
@@ -305,4 +306,23 @@ RP_API struct rp_event *rp_event_new(struct rp_provider *p, const struct rp_even
 	}
 	pthread_mutex_unlock(&rp_control_lock);
 	return ev;
+}
+
+void rp_events_disable_all(void)
+{
+	struct rp_provider *p;
+	struct rp_event *ev;
+
+	for (p = providers; p; p = p->next) {
+		p->enabled_sessions = 0;
+		for (ev = p->events; ev; ev = ev->next)
+			__atomic_store_n(&ev->hot.sessions, 0, __ATOMIC_RELAXED);
+	}
+}
+
+/* Programs linking libringpipe (statically or not) get the environment's
+ * startup session before main(); see startup.c. */
+__attribute__((constructor)) static void ringpipe_startup(void)
+{
+	rp_startup_session();
 }

@@ -111,6 +111,9 @@ size_t rp_enable_session(int slot, const struct session_cfg *cfg, bool enable,
 			 struct rp_provider **cbs, const struct rp_provider_config **cfgs,
 			 size_t max);
 
+/* In a forked child: no session survives, every event is disabled. */
+void rp_events_disable_all(void);
+
 /* write.c */
 int rp_writers_init(void);
 void rp_writers_quiesce(void);

@@ -26,6 +26,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +36,9 @@
 #include <unistd.h>
 
 #include "uring_sink.h"
+
+_Static_assert(offsetof(struct rp_uring_sink, base) == 0,
+	       "nt_writer calls back with &s->base; us_writev casts it back");
 
 enum { US_FREE, US_FILLING, US_PENDING, US_INFLIGHT };
 
@@ -222,6 +226,12 @@ static int us_ring_init(struct rp_uring_sink *s, const char **what)
 	return err;
 }
 
+static void us_release(struct rp_uring_sink *s, struct us_buf *b)
+{
+	b->state = US_FREE;
+	b->len = b->done = 0;
+}
+
 /* Queues the unwritten rest of buffer idx and submits it. */
 static int us_submit(struct rp_uring_sink *s, unsigned int idx)
 {
@@ -231,8 +241,10 @@ static int us_submit(struct rp_uring_sink *s, unsigned int idx)
 	unsigned int n = (unsigned int)(b->len - b->done);
 	int ret;
 
-	if (!sqe)	/* cannot happen: at most nbufs + 1 requests exist */
+	if (!sqe) {	/* cannot happen: at most nbufs + 1 requests exist */
+		us_release(s, b);
 		return us_set_err(s, -EBUSY);
+	}
 	if (s->sock)
 		io_uring_prep_send(sqe, s->fd, p, n, MSG_NOSIGNAL | MSG_WAITALL);
 	else
@@ -246,12 +258,6 @@ static int us_submit(struct rp_uring_sink *s, unsigned int idx)
 		ret = io_uring_submit(&s->ring);
 	while (ret == -EINTR);
 	return ret < 0 ? us_set_err(s, ret) : 0;
-}
-
-static void us_release(struct rp_uring_sink *s, struct us_buf *b)
-{
-	b->state = US_FREE;
-	b->len = b->done = 0;
 }
 
 /* Stream mode: the oldest full buffer goes out when nothing is in flight. */
@@ -338,6 +344,8 @@ static int us_acquire(struct rp_uring_sink *s)
 				return s->err;
 			}
 		}
+		if (!s->inflight)	/* nothing will ever free one */
+			return us_set_err(s, -EIO);
 		if (us_reap(s) < 0)
 			return s->err;
 	}

@@ -86,9 +86,59 @@ static void wt_destroy(void *arg)
 	free(t);
 }
 
+static void fork_prepare(void)
+{
+	pthread_mutex_lock(&rp_control_lock);
+	pthread_mutex_lock(&wt_lock);
+}
+
+static void fork_parent(void)
+{
+	pthread_mutex_unlock(&wt_lock);
+	pthread_mutex_unlock(&rp_control_lock);
+}
+
+/*
+ * The child has one thread and no drainers: sessions do not survive fork.
+ * Every event is disabled and the slots are free for the child's own
+ * sessions; the parent's rings stay mapped but unused (writing into them
+ * would put the child's events into the parent's trace).
+ */
+static void fork_child(void)
+{
+	struct wthread *t;
+	int i;
+
+	for (i = 0; i < RP_MAX_SESSIONS; i++) {
+		rp_slots[i].session = NULL;
+		rp_slots[i].shm = NULL;
+		rp_slots[i].gen++;
+		rp_store_relaxed(&rp_slots[i].state, SLOT_FREE);
+		finals_to[i] = NULL;
+	}
+	rp_events_disable_all();
+	/* the other threads are gone; their registry entries with them */
+	for (t = wt_head; t;) {
+		struct wthread *next = t->next;
+
+		if (t != wt)
+			free(t);
+		t = next;
+	}
+	wt_head = wt;
+	if (wt) {
+		wt->next = wt->prev = NULL;
+		wt->in_write = 0;
+		wt->tid = (uint32_t)syscall(SYS_gettid);
+	}
+	pthread_mutex_unlock(&wt_lock);
+	pthread_mutex_unlock(&rp_control_lock);
+}
+
 static void wt_init_once(void)
 {
 	pthread_key_create(&wt_key, wt_destroy);
+	pthread_atfork(fork_prepare, fork_parent, fork_child);
 	/* registration lets stop use an expedited barrier instead of every
 	 * writer paying a fence on each event */
 	if (syscall(__NR_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0)

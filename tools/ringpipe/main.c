@@ -23,6 +23,8 @@ static const char usage[] =
 "                           that the interop tests compare with TraceEvent's)\n"
 "  gen -o FILE [options]    write a synthetic trace (every field type, threads,\n"
 "                           stacks, activity ids, sequence gaps); see 'ringpipe gen --help'\n"
+"  stress -o FILE [options] load a live session from T threads, print written/dropped\n"
+"                           as JSON; see 'ringpipe stress --help'\n"
 "\n"
 "  --help, -h               this text\n"
 "  --version                print the version\n"
@@ -75,6 +77,8 @@ int main(int argc, char **argv)
 		return cmd_dump(argc - 1, argv + 1);
 	if (!strcmp(cmd, "gen"))
 		return cmd_gen(argc - 1, argv + 1);
+	if (!strcmp(cmd, "stress"))
+		return cmd_stress(argc - 1, argv + 1);
 	fprintf(stderr, "ringpipe: unknown command '%s'\n\n%s", cmd, usage);
 	return 2;
 }

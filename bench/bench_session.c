@@ -1,0 +1,753 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Whole-session costs: the producer through the public API, against the
+ * floor measured in the same run; the drainer's sustained throughput to a
+ * file; the resident memory a session costs.
+ *
+ *   bench_session [--quick]
+ *
+ * Prints markdown tables; every figure is the median of the repetitions
+ * (5, or 3 with --quick), min and max beside it.
+ *
+ * Producer rows. Every event is the 32-byte "Small" event (u64, u32, u32,
+ * "ringpip" as UTF-16 + NUL) written with rp_event_write(); each writer
+ * thread is pinned to its own CPU and writes 1M events per repetition.
+ *
+ *   floor    a single-writer per-CPU ring written by this file: ring picked
+ *            by the rseq CPU number, plain position, header with an
+ *            rp_clock_now() timestamp, 32-byte copy, store-release commit
+ *            (a plain store on x86). Pre-faulted memory; nobody reads it.
+ *   enabled  a Drop session of 256 MiB (128 MiB per ring on 2 CPUs: one
+ *            repetition fills half a ring, and the rings are drained,
+ *            untimed, between repetitions), rings pre-faulted before the
+ *            first repetition, the session's own drainer running.
+ *   parked   the same with the drainer parked (the rp_drain_throttle_ns test
+ *            hook) for the whole loop: the producer path alone.
+ *   cold     a fresh session for every repetition, nothing pre-faulted:
+ *            the first pass through new ring memory.
+ *   disabled an event no session enables.
+ *
+ * Drainer rows: 2 pinned writers x N events into a 512 MiB session (nothing
+ * can drop), timed from rp_session_start() until rp_session_stop() returns
+ * with the trace complete in $TMPDIR; bytes = the file's size. The
+ * "alone" row pre-fills the rings with the drainer parked and times the
+ * drainer emptying them by itself (unparked with a signal).
+ *
+ * Memory rows: /proc/self/statm resident size around sessions of 1, 16, 64
+ * and 256 MiB: after start, after every ring was written through once, and
+ * after stop.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "ring.h"
+#include "ringpipe/ringpipe.h"
+#include "session.h"
+
+#define MAX_REPS 8
+#define PAYLOAD 32u
+#define REC_BYTES 64u			/* 32-byte record header + payload */
+#define FLOOR_RING (64ull << 20)	/* 1M records of 64 bytes */
+#define MAX_FLOOR_RINGS 64
+
+struct small {
+	uint64_t counter;
+	uint32_t thread;
+	uint32_t extra;
+	uint16_t name[8];		/* "ringpip" + NUL, UTF-16 */
+} __attribute__((packed));
+
+_Static_assert(sizeof(struct small) == PAYLOAD, "the benchmark event is 32 bytes");
+
+static const struct rp_field small_fields[] = {
+	{ "Counter", RP_TYPE_U64, 0, 0, NULL },
+	{ "Thread", RP_TYPE_U32, 0, 0, NULL },
+	{ "Extra", RP_TYPE_U32, 0, 0, NULL },
+	{ "Name", RP_TYPE_STRING, 0, 0, NULL },
+};
+
+static unsigned int reps = 7;
+static bool quick;
+static uint64_t per_thread = 1000000;	/* producer rows, per thread and repetition */
+static uint64_t drain_events = 2000000;	/* drainer rows, per writer */
+static uint64_t disabled_calls = 20000000;
+static int cpus[2];
+static int nr_cpus;
+static cpu_set_t allowed_cpus;
+static char tmpdir[256];
+static struct rp_event *ev_on, *ev_off;
+
+/* ---- helpers ----------------------------------------------------------- */
+
+static uint64_t now_ns(void)
+{
+	return rp_clock_mono_ns();
+}
+
+static void sleep_ms(unsigned int ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+
+	nanosleep(&ts, NULL);
+}
+
+static void pin(int cpu)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+}
+
+static void unpin(void)
+{
+	pthread_setaffinity_np(pthread_self(), sizeof(allowed_cpus), &allowed_cpus);
+}
+
+static void small_fill(struct small *s, uint64_t counter, uint32_t thread)
+{
+	static const char name[] = "ringpip";
+
+	s->counter = counter;
+	s->thread = thread;
+	s->extra = 0;
+	for (int i = 0; i < 8; i++)
+		s->name[i] = (uint16_t)name[i];
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+struct stat3 {
+	double med, min, max;
+};
+
+static struct stat3 summarize(double *v, unsigned int n)
+{
+	struct stat3 s;
+
+	qsort(v, n, sizeof(*v), cmp_double);
+	s.min = v[0];
+	s.max = v[n - 1];
+	s.med = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+	return s;
+}
+
+static uint64_t total_drops(const struct rp_session_stats *st)
+{
+	uint64_t n = 0;
+
+	for (int r = 0; r < RP_DROP_REASON_NR; r++)
+		n += st->dropped[r];
+	return n;
+}
+
+static void die(const char *what)
+{
+	fprintf(stderr, "bench_session: %s: %s (%s)\n", what, strerror(errno), rp_last_error());
+	exit(1);
+}
+
+static struct rp_session *session_start(uint64_t buffer, const char *path)
+{
+	static struct rp_provider_config pc = { .name = "Bench-Session" };
+	struct rp_session_opts so = { .sz = sizeof(so), .providers = &pc, .nproviders = 1,
+				      .format = 5, .buffering = RP_BUFFERING_DROP,
+				      .buffer_bytes = buffer, .path = path, .fd = -1 };
+	struct rp_session *s = rp_session_start(&so);
+
+	if (!s)
+		die("rp_session_start");
+	return s;
+}
+
+/* Waits (untimed) until the drainer wrote everything that was not dropped. */
+static void wait_drained(struct rp_session *s, uint64_t attempted, struct rp_session_stats *st)
+{
+	uint64_t t0 = now_ns();
+
+	for (;;) {
+		st->sz = sizeof(*st);
+		rp_session_stats(s, st);
+		if (st->events_written + total_drops(st) >= attempted || st->output_error)
+			return;
+		if (now_ns() - t0 > 60ull * 1000000000ull) {
+			fprintf(stderr, "bench_session: the drainer did not catch up in 60 s\n");
+			return;
+		}
+		sleep_ms(1);
+	}
+}
+
+/*
+ * Touches every ring page once (writes zeros over zeros) so no timed loop
+ * pays page faults; only before the first write, while the rings are empty.
+ * Each ring is touched from its own CPU: on a VM with shadow paging the
+ * first access from each vCPU costs a (hypervisor) fault of its own.
+ */
+static void prefault(struct rp_session *s, int only_ring)
+{
+	for (uint32_t i = 0; i < rp_shm_nr_rings(s->shm); i++) {
+		struct rp_ring *r = rp_shm_ring(s->shm, i);
+
+		if (only_ring >= 0 && (uint32_t)only_ring != i)
+			continue;
+		if (CPU_ISSET(i, &allowed_cpus))
+			pin((int)i);
+		memset(r->data, 0, r->size);
+	}
+	unpin();
+}
+
+static uint64_t consumer_positions(struct rp_session *s)
+{
+	uint64_t sum = 0;
+
+	for (uint32_t i = 0; i < rp_shm_nr_rings(s->shm); i++)
+		sum += rp_load_relaxed(&rp_shm_ring(s->shm, i)->hdr->consumer_pos);
+	return sum;
+}
+
+static char *tmp_path(const char *name)
+{
+	static char buf[512];
+
+	snprintf(buf, sizeof(buf), "%s/%s", tmpdir, name);
+	return buf;
+}
+
+/* Resident pages; freed heap is handed back first so only live memory counts. */
+static long rss_pages(void)
+{
+	long size = 0, res = 0;
+	FILE *f;
+
+	malloc_trim(0);
+	f = fopen("/proc/self/statm", "r");
+
+	if (!f)
+		return -1;
+	if (fscanf(f, "%ld %ld", &size, &res) != 2)
+		res = -1;
+	fclose(f);
+	return res;
+}
+
+/* ---- floor ------------------------------------------------------------- */
+
+struct floor_ring {
+	unsigned char *data;
+	uint64_t pos;
+	uint64_t mask;
+} __attribute__((aligned(64)));
+
+static struct floor_ring frings[MAX_FLOOR_RINGS];
+static unsigned int nfrings;
+
+static inline void floor_write(uint32_t tid, uint32_t seq, const void *payload)
+{
+	unsigned int cpu = rp_ring_current_cpu();
+	struct floor_ring *f = &frings[cpu < nfrings ? cpu : cpu % nfrings];
+	struct rp_shm_record *rec = (struct rp_shm_record *)(f->data + (f->pos & f->mask));
+
+	f->pos += REC_BYTES;
+	rp_record_fill(rec, 1, rp_clock_now(), tid, seq, 0, PAYLOAD, cpu);
+	memcpy(rec + 1, payload, PAYLOAD);
+	/* nobody reads the floor; the commit a single writer would publish
+	 * with (pairs with a consumer's acquire load of len) */
+	rp_store_release(&rec->len, REC_BYTES);
+}
+
+/* ---- writer threads ------------------------------------------------------ */
+
+enum wkind { W_FLOOR, W_RP, W_DISABLED, W_GUARDED };
+
+struct warg {
+	enum wkind kind;
+	int cpu;
+	uint32_t index;
+	uint64_t n;
+	uint64_t ns;
+	uint64_t refused;
+	pthread_barrier_t *bar;
+};
+
+static void *writer(void *p)
+{
+	struct warg *a = p;
+	struct small s;
+	uint64_t t0, t1, refused = 0;
+	uint32_t tid = (uint32_t)gettid();
+
+	pin(a->cpu);
+	small_fill(&s, 0, a->index);
+	pthread_barrier_wait(a->bar);
+	t0 = now_ns();
+	switch (a->kind) {
+	case W_FLOOR:
+		for (uint64_t i = 1; i <= a->n; i++) {
+			s.counter = i;
+			floor_write(tid, (uint32_t)i, &s);
+		}
+		break;
+	case W_RP:
+		for (uint64_t i = 1; i <= a->n; i++) {
+			s.counter = i;
+			if (rp_unlikely(rp_event_write(ev_on, &s, sizeof(s))))
+				refused++;
+		}
+		break;
+	case W_DISABLED:
+		for (uint64_t i = 1; i <= a->n; i++) {
+			s.counter = i;
+			refused += rp_event_write(ev_off, &s, sizeof(s)) != 0;
+		}
+		break;
+	case W_GUARDED:
+		for (uint64_t i = 1; i <= a->n; i++) {
+			s.counter = i;
+			if (rp_event_enabled(ev_off))
+				refused += rp_event_write(ev_off, &s, sizeof(s)) != 0;
+			/* keep the loop a loop: the check must be redone each time */
+			__asm__ __volatile__("" ::: "memory");
+		}
+		break;
+	}
+	t1 = now_ns();
+	a->ns = t1 - t0;
+	a->refused = refused;
+	return NULL;
+}
+
+/* nthreads pinned writers of n events each; mean per-thread ns/event */
+static double run_writers(enum wkind kind, int nthreads, uint64_t n, uint64_t *refused)
+{
+	struct warg a[2];
+	pthread_t th[2];
+	pthread_barrier_t bar;
+	double sum = 0;
+
+	pthread_barrier_init(&bar, NULL, (unsigned int)nthreads);
+	for (int t = 0; t < nthreads; t++) {
+		a[t] = (struct warg){ .kind = kind, .cpu = cpus[t], .index = (uint32_t)t, .n = n,
+				      .bar = &bar };
+		if (pthread_create(&th[t], NULL, writer, &a[t]))
+			die("pthread_create");
+	}
+	for (int t = 0; t < nthreads; t++) {
+		pthread_join(th[t], NULL);
+		sum += (double)a[t].ns / (double)n;
+		if (refused)
+			*refused += a[t].refused;
+	}
+	pthread_barrier_destroy(&bar);
+	return sum / nthreads;
+}
+
+/* ---- producer rows -------------------------------------------------------- */
+
+struct row {
+	const char *name;
+	double v[MAX_REPS];
+	struct stat3 s;
+	uint64_t drops;
+	const char *note;
+	bool skipped;
+};
+
+static void print_row(struct row *r, const struct row *base, double target_ratio,
+		      double target_ns)
+{
+	char ratio[32] = "—", target[64] = "";
+
+	if (r->skipped) {
+		printf("| %s | skipped (needs 2 CPUs) | | | | | |\n", r->name);
+		return;
+	}
+	if (base)
+		snprintf(ratio, sizeof(ratio), "%.2fx", r->s.med / base->s.med);
+	if (base && target_ratio > 0)
+		snprintf(target, sizeof(target), "≤ %.0fx floor: %s", target_ratio,
+			 r->s.med / base->s.med <= target_ratio ? "met" : "**missed**");
+	else if (target_ns > 0)
+		snprintf(target, sizeof(target), "≤ %.0f ns: %s", target_ns,
+			 r->s.med <= target_ns ? "met" : "**missed**");
+	printf("| %s | %.2f | %.2f | %.2f | %s | %" PRIu64 "%s | %s |\n", r->name, r->s.med,
+	       r->s.min, r->s.max, ratio, r->drops, r->note ? r->note : "", target);
+}
+
+/* Enabled writes into one live session, drained between repetitions. */
+static void rows_live(struct row *one, struct row *two)
+{
+	struct rp_session_stats st = { .sz = sizeof(st) };
+	struct rp_session *s = session_start(256ull << 20, tmp_path("live.nettrace"));
+	uint64_t attempted = 0, drops_before;
+
+	prefault(s, -1);
+	/* warm-up: registers nothing timed, settles caches and the drainer */
+	run_writers(W_RP, 1, per_thread / 10, NULL);
+	attempted += per_thread / 10;
+	wait_drained(s, attempted, &st);
+	drops_before = total_drops(&st);
+	for (unsigned int k = 0; k < reps; k++) {
+		one->v[k] = run_writers(W_RP, 1, per_thread, NULL);
+		attempted += per_thread;
+		wait_drained(s, attempted, &st);
+		if (nr_cpus >= 2) {
+			two->v[k] = run_writers(W_RP, 2, per_thread, NULL);
+			attempted += 2 * per_thread;
+			wait_drained(s, attempted, &st);
+		}
+	}
+	/* both rows share the session: drops are reported on both */
+	one->drops = two->drops = total_drops(&st) - drops_before;
+	if (rp_session_stop(s))
+		die("rp_session_stop");
+	unlink(tmp_path("live.nettrace"));
+}
+
+/* The drainer parked for the whole loop: the producer path by itself. */
+static void row_parked(struct row *r)
+{
+	for (unsigned int k = 0; k < reps; k++) {
+		struct rp_session_stats st = { .sz = sizeof(st) };
+		struct rp_session *s;
+		uint64_t c0, c1, refused = 0;
+
+		/* the drainer sleeps this long after its first (empty) pass */
+		rp_store_relaxed(&rp_drain_throttle_ns, 1500000000ull);
+		s = session_start(256ull << 20, tmp_path("parked.nettrace"));
+		prefault(s, cpus[0]);
+		c0 = consumer_positions(s);
+		r->v[k] = run_writers(W_RP, 1, per_thread, &refused);
+		c1 = consumer_positions(s);
+		if (c1 != c0)
+			r->note = " (the drainer ran during a loop)";
+		rp_session_stats(s, &st);
+		r->drops += total_drops(&st);
+		rp_store_relaxed(&rp_drain_throttle_ns, 0);
+		if (rp_session_stop(s))
+			die("rp_session_stop");
+		unlink(tmp_path("parked.nettrace"));
+	}
+}
+
+/* A fresh session every repetition: first touch of the ring memory. */
+static void row_cold(struct row *r)
+{
+	for (unsigned int k = 0; k < reps; k++) {
+		struct rp_session_stats st = { .sz = sizeof(st) };
+		struct rp_session *s = session_start(256ull << 20, tmp_path("cold.nettrace"));
+
+		r->v[k] = run_writers(W_RP, 1, per_thread, NULL);
+		wait_drained(s, per_thread, &st);
+		r->drops += total_drops(&st);
+		if (rp_session_stop(s))
+			die("rp_session_stop");
+		unlink(tmp_path("cold.nettrace"));
+	}
+}
+
+static void producer_rows(void)
+{
+	struct row floor1 = { .name = "floor: single-writer per-CPU ring, plain commit, ts, 1 thread" };
+	struct row floor2 = { .name = "floor, 2 threads on 2 CPUs (per thread)" };
+	struct row en1 = { .name = "enabled, 1 thread, drainer running, warm rings" };
+	struct row en2 = { .name = "enabled, 2 threads on 2 CPUs (per thread), drainer running" };
+	struct row parked = { .name = "enabled, 1 thread, drainer parked (producer path alone)" };
+	struct row cold = { .name = "enabled, 1 thread, fresh session each run (page faults)" };
+	struct row dis = { .name = "disabled event (no session enables it), rp_event_write()" };
+	struct row guard = { .name = "disabled event, guarded by the inline rp_event_enabled()" };
+	uint64_t refused = 0;
+
+	nfrings = rp_shm_possible_cpus();
+	if (nfrings > MAX_FLOOR_RINGS)
+		nfrings = MAX_FLOOR_RINGS;
+	for (unsigned int i = 0; i < nfrings; i++) {
+		frings[i].data = mmap(NULL, FLOOR_RING, PROT_READ | PROT_WRITE,
+				      MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+		if (frings[i].data == MAP_FAILED)
+			die("mmap");
+		frings[i].mask = FLOOR_RING - 1;
+		if (CPU_ISSET(i, &allowed_cpus))
+			pin((int)i);
+		memset(frings[i].data, 0, FLOOR_RING);
+	}
+	unpin();
+	run_writers(W_FLOOR, 1, per_thread, NULL);	/* warm-up */
+	for (unsigned int k = 0; k < reps; k++) {
+		floor1.v[k] = run_writers(W_FLOOR, 1, per_thread, NULL);
+		if (nr_cpus >= 2)
+			floor2.v[k] = run_writers(W_FLOOR, 2, per_thread, NULL);
+		dis.v[k] = run_writers(W_DISABLED, 1, disabled_calls, &refused);
+		guard.v[k] = run_writers(W_GUARDED, 1, disabled_calls, &refused);
+	}
+	for (unsigned int i = 0; i < nfrings; i++)
+		munmap(frings[i].data, FLOOR_RING);
+	rows_live(&en1, &en2);
+	row_parked(&parked);
+	row_cold(&cold);
+
+	floor1.s = summarize(floor1.v, reps);
+	en1.s = summarize(en1.v, reps);
+	parked.s = summarize(parked.v, reps);
+	cold.s = summarize(cold.v, reps);
+	dis.s = summarize(dis.v, reps);
+	guard.s = summarize(guard.v, reps);
+	if (nr_cpus >= 2) {
+		floor2.s = summarize(floor2.v, reps);
+		en2.s = summarize(en2.v, reps);
+	} else {
+		floor2.skipped = en2.skipped = true;
+	}
+	dis.drops = guard.drops = refused;
+
+	printf("\n### session producer cost (bench_session%s)\n\n", quick ? " --quick" : "");
+	printf("clock: %s, %.3f GHz; 32-byte event via rp_event_write(); %u repetitions of "
+	       "%" PRIu64 " events per thread; Drop session 256 MiB; CPUs %d,%d; %u rings\n\n",
+	       rp_clock_source_name(rp_clock_source()), (double)rp_clock_frequency() / 1e9, reps,
+	       per_thread, cpus[0], cpus[1], rp_shm_possible_cpus());
+	printf("| case | ns/event (median) | min | max | ratio vs floor | drops | target |\n");
+	printf("|---|---|---|---|---|---|---|\n");
+	print_row(&floor1, NULL, 0, 0);
+	print_row(&floor2, NULL, 0, 0);
+	print_row(&en1, &floor1, 2, 0);
+	print_row(&en2, nr_cpus >= 2 ? &floor2 : NULL, 2, 0);
+	print_row(&parked, &floor1, 2, 0);
+	print_row(&cold, &floor1, 0, 0);
+	print_row(&dis, NULL, 0, 2);
+	print_row(&guard, NULL, 0, 2);
+}
+
+/* ---- drainer throughput ------------------------------------------------- */
+
+static void on_sigusr1(int sig)
+{
+	(void)sig;
+}
+
+struct drain_result {
+	double secs;
+	uint64_t events, bytes, drops;
+};
+
+enum drain_mode {
+	D_COLD,		/* timed from rp_session_start(): rings fault in as written */
+	D_WARM,		/* rings pre-faulted, timed from the writers' start */
+	D_ALONE,	/* rings filled with the drainer parked; the drainer timed alone */
+	D_NR,
+};
+
+/* 2 pinned writers x drain_events into a 512 MiB session, to a file. */
+static struct drain_result drain_once(enum drain_mode mode)
+{
+	struct rp_session_stats st = { .sz = sizeof(st) };
+	struct drain_result res = { 0 };
+	const char *path = tmp_path("drain.nettrace");
+	int nw = nr_cpus >= 2 ? 2 : 1;
+	uint64_t attempted = drain_events * (uint64_t)nw, t0, t1;
+	struct rp_session *s;
+	struct stat fst;
+
+	if (mode == D_ALONE)
+		rp_store_relaxed(&rp_drain_throttle_ns, 30ull * 1000000000ull);
+	t0 = now_ns();
+	s = session_start(512ull << 20, path);
+	if (mode != D_COLD) {
+		prefault(s, -1);
+		t0 = now_ns();
+	}
+	run_writers(W_RP, nw, drain_events, NULL);
+	if (mode == D_ALONE) {
+		/* wake the drainer out of its throttle sleep: nanosleep returns
+		 * early when a handler runs */
+		rp_store_relaxed(&rp_drain_throttle_ns, 0);
+		t0 = now_ns();
+		pthread_kill(s->drainer, SIGUSR1);
+	}
+	wait_drained(s, attempted, &st);
+	if (rp_session_stop(s))
+		die("rp_session_stop");
+	t1 = now_ns();
+	res.secs = (double)(t1 - t0) / 1e9;
+	res.drops = total_drops(&st);
+	res.events = st.events_written;
+	res.bytes = stat(path, &fst) == 0 ? (uint64_t)fst.st_size : 0;
+	unlink(path);
+	return res;
+}
+
+static void drain_rows(void)
+{
+	struct sigaction sa = { .sa_handler = on_sigusr1 };
+	static const char *const names[D_NR] = {
+		"2 writers + drainer, fresh session (rp_session_start to stop returned)",
+		"2 writers + drainer, rings pre-faulted (writers' start to stop returned)",
+		"drainer alone: rings filled while it was parked (unpark to stop returned)",
+	};
+
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGUSR1, &sa, NULL);
+
+	printf("\n### drainer throughput (bench_session%s)\n\n", quick ? " --quick" : "");
+	printf("%d writers x %" PRIu64 " 32-byte events, Drop session 512 MiB, nettrace V5 to "
+	       "%s; %u repetitions; bytes = file size\n\n", nr_cpus >= 2 ? 2 : 1, drain_events,
+	       tmpdir, reps);
+	printf("| case | M events/s (median) | min | max | MB/s (median) | bytes/event | drops | target |\n");
+	printf("|---|---|---|---|---|---|---|---|\n");
+	for (int mode = 0; mode < D_NR; mode++) {
+		double evs[MAX_REPS], mbs[MAX_REPS];
+		uint64_t drops = 0, bytes = 0, events = 0;
+		struct stat3 e, m;
+
+		for (unsigned int k = 0; k < reps; k++) {
+			struct drain_result r = drain_once((enum drain_mode)mode);
+
+			evs[k] = (double)r.events / r.secs / 1e6;
+			mbs[k] = (double)r.bytes / r.secs / 1e6;
+			drops += r.drops;
+			bytes = r.bytes;
+			events = r.events;
+		}
+		e = summarize(evs, reps);
+		m = summarize(mbs, reps);
+		printf("| %s | %.2f | %.2f | %.2f | %.0f | %.1f | %" PRIu64 " | ≥ 10 M/s: %s |\n",
+		       names[mode], e.med, e.min, e.max, m.med,
+		       events ? (double)bytes / (double)events : 0.0, drops,
+		       e.med >= 10.0 ? "met" : "**missed**");
+	}
+}
+
+/* ---- resident memory ----------------------------------------------------- */
+
+/* Writes from each CPU until its ring's producer position went once around. */
+static uint64_t fill_rings(struct rp_session *s)
+{
+	struct small sm;
+	uint64_t attempted = 0;
+
+	small_fill(&sm, 0, 0);
+	for (int c = 0; c < nr_cpus; c++) {
+		struct rp_ring *r = rp_shm_ring(s->shm, (uint32_t)cpus[c] % rp_shm_nr_rings(s->shm));
+		uint64_t cap = 8 * (r->size / REC_BYTES) + 1000000;
+
+		pin(cpus[c]);
+		for (uint64_t i = 0; i < cap; i++) {
+			if (!(i & 1023) && rp_load_relaxed(&r->hdr->producer_pos) >= r->size)
+				break;
+			sm.counter = ++attempted;
+			rp_event_write(ev_on, &sm, sizeof(sm));
+		}
+	}
+	unpin();
+	return attempted;
+}
+
+static void memory_rows(void)
+{
+	static const unsigned int mib[] = { 1, 16, 64, 256 };
+	double page_mib = (double)sysconf(_SC_PAGESIZE) / (1 << 20);
+
+	printf("\n### resident memory per session (bench_session)\n\n");
+	printf("RSS delta from /proc/self/statm against the RSS before the session started; "
+	       "filled = every ring written through once (drainer running)\n\n");
+	printf("| buffer | rings x ring size | after start | after filling | after stop | events to fill | drops |\n");
+	printf("|---|---|---|---|---|---|---|\n");
+	for (size_t i = 0; i < sizeof(mib) / sizeof(mib[0]); i++) {
+		struct rp_session_stats st = { .sz = sizeof(st) };
+		struct rp_session *s;
+		long r0, r1, r2, r3;
+		uint64_t n, ring;
+		uint32_t nr;
+
+		r0 = rss_pages();
+		s = session_start((uint64_t)mib[i] << 20, tmp_path("rss.nettrace"));
+		r1 = rss_pages();
+		ring = rp_shm_ring(s->shm, 0)->size;
+		nr = rp_shm_nr_rings(s->shm);
+		n = fill_rings(s);
+		wait_drained(s, n, &st);
+		r2 = rss_pages();
+		if (rp_session_stop(s))
+			die("rp_session_stop");
+		r3 = rss_pages();
+		unlink(tmp_path("rss.nettrace"));
+		printf("| %u MiB | %u x %" PRIu64 " KiB | %+.1f MiB | %+.1f MiB | %+.1f MiB | %" PRIu64
+		       " | %" PRIu64 " |\n", mib[i], nr, ring >> 10, (double)(r1 - r0) * page_mib,
+		       (double)(r2 - r0) * page_mib, (double)(r3 - r0) * page_mib, n,
+		       total_drops(&st));
+	}
+}
+
+/* ---- main ------------------------------------------------------------------ */
+
+int main(int argc, char **argv)
+{
+	struct rp_provider_opts po = { .sz = sizeof(po), .name = "Bench-Session" };
+	struct rp_provider_opts po_off = { .sz = sizeof(po_off), .name = "Bench-Session-Off" };
+	struct rp_event_opts eo = { .sz = sizeof(eo), .id = 1, .name = "Small", .level = 4,
+				    .nfields = 4, .fields = small_fields };
+	struct rp_provider *p, *p_off;
+	const char *td = getenv("TMPDIR");
+	int err;
+
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--quick")) {
+			quick = true;
+			reps = 3;
+			drain_events = 1000000;
+			disabled_calls = 10000000;
+		} else {
+			fprintf(stderr, "usage: %s [--quick]\n", argv[0]);
+			return 2;
+		}
+	}
+	err = rp_clock_init();
+	if (err) {
+		fprintf(stderr, "bench_session: rp_clock_init: %s\n", strerror(-err));
+		return 1;
+	}
+	snprintf(tmpdir, sizeof(tmpdir), "%s/bench_session.XXXXXX", td && *td ? td : "/tmp");
+	if (!mkdtemp(tmpdir))
+		die("mkdtemp");
+	sched_getaffinity(0, sizeof(allowed_cpus), &allowed_cpus);
+	for (int c = 0; c < CPU_SETSIZE && nr_cpus < 2; c++)
+		if (CPU_ISSET(c, &allowed_cpus))
+			cpus[nr_cpus++] = c;
+	if (nr_cpus < 2)
+		cpus[1] = cpus[0];
+
+	p = rp_provider_new(&po);
+	p_off = rp_provider_new(&po_off);
+	if (!p || !p_off)
+		die("rp_provider_new");
+	ev_on = rp_event_new(p, &eo);
+	ev_off = rp_event_new(p_off, &eo);
+	if (!ev_on || !ev_off)
+		die("rp_event_new");
+
+	producer_rows();
+	drain_rows();
+	memory_rows();
+	rmdir(tmpdir);
+	return 0;
+}
