@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 
 #include "helpers.h"
@@ -557,4 +558,255 @@ Test(session, corrupted_ring_is_reported_and_skipped, .timeout = 120)
 	cr_assert_eq(t.per_thread[0], 100, "valid records before and after the garbage survive");
 	free(path);
 	th_rmdir(dir);
+}
+
+/* ---- provider callbacks and start order ----------------------------------- */
+
+struct cb_log {
+	int calls;
+	int session_id;
+	bool enabled[4];
+	uint64_t keywords;
+	uint8_t level;
+	char args[64];
+	struct rp_event *ev;
+	uint64_t burst;
+	uint64_t burst_ok;
+};
+
+static void burst_cb(struct rp_provider *p, int session_id, bool enabled, uint64_t keywords,
+		     uint8_t level, const char *args, void *ctx)
+{
+	struct cb_log *l = ctx;
+	struct small sm;
+	uint64_t i;
+
+	(void)p;
+	if (l->calls < 4)
+		l->enabled[l->calls] = enabled;
+	l->calls++;
+	l->session_id = session_id;
+	l->keywords = keywords;
+	l->level = level;
+	snprintf(l->args, sizeof(l->args), "%s", args ? args : "(null)");
+	if (!enabled)
+		return;
+	/* a heap walk: far more than the rings hold, written from the callback */
+	for (i = 1; i <= l->burst; i++) {
+		fill_small(&sm, i, 0);
+		if (rp_event_write(l->ev, &sm, sizeof(sm)) == 0)
+			l->burst_ok++;
+	}
+}
+
+Test(session, enable_callback_runs_with_the_drainer_already_running, .timeout = 120)
+{
+	char *dir = th_tmpdir(), *path;
+	static struct cb_log log;
+	struct rp_provider_opts po = { .sz = sizeof(po), .name = "Test-Callback",
+				       .enable_cb = burst_cb, .cb_ctx = &log };
+	struct rp_provider *p = rp_provider_new(&po);
+	struct rp_provider_config pc = { .name = "Test-Callback", .keywords = 0x30, .level = 5,
+					 .args = "walk=1;depth=2" };
+	struct rp_session_opts so = { .sz = sizeof(so), .providers = &pc, .nproviders = 1,
+				      .buffer_bytes = 1 << 20 };
+	struct rp_session *s;
+	struct trace_summary t;
+	uint64_t ring_capacity_events;
+
+	cr_assert_not_null(p);
+	log.ev = small_event(p, 1, 0x10, 4);
+	log.burst = 2000000;
+	cr_assert(asprintf(&path, "%s/cb.nettrace", dir) > 0);
+	so.path = path;
+	s = rp_session_start(&so);
+	cr_assert_not_null(s, "%s", rp_last_error());
+	cr_assert_eq(log.calls, 1, "the enable callback fires once, from start");
+	cr_assert(log.enabled[0]);
+	cr_assert_eq(log.session_id, rp_session_id(s));
+	cr_assert_eq(log.keywords, 0x30);
+	cr_assert_eq(log.level, 5);
+	cr_assert_str_eq(log.args, "walk=1;depth=2");
+	/* 64-byte records in 1 MiB of rings: without a running drainer at
+	 * most this many could have been captured */
+	ring_capacity_events = (1u << 20) / 64;
+	cr_assert_gt(log.burst_ok, ring_capacity_events,
+		     "only %" PRIu64 " of the burst captured: was the drainer running?", log.burst_ok);
+	cr_assert_eq(rp_session_stop(s), 0);
+	cr_assert_eq(log.calls, 2);
+	cr_assert(!log.enabled[1], "the disable callback fires at stop");
+	t = read_trace(path);
+	cr_assert_eq(t.per_thread[0], log.burst_ok);
+	cr_assert_eq(t.per_thread[0] + (uint64_t)t.lost, log.burst);
+	free(path);
+	th_rmdir(dir);
+}
+
+Test(session, provider_and_event_defined_after_start_are_enabled, .timeout = 60)
+{
+	char *dir = th_tmpdir(), *path;
+	struct rp_provider_config pc = { .name = "Test-Late" };
+	struct rp_session_opts so = { .sz = sizeof(so), .providers = &pc, .nproviders = 1,
+				      .buffer_bytes = 1 << 20 };
+	struct rp_session *s;
+	struct rp_provider *p;
+	struct rp_event *ev;
+	struct small sm;
+	struct trace_summary t;
+
+	cr_assert(asprintf(&path, "%s/late.nettrace", dir) > 0);
+	so.path = path;
+	s = rp_session_start(&so);
+	cr_assert_not_null(s);
+	p = test_provider("Test-Late");
+	ev = small_event(p, 1, 0, 4);
+	cr_assert(rp_event_enabled(ev));
+	fill_small(&sm, 1, 5);
+	cr_assert_eq(rp_event_write(ev, &sm, sizeof(sm)), 0);
+	cr_assert_eq(rp_session_stop(s), 0);
+	cr_assert(!rp_event_enabled(ev));
+	t = read_trace(path);
+	cr_assert_eq(t.per_thread[5], 1);
+	free(path);
+	th_rmdir(dir);
+}
+
+Test(session, bad_options_are_refused_with_a_reason)
+{
+	struct rp_provider_config pc = { .name = "Test-Bad" };
+	struct rp_session_opts so = { .sz = sizeof(so), .providers = &pc, .nproviders = 1,
+				      .path = "/dev/null" };
+
+	so.format = 7;
+	cr_assert_null(rp_session_start(&so));
+	cr_assert_eq(errno, EINVAL);
+	cr_assert(strstr(rp_last_error(), "format 7"), "%s", rp_last_error());
+	so.format = 5;
+	so.buffering = 2;
+	cr_assert_null(rp_session_start(&so));
+	cr_assert_eq(errno, EINVAL, "an unknown buffering mode is rejected, not coerced");
+	cr_assert(strstr(rp_last_error(), "buffering mode 2"), "%s", rp_last_error());
+	so.buffering = RP_BUFFERING_DROP;
+	so.path = NULL;
+	so.fd = -1;
+	cr_assert_null(rp_session_start(&so));
+	cr_assert_eq(errno, EINVAL);
+	so.path = "/nonexistent-dir/x.nettrace";
+	cr_assert_null(rp_session_start(&so));
+	cr_assert_eq(errno, ENOENT);
+	cr_assert(strstr(rp_last_error(), "/nonexistent-dir/x.nettrace"), "%s", rp_last_error());
+	{
+		struct rp_provider_opts po = { .sz = sizeof(po), .name = "" };
+
+		cr_assert_null(rp_provider_new(&po));
+		cr_assert_eq(errno, EINVAL);
+	}
+	cr_assert_eq(rp_session_stop(NULL), -EINVAL);
+}
+
+/* ---- stream sockets -------------------------------------------------------- */
+
+struct sock_reader {
+	int fd;
+	size_t limit;		/* close after this many bytes (0: read to the end) */
+	struct bytebuf got;
+};
+
+static void *sock_reader_main(void *arg)
+{
+	struct sock_reader *r = arg;
+	char buf[65536];
+	ssize_t n;
+
+	while ((n = read(r->fd, buf, sizeof(buf))) > 0) {
+		bb_append(&r->got, buf, (size_t)n);
+		if (r->limit && r->got.len >= r->limit)
+			break;
+	}
+	close(r->fd);
+	return NULL;
+}
+
+Test(session, socket_output_streams_a_complete_trace, .timeout = 120)
+{
+	TH_NEED_TRACEDUMP(dll);
+	struct rp_provider *p = test_provider("Test-Sock");
+	struct rp_event *ev = small_event(p, 1, 0, 4);
+	struct rp_provider_config pc = { .name = "Test-Sock" };
+	struct rp_session_opts so = { .sz = sizeof(so), .providers = &pc, .nproviders = 1,
+				      .buffer_bytes = 64 << 20 };
+	struct sock_reader rd = { 0 };
+	struct rp_session *s;
+	pthread_t th;
+	struct small sm;
+	int sv[2], i;
+	char *dir = th_tmpdir(), *path, *cmd;
+	struct bytebuf out = { 0 };
+
+	cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	rd.fd = sv[1];
+	cr_assert_eq(pthread_create(&th, NULL, sock_reader_main, &rd), 0);
+	so.fd = sv[0];
+	s = rp_session_start(&so);
+	cr_assert_not_null(s, "%s", rp_last_error());
+	for (i = 1; i <= 100000; i++) {
+		fill_small(&sm, (uint64_t)i, 0);
+		cr_assert_eq(rp_event_write(ev, &sm, sizeof(sm)), 0);
+	}
+	cr_assert_eq(rp_session_stop(s), 0);
+	close(sv[0]);
+	pthread_join(th, NULL);
+	cr_assert(asprintf(&path, "%s/sock.nettrace", dir) > 0);
+	cr_assert_eq(th_write_file(path, rd.got.p, rd.got.len), 0);
+	cr_assert(asprintf(&cmd, "dotnet '%s' counts '%s'", dll, path) > 0);
+	cr_assert_eq(th_run(cmd, &out), 0, "TraceEvent: %s", (char *)out.p);
+	cr_assert_str_eq((char *)out.p, "Test-Sock/Small\t100000\n#lost\t0\n");
+	bb_free(&out);
+	bb_free(&rd.got);
+	free(cmd);
+	free(path);
+	th_rmdir(dir);
+}
+
+Test(session, reader_disconnect_ends_the_session_cleanly, .timeout = 120)
+{
+	struct rp_provider *p = test_provider("Test-Hangup");
+	struct rp_event *ev = small_event(p, 1, 0, 4);
+	struct rp_provider_config pc = { .name = "Test-Hangup" };
+	struct rp_session_opts so = { .sz = sizeof(so), .providers = &pc, .nproviders = 1,
+				      .buffer_bytes = 4 << 20, .sp_interval_ms = 10 };
+	struct sock_reader rd = { .limit = 4096 };
+	struct rp_session_stats st = { .sz = sizeof(st) };
+	struct rp_session *s;
+	struct small sm;
+	pthread_t th;
+	int sv[2], i, err;
+
+	cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	rd.fd = sv[1];
+	cr_assert_eq(pthread_create(&th, NULL, sock_reader_main, &rd), 0);
+	so.fd = sv[0];
+	s = rp_session_start(&so);
+	cr_assert_not_null(s);
+	/* keep writing until the drainer notices the reader is gone */
+	for (i = 0; i < 2000; i++) {
+		int k;
+
+		for (k = 0; k < 1000; k++) {
+			fill_small(&sm, (uint64_t)i * 1000 + k + 1, 0);
+			rp_event_write(ev, &sm, sizeof(sm));
+		}
+		cr_assert_eq(rp_session_stats(s, &st), 0);
+		if (st.output_error)
+			break;
+		usleep(1000);
+	}
+	pthread_join(th, NULL);
+	cr_assert(st.output_error == -EPIPE || st.output_error == -ECONNRESET,
+		  "output error: %d", st.output_error);
+	cr_assert(!rp_event_enabled(ev), "a session whose reader left stops collecting");
+	err = rp_session_stop(s);
+	cr_assert(err == -EPIPE || err == -ECONNRESET, "stop returns the output error: %d", err);
+	close(sv[0]);
+	bb_free(&rd.got);
 }
