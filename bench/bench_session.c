@@ -252,6 +252,12 @@ static long rss_pages(void)
 	return res;
 }
 
+/* A no-op handler: a signal cuts a parked drainer's nanosleep short. */
+static void on_sigusr1(int sig)
+{
+	(void)sig;
+}
+
 /* ---- floor ------------------------------------------------------------- */
 
 struct floor_ring {
@@ -395,76 +401,73 @@ static void print_row(struct row *r, const struct row *base, double target_ratio
 	       r->s.min, r->s.max, ratio, r->drops, r->note ? r->note : "", target);
 }
 
-/* Enabled writes into one live session, drained between repetitions. */
-static void rows_live(struct row *one, struct row *two)
+/*
+ * One repetition of the live rows: a fresh 256 MiB session, rings
+ * pre-faulted, a short warm-up, then 1 and 2 writers, drained (untimed)
+ * after each.
+ */
+static void rep_live(struct row *one, struct row *two, unsigned int k)
 {
 	struct rp_session_stats st = { .sz = sizeof(st) };
 	struct rp_session *s = session_start(256ull << 20, tmp_path("live.nettrace"));
-	uint64_t attempted = 0, drops_before;
+	uint64_t attempted = per_thread / 10;
 
 	prefault(s, -1);
-	/* warm-up: registers nothing timed, settles caches and the drainer */
-	run_writers(W_RP, 1, per_thread / 10, NULL);
-	attempted += per_thread / 10;
+	run_writers(W_RP, 1, attempted, NULL);
 	wait_drained(s, attempted, &st);
-	drops_before = total_drops(&st);
-	for (unsigned int k = 0; k < reps; k++) {
-		one->v[k] = run_writers(W_RP, 1, per_thread, NULL);
-		attempted += per_thread;
+	one->v[k] = run_writers(W_RP, 1, per_thread, NULL);
+	attempted += per_thread;
+	wait_drained(s, attempted, &st);
+	if (nr_cpus >= 2) {
+		two->v[k] = run_writers(W_RP, 2, per_thread, NULL);
+		attempted += 2 * per_thread;
 		wait_drained(s, attempted, &st);
-		if (nr_cpus >= 2) {
-			two->v[k] = run_writers(W_RP, 2, per_thread, NULL);
-			attempted += 2 * per_thread;
-			wait_drained(s, attempted, &st);
-		}
 	}
 	/* both rows share the session: drops are reported on both */
-	one->drops = two->drops = total_drops(&st) - drops_before;
+	one->drops += total_drops(&st);
+	two->drops += total_drops(&st);
 	if (rp_session_stop(s))
 		die("rp_session_stop");
 	unlink(tmp_path("live.nettrace"));
 }
 
 /* The drainer parked for the whole loop: the producer path by itself. */
-static void row_parked(struct row *r)
+static void rep_parked(struct row *r, unsigned int k)
 {
-	for (unsigned int k = 0; k < reps; k++) {
-		struct rp_session_stats st = { .sz = sizeof(st) };
-		struct rp_session *s;
-		uint64_t c0, c1, refused = 0;
+	struct rp_session_stats st = { .sz = sizeof(st) };
+	struct rp_session *s;
+	uint64_t c0, c1;
 
-		/* the drainer sleeps this long after its first (empty) pass */
-		rp_store_relaxed(&rp_drain_throttle_ns, 1500000000ull);
-		s = session_start(256ull << 20, tmp_path("parked.nettrace"));
-		prefault(s, cpus[0]);
-		c0 = consumer_positions(s);
-		r->v[k] = run_writers(W_RP, 1, per_thread, &refused);
-		c1 = consumer_positions(s);
-		if (c1 != c0)
-			r->note = " (the drainer ran during a loop)";
-		rp_session_stats(s, &st);
-		r->drops += total_drops(&st);
-		rp_store_relaxed(&rp_drain_throttle_ns, 0);
-		if (rp_session_stop(s))
-			die("rp_session_stop");
-		unlink(tmp_path("parked.nettrace"));
-	}
+	/* the drainer sleeps this long after its first (empty) pass */
+	rp_store_relaxed(&rp_drain_throttle_ns, 1500000000ull);
+	s = session_start(256ull << 20, tmp_path("parked.nettrace"));
+	prefault(s, cpus[0]);
+	c0 = consumer_positions(s);
+	r->v[k] = run_writers(W_RP, 1, per_thread, NULL);
+	c1 = consumer_positions(s);
+	if (c1 != c0)
+		r->note = " (the drainer ran during a loop)";
+	rp_session_stats(s, &st);
+	r->drops += total_drops(&st);
+	rp_store_relaxed(&rp_drain_throttle_ns, 0);
+	pthread_kill(s->drainer, SIGUSR1);	/* cut its throttle sleep short */
+	if (rp_session_stop(s))
+		die("rp_session_stop");
+	unlink(tmp_path("parked.nettrace"));
 }
 
-/* A fresh session every repetition: first touch of the ring memory. */
-static void row_cold(struct row *r)
+/* A fresh session, nothing pre-faulted: first touch of the ring memory. */
+static void rep_cold(struct row *r, unsigned int k)
 {
-	for (unsigned int k = 0; k < reps; k++) {
-		struct rp_session_stats st = { .sz = sizeof(st) };
-		struct rp_session *s = session_start(256ull << 20, tmp_path("cold.nettrace"));
+	struct rp_session_stats st = { .sz = sizeof(st) };
+	struct rp_session *s = session_start(256ull << 20, tmp_path("cold.nettrace"));
 
-		r->v[k] = run_writers(W_RP, 1, per_thread, NULL);
-		wait_drained(s, per_thread, &st);
-		r->drops += total_drops(&st);
-		if (rp_session_stop(s))
-			die("rp_session_stop");
-		unlink(tmp_path("cold.nettrace"));
-	}
+	r->v[k] = run_writers(W_RP, 1, per_thread, NULL);
+	wait_drained(s, per_thread, &st);
+	r->drops += total_drops(&st);
+	if (rp_session_stop(s))
+		die("rp_session_stop");
+	unlink(tmp_path("cold.nettrace"));
 }
 
 static void producer_rows(void)
@@ -494,18 +497,19 @@ static void producer_rows(void)
 	}
 	unpin();
 	run_writers(W_FLOOR, 1, per_thread, NULL);	/* warm-up */
+	/* every repetition runs every row, so machine noise hits them alike */
 	for (unsigned int k = 0; k < reps; k++) {
 		floor1.v[k] = run_writers(W_FLOOR, 1, per_thread, NULL);
 		if (nr_cpus >= 2)
 			floor2.v[k] = run_writers(W_FLOOR, 2, per_thread, NULL);
 		dis.v[k] = run_writers(W_DISABLED, 1, disabled_calls, &refused);
 		guard.v[k] = run_writers(W_GUARDED, 1, disabled_calls, &refused);
+		rep_live(&en1, &en2, k);
+		rep_parked(&parked, k);
+		rep_cold(&cold, k);
 	}
 	for (unsigned int i = 0; i < nfrings; i++)
 		munmap(frings[i].data, FLOOR_RING);
-	rows_live(&en1, &en2);
-	row_parked(&parked);
-	row_cold(&cold);
 
 	floor1.s = summarize(floor1.v, reps);
 	en1.s = summarize(en1.v, reps);
@@ -540,13 +544,10 @@ static void producer_rows(void)
 
 /* ---- drainer throughput ------------------------------------------------- */
 
-static void on_sigusr1(int sig)
-{
-	(void)sig;
-}
-
 struct drain_result {
-	double secs;
+	double secs;		/* to rp_session_stop() returned */
+	double ser_secs;	/* to every event serialized (stats, before stop) */
+	double stop_secs;	/* rp_session_stop() alone */
 	uint64_t events, bytes, drops;
 };
 
@@ -564,7 +565,7 @@ static struct drain_result drain_once(enum drain_mode mode)
 	struct drain_result res = { 0 };
 	const char *path = tmp_path("drain.nettrace");
 	int nw = nr_cpus >= 2 ? 2 : 1;
-	uint64_t attempted = drain_events * (uint64_t)nw, t0, t1;
+	uint64_t attempted = drain_events * (uint64_t)nw, t0, t1, tser;
 	struct rp_session *s;
 	struct stat fst;
 
@@ -585,10 +586,13 @@ static struct drain_result drain_once(enum drain_mode mode)
 		pthread_kill(s->drainer, SIGUSR1);
 	}
 	wait_drained(s, attempted, &st);
+	tser = now_ns();
 	if (rp_session_stop(s))
 		die("rp_session_stop");
 	t1 = now_ns();
 	res.secs = (double)(t1 - t0) / 1e9;
+	res.ser_secs = (double)(tser - t0) / 1e9;
+	res.stop_secs = (double)(t1 - tser) / 1e9;
 	res.drops = total_drops(&st);
 	res.events = st.events_written;
 	res.bytes = stat(path, &fst) == 0 ? (uint64_t)fst.st_size : 0;
@@ -598,40 +602,40 @@ static struct drain_result drain_once(enum drain_mode mode)
 
 static void drain_rows(void)
 {
-	struct sigaction sa = { .sa_handler = on_sigusr1 };
 	static const char *const names[D_NR] = {
 		"2 writers + drainer, fresh session (rp_session_start to stop returned)",
 		"2 writers + drainer, rings pre-faulted (writers' start to stop returned)",
 		"drainer alone: rings filled while it was parked (unpark to stop returned)",
 	};
 
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGUSR1, &sa, NULL);
-
 	printf("\n### drainer throughput (bench_session%s)\n\n", quick ? " --quick" : "");
 	printf("%d writers x %" PRIu64 " 32-byte events, Drop session 512 MiB, nettrace V5 to "
 	       "%s; %u repetitions; bytes = file size\n\n", nr_cpus >= 2 ? 2 : 1, drain_events,
 	       tmpdir, reps);
-	printf("| case | M events/s (median) | min | max | MB/s (median) | bytes/event | drops | target |\n");
-	printf("|---|---|---|---|---|---|---|---|\n");
+	printf("| case | M events/s to stop returned (median) | min | max | MB/s | M events/s to all serialized | stop() ms | bytes/event | drops | target |\n");
+	printf("|---|---|---|---|---|---|---|---|---|---|\n");
 	for (int mode = 0; mode < D_NR; mode++) {
-		double evs[MAX_REPS], mbs[MAX_REPS];
+		double evs[MAX_REPS], mbs[MAX_REPS], ser[MAX_REPS], stop[MAX_REPS];
 		uint64_t drops = 0, bytes = 0, events = 0;
-		struct stat3 e, m;
+		struct stat3 e, m, sr, sp;
 
 		for (unsigned int k = 0; k < reps; k++) {
 			struct drain_result r = drain_once((enum drain_mode)mode);
 
 			evs[k] = (double)r.events / r.secs / 1e6;
 			mbs[k] = (double)r.bytes / r.secs / 1e6;
+			ser[k] = (double)r.events / r.ser_secs / 1e6;
+			stop[k] = r.stop_secs * 1e3;
 			drops += r.drops;
 			bytes = r.bytes;
 			events = r.events;
 		}
 		e = summarize(evs, reps);
 		m = summarize(mbs, reps);
-		printf("| %s | %.2f | %.2f | %.2f | %.0f | %.1f | %" PRIu64 " | ≥ 10 M/s: %s |\n",
-		       names[mode], e.med, e.min, e.max, m.med,
+		sr = summarize(ser, reps);
+		sp = summarize(stop, reps);
+		printf("| %s | %.2f | %.2f | %.2f | %.0f | %.2f | %.0f | %.1f | %" PRIu64
+		       " | ≥ 10 M/s: %s |\n", names[mode], e.med, e.min, e.max, m.med, sr.med, sp.med,
 		       events ? (double)bytes / (double)events : 0.0, drops,
 		       e.med >= 10.0 ? "met" : "**missed**");
 	}
@@ -745,6 +749,12 @@ int main(int argc, char **argv)
 	if (!ev_on || !ev_off)
 		die("rp_event_new");
 
+	{
+		struct sigaction sa = { .sa_handler = on_sigusr1 };
+
+		sigemptyset(&sa.sa_mask);
+		sigaction(SIGUSR1, &sa, NULL);
+	}
 	producer_rows();
 	drain_rows();
 	memory_rows();

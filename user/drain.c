@@ -20,6 +20,7 @@
  */
 #include <errno.h>
 #include <linux/futex.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -362,9 +363,11 @@ static void *drainer_main(void *arg)
 	struct rp_shm_session *h = rp_shm_header(s->shm);
 	size_t i;
 
-	rp_store_relaxed(&h->drainer_pid, (uint32_t)getpid());
-	rp_store_relaxed(&h->drainer_tid, (uint32_t)syscall(SYS_gettid));
 	d->last_sp_ns = mono_ns();
+	heartbeat(d);
+	rp_store_relaxed(&h->drainer_pid, (uint32_t)getpid());
+	/* pairs with the load_acquire in rp_drainer_start() */
+	rp_store_release(&h->drainer_tid, (uint32_t)syscall(SYS_gettid));
 	for (;;) {
 		/* pairs with the store_release in rp_drainer_stop(): once seen,
 		 * every writer is out and everything is committed */
@@ -460,6 +463,11 @@ int rp_drainer_start(struct rp_session *s)
 		goto err_free;
 	}
 	s->drainer_started = true;
+	/* start order: the drainer is running before start() returns and
+	 * before any enable callback fires (pairs with the store_release of
+	 * drainer_tid at the top of drainer_main()) */
+	while (!rp_load_acquire(&rp_shm_header(s->shm)->drainer_tid))
+		sched_yield();
 	return 0;
 
 err_free:
