@@ -184,6 +184,8 @@ Test(startup, bad_environment_is_reported_and_the_program_runs_on, .timeout = 60
 		{ "RINGPIPE_BUFFERING_MODE", "lossy", "RINGPIPE_BUFFERING_MODE=lossy: must be drop or block" },
 		{ "RINGPIPE_BUFFER_MB", "-3", "RINGPIPE_BUFFER_MB=-3" },
 		{ "RINGPIPE_PROVIDERS", "A:1:Loud", "level 'Loud' of A" },
+		{ "DOTNET_EventPipeBufferingMode", "2", "must be 0 (Drop) or 1 (Block)" },
+		{ "DOTNET_EventPipeBufferingMode", "Block", "must be 0 (Drop) or 1 (Block)" },
 	};
 	size_t i;
 

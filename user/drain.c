@@ -5,14 +5,20 @@
  * and untrusted), merges them by timestamp and hands them to the nettrace
  * writer, which writes through the output sink.
  *
- * Ordering. A writer takes its timestamp before it reserves, so inside one
- * ring a record can follow a younger one (a writer preempted in between).
- * Copied records wait in a per-ring queue kept in timestamp order (insertion
- * from the back: out-of-order arrivals are rare and near), and only records
- * older than the scan time minus a grace period are merged out, oldest first,
- * every one marked sorted. A record that arrives after younger ones were
- * already written (preempted longer than the grace) is written with the last
- * written timestamp and counted as late, so the file stays valid.
+ * Ordering. A writer stamps its record after reserving it, so a record the
+ * drainer has not seen yet was reserved after the drainer's last look at the
+ * ring's producer position, and is younger than that look. Each pass notes,
+ * per ring, the producer position and the time just before reading it. A
+ * ring read to its end holds nothing older than this pass's time; a ring
+ * whose reading stopped early (a record still being written, or the per-pass
+ * cap) holds nothing older than the time of the latest look whose position
+ * had not passed the stopping point. Records older than the smallest of these
+ * horizons are merged out, oldest first, every one marked sorted; per-ring
+ * queues stay in timestamp order by insertion from the back. The result is a
+ * global timestamp order without guessing at how long a writer may be
+ * preempted. (A record that still arrives after younger ones were written,
+ * which clock skew between CPUs could cause, takes the last written
+ * timestamp and is counted as late.)
  *
  * Sleeping. With nothing to do the drainer declares itself idle and sleeps on
  * the session's futex word with a timeout; producers wake it only when it is
@@ -33,8 +39,9 @@
 #include "session.h"
 #include "uring_sink.h"
 
-#define GRACE_NS 2000000ull		/* 2 ms */
-#define MAX_QUEUED_PER_RING 65536u
+#define BATCH_SLEEP_NS 100000l		/* under a trickle, gather 100 us per pass */
+#define BUSY_BATCH 4096u		/* a pass this full: go again at once */
+#define NHIST 256u			/* producer positions remembered per ring */
 #define IDLE_SLEEP_NS 20000000ll	/* 20 ms */
 
 struct qrec {
@@ -47,8 +54,12 @@ struct rqueue {
 	struct qrec *q;
 	size_t head, n, cap;
 	struct bytebuf arena;
-	bool more;		/* the last collect left records in the ring */
-	uint64_t last_ts;	/* timestamp of the last record copied */
+	/* looks at the producer position: (position, time just before reading
+	 * it), oldest first; hist[0] is the latest look that had not passed
+	 * the consumer, when there is one */
+	struct { uint64_t pos, t; } hist[NHIST];
+	uint32_t nhist;
+	uint64_t horizon;	/* nothing older than this is left unread */
 };
 
 struct drainer {
@@ -60,12 +71,14 @@ struct drainer {
 	uint32_t *meta_ids;	/* event index -> nettrace metadata id */
 	size_t nmeta_ids;
 	uint64_t last_ts;
-	uint64_t grace_ticks;
 	uint64_t last_sp_ns;
 	bool failed;
 };
 
 uint64_t rp_drain_throttle_ns;
+int rp_drain_pause;
+int rp_drain_freeze;
+uint64_t rp_drain_waiter_wakeups;
 
 static uint64_t mono_ns(void)
 {
@@ -235,7 +248,40 @@ static void emit(struct drainer *d, const uint8_t *p, uint64_t ts)
 	rp_add_relaxed(&d->s->stats.events_written, 1);
 }
 
-/* Copies what the rings hold; returns records copied. */
+/* Records a look at the producer position taken at time t. */
+static void hist_push(struct rqueue *q, uint64_t pos, uint64_t t)
+{
+	uint32_t i, k;
+
+	if (q->nhist == NHIST) {
+		/* thin out: dropping a look only makes horizons earlier (safe) */
+		for (i = 1, k = 1; i < q->nhist; i += 2)
+			q->hist[k++] = q->hist[i];
+		q->nhist = k;
+	}
+	q->hist[q->nhist].pos = pos;
+	q->hist[q->nhist].t = t;
+	q->nhist++;
+}
+
+/* Drops looks superseded by a later one that had not passed cons either,
+ * and returns the time of the latest look whose position was <= cons (0
+ * when none is left: hold everything). */
+static uint64_t hist_horizon(struct rqueue *q, uint64_t cons)
+{
+	uint32_t drop = 0;
+
+	while (drop + 1 < q->nhist && q->hist[drop + 1].pos <= cons)
+		drop++;
+	if (drop) {
+		memmove(q->hist, q->hist + drop, (q->nhist - drop) * sizeof(q->hist[0]));
+		q->nhist -= drop;
+	}
+	return q->nhist && q->hist[0].pos <= cons ? q->hist[0].t : 0;
+}
+
+/* Copies what the rings hold; returns records copied. Sets each queue's
+ * horizon (see the top of this file). */
 static size_t collect(struct drainer *d)
 {
 	size_t total = 0;
@@ -245,33 +291,37 @@ static size_t collect(struct drainer *d)
 		struct rp_ring *r = rp_shm_ring(d->s->shm, i);
 		struct rqueue *q = &d->rq[i];
 		struct rp_ring_item it;
+		uint64_t look = rp_clock_now(), prod;
 		size_t n = 0;
 		int err;
 
-		q->more = false;
+		/* pairs with the producers' CAS on producer_pos: a position
+		 * past this one was reserved after this load, after `look` */
+		prod = rp_load_acquire(&r->hdr->producer_pos);
+		hist_push(q, prod, look);
+		/* everything committed, however much: a ring read only in part
+		 * could hold back every other ring */
 		while ((err = rp_ring_peek(r, &it)) != -EAGAIN) {
-			if (q->n >= MAX_QUEUED_PER_RING) {
-				q->more = true;
-				break;
-			}
 			if (err == -EBADMSG || err == -ESTALE) {
 				rp_add_relaxed(&d->s->stats.corrupt, 1);
 				continue;	/* the ring skipped past it */
 			}
-			if (err)
+			if (err || rq_push(q, &it))
 				break;
-			if (rq_push(q, &it)) {
-				q->more = true;
-				rp_ring_release(r);
-				return total;
-			}
-			q->last_ts = it.hdr.timestamp;
 			rp_ring_advance(r);
 			n++;
 		}
+		/* stopped before the producer (a record still being written):
+		 * what is left is younger than the last look that had not
+		 * passed the stopping point */
+		q->horizon = hist_horizon(q, r->cons);
+		if (r->cons >= prod)
+			q->horizon = look;	/* read past the look: nothing older left */
 		/* pairs with the producers' load_acquire of consumer_pos */
 		rp_ring_release(r);
 		total += n;
+		if (n)
+			rp_drainer_wake_waiters(d->s->shm);
 	}
 	return total;
 }
@@ -372,18 +422,25 @@ static void *drainer_main(void *arg)
 		/* pairs with the store_release in rp_drainer_stop(): once seen,
 		 * every writer is out and everything is committed */
 		bool stopping = rp_load_acquire(&s->stop_requested);
-		uint64_t scan = rp_clock_now();
-		size_t got = collect(d), out;
-		uint64_t horizon = stopping ? UINT64_MAX :
-				   scan > d->grace_ticks ? scan - d->grace_ticks : 0;
+
+		if (rp_unlikely(rp_load_relaxed(&rp_drain_pause) || rp_load_relaxed(&rp_drain_freeze)) &&
+		    !stopping) {
+			struct timespec ts = { 0, 1000000 };
+
+			/* test hooks: paused still beats its heart, frozen looks dead */
+			if (!rp_load_relaxed(&rp_drain_freeze))
+				heartbeat(d);
+			nanosleep(&ts, NULL);
+			continue;
+		}
+		size_t got = collect(d);
+		uint64_t horizon = UINT64_MAX;
 
 		heartbeat(d);
-		/* a ring not read to its end may still hold records older than
-		 * what other rings offer: hold everything after its last copy */
 		for (i = 0; i < d->nr; i++)
-			if (d->rq[i].more && d->rq[i].last_ts < horizon)
-				horizon = d->rq[i].last_ts;
-		out = merge_out(d, horizon);
+			if (d->rq[i].horizon < horizon)
+				horizon = d->rq[i].horizon;
+		merge_out(d, horizon);
 		maybe_sequence_point(d, mono_ns());
 		if (stopping && rings_empty(d))
 			break;
@@ -393,13 +450,23 @@ static void *drainer_main(void *arg)
 
 			nanosleep(&ts, NULL);
 		}
-		if (!got && !out) {
+		if (stopping || got >= BUSY_BATCH)
+			continue;	/* keep up with a flood */
+		{
 			bool queued = false;
 
 			for (i = 0; i < d->nr; i++)
 				queued |= d->rq[i].n != 0;
-			/* records held back by the grace period: wait for it */
-			sleep_idle(d, queued ? (int64_t)GRACE_NS : IDLE_SLEEP_NS);
+			if (queued || !rings_empty(d)) {
+				/* a trickle, or records held for a writer still
+				 * filling an older one: let a batch build up
+				 * without telling producers we are idle */
+				struct timespec ts = { 0, BATCH_SLEEP_NS };
+
+				nanosleep(&ts, NULL);
+			} else {
+				sleep_idle(d, IDLE_SLEEP_NS);
+			}
 		}
 	}
 	merge_out(d, UINT64_MAX);
@@ -434,7 +501,6 @@ int rp_drainer_start(struct rp_session *s)
 	d->s = s;
 	d->nr = rp_shm_nr_rings(s->shm);
 	d->rq = calloc(d->nr, sizeof(*d->rq));
-	d->grace_ticks = (uint64_t)((double)GRACE_NS * (double)rp_clock_frequency() / 1e9);
 	if (!d->rq) {
 		err = -ENOMEM;
 		goto err_free;
@@ -476,6 +542,22 @@ err_free:
 	free(d->rq);
 	free(d);
 	return err;
+}
+
+void rp_drainer_wake_waiters(struct rp_shm *shm)
+{
+	struct rp_shm_session *h = rp_shm_header(shm);
+	/* pairs with the store_release of waiter_head by an admitted head */
+	uint32_t head = rp_load_acquire(&h->waiter_head);
+	struct rp_shm_waiter *w;
+
+	if (head == rp_load_acquire(&h->waiter_tail))
+		return;
+	/* space was freed: wake the head only; it passes the baton on */
+	w = &h->waiters[head % RP_SHM_WAITER_SLOTS];
+	__atomic_fetch_add(&w->futex, 1, __ATOMIC_RELEASE);
+	syscall(SYS_futex, &w->futex, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
+	rp_add_relaxed(&rp_drain_waiter_wakeups, 1);
 }
 
 void rp_drainer_kick(struct rp_session *s)

@@ -118,12 +118,17 @@ RP_API struct rp_session *rp_session_start(const struct rp_session_opts *uopts)
 		rp_set_error("nettrace format %d is not 5 or 6", o.format);
 		return errno = EINVAL, NULL;
 	}
-	if (o.buffering == RP_BUFFERING_BLOCK) {
-		rp_set_error("buffering mode Block is not available yet; use Drop");
-		return errno = EOPNOTSUPP, NULL;
-	}
-	if (o.buffering != RP_BUFFERING_DROP) {
+	if (o.buffering != RP_BUFFERING_DROP && o.buffering != RP_BUFFERING_BLOCK) {
 		rp_set_error("buffering mode %d is neither Drop (0) nor Block (1)", o.buffering);
+		return errno = EINVAL, NULL;
+	}
+	if (o.kind != RP_SESSION_STREAMING && o.kind != RP_SESSION_DEFERRED) {
+		rp_set_error("session kind %d is neither streaming (0) nor deferred (1)", o.kind);
+		return errno = EINVAL, NULL;
+	}
+	if (o.buffering == RP_BUFFERING_BLOCK && o.kind != RP_SESSION_STREAMING) {
+		rp_set_error("Block mode needs a continuous drainer; a deferred session has none "
+			     "(use Drop, or a streaming session)");
 		return errno = EINVAL, NULL;
 	}
 	if (o.nproviders && !o.providers) {
@@ -189,22 +194,27 @@ RP_API struct rp_session *rp_session_start(const struct rp_session_opts *uopts)
 
 	so.nr_rings = rp_shm_possible_cpus();
 	so.data_size = ring_size(o.buffer_bytes ? o.buffer_bytes : DEFAULT_BUFFER, so.nr_rings);
-	so.mode = RP_SHM_MODE_DROP;
+	so.mode = o.buffering == RP_BUFFERING_BLOCK ? RP_SHM_MODE_BLOCK : RP_SHM_MODE_DROP;
 	so.wake_watermark = (uint32_t)(so.data_size / 4);
+	so.drainer_timeout_ns = (uint64_t)(o.drainer_timeout_ms ? o.drainer_timeout_ms : 1000) * 1000000ull;
 	s->shm = rp_shm_create(&so);
 	if (!s->shm) {
 		err = -errno;
 		rp_set_error("cannot create the rings: %s", strerror(errno));
 		goto err_slot;
 	}
-	err = rp_drainer_start(s);
-	if (err)
-		goto err_slot;
+	s->deferred = o.kind == RP_SESSION_DEFERRED;
+	if (!s->deferred) {
+		err = rp_drainer_start(s);
+		if (err)
+			goto err_slot;
+	}
 	rp_writers_attach(s);
 
 	pthread_mutex_lock(&rp_control_lock);
 	rp_slots[slot].session = s;
 	rp_slots[slot].shm = s->shm;
+	rp_slots[slot].block = o.buffering == RP_BUFFERING_BLOCK;
 	rp_store_relaxed(&rp_slots[slot].gen, s->gen);
 	/* pairs with the writers' load_acquire of the state: the rings and
 	 * the generation are visible before any writer uses the slot */
@@ -243,13 +253,19 @@ RP_API int rp_session_stop(struct rp_session *s)
 	pthread_mutex_unlock(&rp_control_lock);
 	fire_callbacks(s, false, cbs, cfgs, ncb);
 
+	/* parked producers give up (counted) so the quiesce below ends */
+	if (sl->block)
+		rp_session_abort_waiters(s->shm);
 	rp_writers_quiesce();
 	rp_writers_collect_finals(s);
-	err = rp_drainer_stop(s);
+	err = s->deferred ? rp_drainer_start(s) : 0;
+	if (!err)
+		err = rp_drainer_stop(s);
 
 	pthread_mutex_lock(&rp_control_lock);
 	sl->session = NULL;
 	sl->shm = NULL;
+	sl->block = false;
 	rp_store_release(&sl->state, SLOT_FREE);
 	pthread_mutex_unlock(&rp_control_lock);
 	session_free(s);

@@ -68,6 +68,7 @@ struct rp_session {
 	int out_fd;
 	bool own_fd;
 	bool is_socket;
+	bool deferred;			/* RP_SESSION_DEFERRED: drained only at stop */
 	uint32_t sp_interval_ms;
 
 	/* drainer */
@@ -96,6 +97,7 @@ struct slot {
 	uint32_t gen;			/* bumped when the slot is reused */
 	struct rp_session *session;
 	struct rp_shm *shm;		/* valid while RUNNING */
+	bool block;			/* Block mode: a full ring parks the writer */
 };
 
 extern struct slot rp_slots[RP_MAX_SESSIONS];
@@ -115,6 +117,14 @@ size_t rp_enable_session(int slot, const struct session_cfg *cfg, bool enable,
 void rp_events_disable_all(void);
 
 /* write.c */
+/* Raises the abort flag and wakes every parked producer (teardown). */
+void rp_session_abort_waiters(struct rp_shm *shm);
+/* The calling thread never parks (rundown, drainer-side writers). */
+void rp_thread_set_no_park(bool no_park);
+/* Test hooks: called with each ticket admitted after parking; fail the
+ * thread-state allocation. */
+extern void (*rp_test_admit_hook)(uint32_t ticket);
+extern int rp_test_fail_alloc;
 int rp_writers_init(void);
 void rp_writers_quiesce(void);
 /* The session takes exiting threads' final sequence numbers from now on. */
@@ -124,8 +134,15 @@ void rp_writers_collect_finals(struct rp_session *s);
 void rp_session_add_final(struct rp_session *s, uint32_t tid, uint32_t seq);
 
 /* drain.c */
-/* Test hook: the drainer sleeps this long after every pass (0: never). */
+/* Test hooks: the drainer sleeps this long after every pass (0: never);
+ * pauses (still alive); freezes (no heartbeat, no draining: looks dead). */
 extern uint64_t rp_drain_throttle_ns;
+extern int rp_drain_pause;
+extern int rp_drain_freeze;
+/* Wakeups of parked producers by drainers, process-wide (benchmarks). */
+extern uint64_t rp_drain_waiter_wakeups;
+/* Wakes the head of a Block session's waiter queue after space was freed. */
+void rp_drainer_wake_waiters(struct rp_shm *shm);
 int rp_drainer_start(struct rp_session *s);
 int rp_drainer_stop(struct rp_session *s);
 void rp_drainer_kick(struct rp_session *s);

@@ -8,6 +8,8 @@
  *   RINGPIPE_FORMAT=v5|v6           nettrace version (default v5)
  *   RINGPIPE_BUFFER_MB=N            ring budget (default 16)
  *   RINGPIPE_BUFFERING_MODE=drop|block
+ *   DOTNET_EventPipeBufferingMode=0|1  the same, as .NET spells it (used when
+ *                                   RINGPIPE_BUFFERING_MODE is not set)
  *
  * A malformed value is reported on stderr, naming the variable and what was
  * wrong, and the startup session is not started; the program runs on.
@@ -221,6 +223,17 @@ void rp_startup_session(void)
 	if (v && *v && rp_buffering_parse(v, &so.buffering)) {
 		startup_fail("RINGPIPE_BUFFERING_MODE", v, "must be drop or block");
 		goto out;
+	}
+	/* .NET's spelling, as strict as the runtime: 0 Drop, 1 Block */
+	if (!(v && *v) && (v = getenv("DOTNET_EventPipeBufferingMode")) && *v) {
+		if (!strcmp(v, "0"))
+			so.buffering = RP_BUFFERING_DROP;
+		else if (!strcmp(v, "1"))
+			so.buffering = RP_BUFFERING_BLOCK;
+		else {
+			startup_fail("DOTNET_EventPipeBufferingMode", v, "must be 0 (Drop) or 1 (Block)");
+			goto out;
+		}
 	}
 	{
 		const char *pp = strstr(out, "{pid}");

@@ -18,6 +18,8 @@
 #include <linux/futex.h>
 #include <linux/membarrier.h>
 #include <sched.h>
+#include <stdint.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -36,6 +38,7 @@ struct wthread {
 	uint32_t gen[RP_MAX_SESSIONS];	/* slot generation the seq belongs to */
 	uint32_t seq[RP_MAX_SESSIONS];
 	uintptr_t stack_lo, stack_hi;
+	bool no_park;		/* the rundown thread and the like never park */
 	struct wthread *next, *prev;
 };
 
@@ -45,6 +48,8 @@ static pthread_once_t wt_once = PTHREAD_ONCE_INIT;
 static pthread_mutex_t wt_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct wthread *wt_head;
 static int membarrier_ok;	/* 1: writers need no fence of their own */
+/* registry entry shared by writers that have no thread state (see drop_alloc) */
+static struct wthread no_state;
 /* sessions taking threads' final sequence numbers, by slot; under wt_lock */
 static struct rp_session *finals_to[RP_MAX_SESSIONS];
 
@@ -121,15 +126,20 @@ static void fork_child(void)
 	for (t = wt_head; t;) {
 		struct wthread *next = t->next;
 
-		if (t != wt)
+		if (t != wt && t != &no_state)
 			free(t);
 		t = next;
 	}
-	wt_head = wt;
+	no_state.in_write = 0;
+	no_state.next = no_state.prev = NULL;
+	wt_head = &no_state;
 	if (wt) {
-		wt->next = wt->prev = NULL;
+		wt->prev = NULL;
 		wt->in_write = 0;
 		wt->tid = (uint32_t)syscall(SYS_gettid);
+		wt->next = wt_head;
+		no_state.prev = wt;
+		wt_head = wt;
 	}
 	pthread_mutex_unlock(&wt_lock);
 	pthread_mutex_unlock(&rp_control_lock);
@@ -137,6 +147,8 @@ static void fork_child(void)
 
 static void wt_init_once(void)
 {
+	/* the shared entry of writers without thread state; never removed */
+	wt_head = &no_state;
 	pthread_key_create(&wt_key, wt_destroy);
 	pthread_atfork(fork_prepare, fork_parent, fork_child);
 	/* registration lets stop use an expedited barrier instead of every
@@ -225,7 +237,7 @@ void rp_writers_collect_finals(struct rp_session *s)
 
 	pthread_mutex_lock(&wt_lock);
 	for (t = wt_head; t; t = t->next)
-		if (t->gen[s->slot] == s->gen && t->seq[s->slot] != SEQ_BASE)
+		if (t != &no_state && t->gen[s->slot] == s->gen && t->seq[s->slot] != SEQ_BASE)
 			rp_session_add_final(s, t->tid, t->seq[s->slot]);
 	/* from here, exiting threads no longer report to this session */
 	if (finals_to[s->slot] == s)
@@ -273,19 +285,166 @@ static void wake_drainer(struct rp_shm *shm, struct rp_ring *r)
 	}
 }
 
+/* ---- Block mode: parking in strict FIFO ------------------------------- */
+
+void (*rp_test_admit_hook)(uint32_t ticket);
+int rp_test_fail_alloc;
+
+#define PARK_POLL_NS 20000000ll		/* recheck abort and liveness every 20 ms */
+
+static uint64_t mono_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void wake_slot(struct rp_shm_session *h, uint32_t ticket)
+{
+	struct rp_shm_waiter *w = &h->waiters[ticket % RP_SHM_WAITER_SLOTS];
+
+	/* pairs with the load_acquire of the word in park(): whoever sleeps
+	 * on it either sees the new count or is woken */
+	__atomic_fetch_add(&w->futex, 1, __ATOMIC_RELEASE);
+	syscall(SYS_futex, &w->futex, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
+}
+
+/* True when the session's drainer stopped beating its heart: the process
+ * that drains it died or hangs. Then nobody may park on it again. */
+static bool drainer_dead(struct rp_shm_session *h)
+{
+	uint64_t beat = rp_load_relaxed(&h->drainer_heartbeat_ns);
+	uint64_t timeout = h->drainer_timeout_ns;
+
+	return beat && mono_now_ns() - beat > timeout;
+}
+
+/*
+ * Waits in the session's FIFO until this producer is at the head and its
+ * ring has room; returns the reserved record, or NULL when the session was
+ * aborted or its drainer is dead (*reason says which drop to count).
+ */
+static struct rp_shm_record *park(struct wthread *t, struct rp_shm *shm, struct rp_ring **rp,
+				  uint32_t size, unsigned int *reason)
+{
+	struct rp_shm_session *h = shm->hdr;
+	struct rp_shm_waiter *w;
+	uint32_t ticket;
+
+	*reason = RP_DROP_ABORTED;
+	/* pairs with the store_release of abort in rp_session_stop() */
+	if (rp_load_acquire(&h->abort))
+		return NULL;
+	if (drainer_dead(h)) {
+		rp_store_release(&h->abort, 1);
+		return NULL;
+	}
+	ticket = __atomic_fetch_add(&h->waiter_tail, 1, __ATOMIC_ACQ_REL);
+	w = &h->waiters[ticket % RP_SHM_WAITER_SLOTS];
+	rp_store_relaxed(&w->tid, t->tid);
+	rp_store_relaxed(&w->ticket, ticket);
+	for (;;) {
+		/* read the wake counter before the conditions: a wake between
+		 * this load and FUTEX_WAIT changes the word and the wait returns */
+		uint32_t word = rp_load_acquire(&w->futex);
+		struct timespec to = { 0, PARK_POLL_NS };
+
+		if (rp_load_acquire(&h->abort))
+			return NULL;
+		/* pairs with the store_release of waiter_head by the previous head */
+		if (rp_load_acquire(&h->waiter_head) == ticket) {
+			struct rp_ring *r = rp_shm_current_ring(shm);
+			struct rp_shm_record *rec = rp_ring_reserve(r, size);
+
+			if (rec) {
+				if (rp_test_admit_hook)
+					rp_test_admit_hook(ticket);
+				/* pairs with the load_acquire of waiter_head above,
+				 * in the next waiter */
+				rp_store_release(&h->waiter_head, ticket + 1);
+				if (rp_load_acquire(&h->waiter_tail) != ticket + 1)
+					wake_slot(h, ticket + 1);	/* pass the baton */
+				*rp = r;
+				return rec;
+			}
+		}
+		if (drainer_dead(h)) {
+			/* everyone leaves: the queue order no longer matters */
+			rp_store_release(&h->abort, 1);
+			wake_slot(h, rp_load_relaxed(&h->waiter_head));
+			return NULL;
+		}
+		/* an idle drainer would otherwise sleep out its timeout */
+		if (rp_load_relaxed(&h->drainer_idle) &&
+		    __atomic_exchange_n(&h->drainer_idle, 0, __ATOMIC_ACQ_REL)) {
+			rp_add_relaxed(&h->drainer_wake, 1);
+			syscall(SYS_futex, &h->drainer_wake, FUTEX_WAKE, 1, NULL, NULL, 0);
+		}
+		syscall(SYS_futex, &w->futex, FUTEX_WAIT, word, &to, NULL, 0);
+	}
+}
+
+/* Every waiter of a session gives up: teardown. */
+void rp_session_abort_waiters(struct rp_shm *shm)
+{
+	struct rp_shm_session *h = shm->hdr;
+	uint32_t i;
+
+	/* pairs with the load_acquire of abort in park() */
+	rp_store_release(&h->abort, 1);
+	for (i = 0; i < RP_SHM_WAITER_SLOTS; i++)
+		wake_slot(h, i);
+}
+
+void rp_thread_set_no_park(bool no_park)
+{
+	struct wthread *t = wt ? wt : wt_register();
+
+	if (t)
+		t->no_park = no_park;
+}
+
+/*
+ * No thread state could be allocated: a drop in every session (counted),
+ * never a park. Such writers announce themselves on a shared registry entry
+ * whose in_write is a count, so stop still waits for them.
+ */
+static int drop_alloc(uint64_t mask)
+{
+	__atomic_fetch_add(&no_state.in_write, 1, __ATOMIC_RELAXED);
+	if (membarrier_ok)
+		__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	else
+		rp_smp_mb();
+	while (mask) {
+		int i = __builtin_ctzll(mask);
+		struct slot *sl = &rp_slots[i];
+
+		mask &= mask - 1;
+		/* pairs with the store_release of RUNNING in rp_session_start() */
+		if (rp_load_acquire(&sl->state) == SLOT_RUNNING)
+			rp_ring_count_drop(rp_shm_current_ring(sl->shm), RP_DROP_ALLOC_FAIL);
+	}
+	/* pairs with the load_acquire in rp_writers_quiesce() */
+	__atomic_fetch_sub(&no_state.in_write, 1, __ATOMIC_RELEASE);
+	return -ENOMEM;
+}
+
 static int write_slow(struct rp_event *ev, uint64_t mask, const struct iovec *iov, int iovcnt,
 		      size_t len, const struct rp_write_opts *o)
 {
 	struct wthread *t = wt;
 	uint64_t ips[MAX_FRAMES], ts;
+
 	uint32_t nips = 0;
 	uint16_t flags = 0;
 	int rc = 0;
 
 	if (rp_unlikely(!t)) {
-		t = wt_register();
+		t = rp_test_fail_alloc ? NULL : wt_register();
 		if (!t)
-			return -ENOMEM;
+			return drop_alloc(mask);
 	}
 	if (o) {
 		if (o->activity_id || o->related_activity_id)
@@ -296,7 +455,6 @@ static int write_slow(struct rp_event *ev, uint64_t mask, const struct iovec *io
 				flags |= RP_REC_F_STACK;
 		}
 	}
-	ts = rp_clock_now();
 
 	/* announce; stop's membarrier orders this store before its scan (see
 	 * session.h); without membarrier, a full fence does it here */
@@ -330,12 +488,26 @@ static int write_slow(struct rp_event *ev, uint64_t mask, const struct iovec *io
 		shm = sl->shm;
 		r = rp_shm_current_ring(shm);
 		size = (uint32_t)rp_record_size(flags, nips, (uint16_t)len);
-		rec = rp_ring_reserve(r, size);
+		if (rp_unlikely(sl->block) && !t->no_park &&
+		    rp_load_relaxed(&shm->hdr->waiter_tail) != rp_load_relaxed(&shm->hdr->waiter_head))
+			rec = NULL;	/* producers wait already: queue behind them */
+		else
+			rec = rp_ring_reserve(r, size);
 		if (rp_unlikely(!rec)) {
-			rp_ring_count_drop(r, size > r->max_record ? RP_DROP_TOO_BIG : RP_DROP_FULL);
-			rc = -ENOBUFS;
-			continue;
+			unsigned int reason = size > r->max_record ? RP_DROP_TOO_BIG : RP_DROP_FULL;
+
+			if (sl->block && !t->no_park && reason == RP_DROP_FULL)
+				rec = park(t, shm, &r, size, &reason);
+			if (!rec) {
+				rp_ring_count_drop(r, reason);
+				rc = -ENOBUFS;
+				continue;
+			}
 		}
+		/* stamped after the reservation: every record the drainer has not
+		 * seen yet was reserved after its last look at the ring, so it is
+		 * younger than that look (drain.c relies on this to merge) */
+		ts = rp_clock_now();
 		rp_record_fill(rec, ev->index, ts, t->tid, t->seq[i], flags, (uint16_t)len,
 			       rp_ring_current_cpu());
 		if (flags & RP_REC_F_ACTIVITY) {

@@ -63,21 +63,24 @@
 #define RP_DROP_SLOTS		8u	/* slots reserved in the ABI */
 
 /*
- * Block-mode waiter slot.  Only defined in this version; the parking code
- * comes later.  Intended use:
- *   - a producer that finds its ring full takes a ticket
- *     t = fetch_add(&session.waiter_tail, 1); if t - waiter_head >=
- *     RP_SHM_WAITER_SLOTS the queue is full and it drops (RP_DROP_FULL);
- *   - it owns slot t % RP_SHM_WAITER_SLOTS: writes tid and ticket, then
- *     futex-waits on its own .futex word (nobody else sleeps on it);
- *   - the drainer, after freeing space, wakes only the head
- *     (slot waiter_head % SLOTS): store futex = 1, FUTEX_WAKE 1;
- *   - the head retries its write, then advances waiter_head and wakes the
- *     next slot itself (passes the baton), so wakeups stay strictly FIFO;
- *   - abort != 0 or a stale drainer_heartbeat_ns makes every waiter drop.
+ * Block-mode waiter slot (user/write.c parks, user/drain.c wakes):
+ *   - a producer that finds its ring full, or finds producers already
+ *     waiting (no barging past them), takes a ticket
+ *     t = fetch_add(&session.waiter_tail, 1) and sleeps on the futex word of
+ *     slot t % RP_SHM_WAITER_SLOTS until waiter_head == t;
+ *   - the futex word is a wake counter: a waker increments it, then
+ *     FUTEX_WAKEs everyone on it (with more than RP_SHM_WAITER_SLOTS waiters
+ *     tickets t and t + SLOTS share a word; the one not at the head sleeps
+ *     again), so nobody is ever dropped for lack of a slot;
+ *   - the drainer, after freeing space, wakes only the head's slot;
+ *   - the head retries its write; when it gets space it advances
+ *     waiter_head and wakes the next slot itself (passes the baton), so
+ *     admission is strictly FIFO; a parked producer holds no reservation;
+ *   - abort != 0, or a drainer heartbeat older than drainer_timeout_ns, makes
+ *     every waiter give up and count an RP_DROP_ABORTED drop.
  */
 struct rp_shm_waiter {
-	__u32 futex;		/* 0: wait; nonzero: go (written by waker) */
+	__u32 futex;		/* wake counter: incremented by every waker */
 	__u32 tid;		/* OS tid of the parked producer */
 	__u32 ticket;		/* ticket this slot currently serves */
 	__u32 state;		/* reserved, 0 */

@@ -143,7 +143,13 @@ RP_API int rp_event_writev(struct rp_event *ev, const struct iovec *iov, int iov
 
 enum rp_buffering {
 	RP_BUFFERING_DROP = 0,	/* full ring: drop and count */
-	RP_BUFFERING_BLOCK = 1,	/* full ring: wait for the drainer (not yet available) */
+	RP_BUFFERING_BLOCK = 1,	/* full ring: wait, in FIFO order, for the drainer */
+};
+
+enum rp_session_kind {
+	RP_SESSION_STREAMING = 0,	/* a drainer streams the trace while the session runs */
+	RP_SESSION_DEFERRED = 1,	/* events wait in the rings; stop writes the trace.
+					 * No continuous drainer, so Block is refused */
 };
 
 enum rp_drop_reason {
@@ -173,6 +179,9 @@ struct rp_session_opts {
 	int fd;				/* output fd (file or stream socket) when path is NULL */
 	bool rundown;			/* reserved for runtime rundown at stop */
 	uint32_t sp_interval_ms;	/* sequence point interval; 0: 1000 */
+	int kind;			/* enum rp_session_kind */
+	uint32_t drainer_timeout_ms;	/* Block: a drainer silent this long is dead
+					 * and producers stop waiting; 0: 1000 */
 };
 
 struct rp_session;
@@ -180,8 +189,14 @@ struct rp_session;
 /*
  * Starts a session: rings, the drainer thread, then enables the providers
  * (their callbacks fire after the drainer runs). Returns NULL with errno set
- * (EINVAL bad options, EBUSY 64 sessions running, EOPNOTSUPP Block mode);
- * rp_last_error() then says what was wrong.
+ * (EINVAL bad options, EBUSY 64 sessions running); rp_last_error() then says
+ * what was wrong.
+ *
+ * Block mode: a writer that finds its ring full waits, in strict FIFO order
+ * with the other waiting writers, until the drainer frees space; nothing is
+ * dropped while the session runs and its drainer is alive. Stop wakes every
+ * waiter, which then drops (counted as aborted). A drainer silent for
+ * drainer_timeout_ms is taken for dead and writers drop instead of waiting.
  */
 RP_API struct rp_session *rp_session_start(const struct rp_session_opts *opts);
 /*

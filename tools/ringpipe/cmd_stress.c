@@ -70,7 +70,8 @@ static const char stress_usage[] =
 "\n"
 "Defaults: 2 threads, 1000000 events each, 32 bytes, 64 MiB, drop, v5.\n"
 "Limits: T 1..1024, N 1..4000000000, BYTES 16..65535, M 1..65536,\n"
-"U 0..10000000. Block mode is parsed but the library refuses it for now.\n";
+"U 0..10000000. A mode or option the library refuses ends the command with\n"
+"the library's message and exit status 1.\n";
 
 struct stress_cfg {
 	uint32_t threads;

@@ -1,0 +1,495 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Block mode: producers wait (strict FIFO) instead of dropping while the
+ * drainer runs; teardown, dead drainers and allocation failures make them
+ * drop, counted; nothing can hang the application. TraceEvent counts.
+ */
+#include <inttypes.h>
+#include <pthread.h>
+#include <sched.h>
+#include <string.h>
+#include <time.h>
+
+#include "helpers.h"
+#include "nettrace.h"
+#include "ringpipe/ringpipe.h"
+#include "session.h"
+
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#define VOLUME 100000ull
+#else
+#define VOLUME 1000000ull
+#endif
+
+static const struct rp_field fields[] = {
+	{ "Counter", RP_TYPE_U64, 0, 0, NULL },
+	{ "Thread", RP_TYPE_U32, 0, 0, NULL },
+	{ "Pad", RP_TYPE_U32, 0, 0, NULL },
+	{ "Tail", RP_TYPE_U64, 0, 0, NULL },
+	{ "Tail2", RP_TYPE_U64, 0, 0, NULL },
+};
+
+struct payload {
+	uint64_t counter;
+	uint32_t thread;
+	uint32_t pad;
+	uint64_t tail[2];
+};
+
+static struct rp_event *make_event(const char *prov)
+{
+	struct rp_provider_opts po = { .sz = sizeof(po), .name = prov };
+	struct rp_event_opts eo = { .sz = sizeof(eo), .id = 1, .name = "Burst", .level = 4,
+				    .nfields = 5, .fields = fields };
+	struct rp_provider *p = rp_provider_new(&po);
+
+	cr_assert_not_null(p);
+	return rp_event_new(p, &eo);
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+struct wr {
+	struct rp_event *ev;
+	uint32_t index;
+	uint64_t n;
+	uint64_t ok, dropped;
+	int last_rc;
+	uint64_t returned_ns;
+};
+
+static void *wr_main(void *arg)
+{
+	struct wr *w = arg;
+	struct payload p = { 0 };
+	uint64_t i;
+
+	p.thread = w->index;
+	for (i = 1; i <= w->n; i++) {
+		p.counter = i;
+		w->last_rc = rp_event_write(w->ev, &p, sizeof(p));
+		if (w->last_rc == 0)
+			w->ok++;
+		else
+			w->dropped++;
+	}
+	w->returned_ns = now_ns();
+	return NULL;
+}
+
+/* TraceEvent's count of the event and its EventsLost. */
+static void te_counts(const char *dll, const char *path, const char *prov, uint64_t *n,
+		      uint64_t *lost)
+{
+	struct bytebuf out = { 0 };
+	char *cmd, key[128];
+	const char *p;
+
+	cr_assert(asprintf(&cmd, "dotnet '%s' counts '%s'", dll, path) > 0);
+	cr_assert_eq(th_run(cmd, &out), 0, "TraceEvent failed: %s", (char *)out.p);
+	snprintf(key, sizeof(key), "%s/Burst\t", prov);
+	p = strstr((char *)out.p, key);
+	*n = p ? strtoull(p + strlen(key), NULL, 10) : 0;
+	p = strstr((char *)out.p, "#lost\t");
+	cr_assert_not_null(p);
+	*lost = strtoull(p + 6, NULL, 10);
+	bb_free(&out);
+	free(cmd);
+}
+
+static void differential(int mode, int nthreads)
+{
+	TH_NEED_TRACEDUMP(dll);
+	char prov[64], *dir = th_tmpdir(), *path;
+	struct rp_event *ev;
+	struct rp_provider_config pc;
+	struct rp_session_opts so = { .sz = sizeof(so), .nproviders = 1, .buffer_bytes = 1 << 20,
+				      .buffering = mode };
+	struct wr w[8];
+	pthread_t th[8];
+	struct rp_session *s;
+	uint64_t total = VOLUME, got, lost, ok = 0;
+	int i;
+
+	snprintf(prov, sizeof(prov), "Test-Diff-%s-%d", mode ? "Block" : "Drop", nthreads);
+	ev = make_event(prov);
+	pc = (struct rp_provider_config){ .name = prov };
+	so.providers = &pc;
+	cr_assert(asprintf(&path, "%s/diff.nettrace", dir) > 0);
+	so.path = path;
+	s = rp_session_start(&so);
+	cr_assert_not_null(s, "%s", rp_last_error());
+	for (i = 0; i < nthreads; i++) {
+		w[i] = (struct wr){ .ev = ev, .index = (uint32_t)i, .n = total / (uint64_t)nthreads };
+		cr_assert_eq(pthread_create(&th[i], NULL, wr_main, &w[i]), 0);
+	}
+	for (i = 0; i < nthreads; i++) {
+		pthread_join(th[i], NULL);
+		ok += w[i].ok;
+	}
+	cr_assert_eq(rp_session_stop(s), 0);
+	te_counts(dll, path, prov, &got, &lost);
+	cr_assert_eq(got + lost, total, "%s, %d threads: captured %" PRIu64 " + EventsLost %" PRIu64
+		     " != %" PRIu64, mode ? "Block" : "Drop", nthreads, got, lost, total);
+	cr_assert_eq(got, ok, "captured = writes that returned 0");
+	if (mode == RP_BUFFERING_BLOCK) {
+		cr_assert_eq(got, total, "Block: %" PRIu64 " of %" PRIu64 " captured", got, total);
+		cr_assert_eq(lost, 0);
+	} else {
+		cr_assert_gt(lost, 0, "Drop with 1 MB and no pause should lose some (sanity)");
+	}
+	free(path);
+	th_rmdir(dir);
+}
+
+Test(block, drop_1_thread_counts_every_loss, .timeout = 300) { differential(RP_BUFFERING_DROP, 1); }
+Test(block, block_1_thread_loses_nothing, .timeout = 300) { differential(RP_BUFFERING_BLOCK, 1); }
+Test(block, drop_2_threads_counts_every_loss, .timeout = 300) { differential(RP_BUFFERING_DROP, 2); }
+Test(block, block_2_threads_loses_nothing, .timeout = 300) { differential(RP_BUFFERING_BLOCK, 2); }
+Test(block, drop_8_threads_counts_every_loss, .timeout = 300) { differential(RP_BUFFERING_DROP, 8); }
+Test(block, block_8_threads_loses_nothing, .timeout = 300) { differential(RP_BUFFERING_BLOCK, 8); }
+
+/* ---- parking: FIFO, teardown, dead drainer -------------------------------- */
+
+static uint32_t admitted[64];
+static int nadmitted;
+static __thread int my_index = -1;
+static int admitted_index[64];
+
+static void admit_hook(uint32_t ticket)
+{
+	int k = __atomic_fetch_add(&nadmitted, 1, __ATOMIC_RELAXED);
+
+	if (k < 64) {
+		admitted[k] = ticket;
+		admitted_index[k] = my_index;
+	}
+}
+
+struct parker {
+	struct rp_event *ev;
+	int index;
+	int rc;
+	int done;
+	uint64_t returned_ns;
+};
+
+static void *parker_main(void *arg)
+{
+	struct parker *p = arg;
+	struct payload pl = { .counter = 1 };
+
+	my_index = p->index;
+	pl.thread = (uint32_t)p->index + 100;
+	p->rc = rp_event_write(p->ev, &pl, sizeof(pl));
+	p->returned_ns = now_ns();
+	__atomic_store_n(&p->done, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+/* Fills every ring of the session (drainer paused), from each CPU; returns
+ * the writes that found a ring full (dropped: this thread never parks). */
+static uint64_t fill_rings(struct rp_event *ev, struct rp_session *s)
+{
+	uint64_t dropped = 0;
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN), c;
+	struct payload pl = { 0 };
+
+	rp_thread_set_no_park(true);
+	for (c = 0; c < ncpu; c++) {
+		cpu_set_t set;
+		int k;
+
+		CPU_ZERO(&set);
+		CPU_SET((int)c, &set);
+		if (sched_setaffinity(0, sizeof(set), &set))
+			continue;
+		for (k = 0; k < 1 << 20; k++) {
+			if (rp_event_write(ev, &pl, sizeof(pl))) {
+				dropped++;
+				break;
+			}
+		}
+	}
+	{
+		cpu_set_t all;
+
+		CPU_ZERO(&all);
+		for (c = 0; c < ncpu; c++)
+			CPU_SET((int)c, &all);
+		sched_setaffinity(0, sizeof(all), &all);
+	}
+	rp_thread_set_no_park(false);
+	(void)s;
+	return dropped;
+}
+
+static void start_parkers(struct parker *pk, pthread_t *th, int n, struct rp_event *ev,
+			  struct rp_session *s)
+{
+	struct rp_shm_session *h = rp_shm_header(s->shm);
+	uint32_t base = __atomic_load_n(&h->waiter_tail, __ATOMIC_ACQUIRE);
+	int i, k;
+
+	for (i = 0; i < n; i++) {
+		pk[i] = (struct parker){ .ev = ev, .index = i };
+		cr_assert_eq(pthread_create(&th[i], NULL, parker_main, &pk[i]), 0);
+		/* wait until it holds its ticket: the queue order is known */
+		for (k = 0; k < 5000 && __atomic_load_n(&h->waiter_tail, __ATOMIC_ACQUIRE) !=
+						 base + (uint32_t)i + 1; k++)
+			usleep(1000);
+		cr_assert_eq(h->waiter_tail, base + (uint32_t)i + 1, "producer %d did not park", i);
+		cr_assert(!__atomic_load_n(&pk[i].done, __ATOMIC_ACQUIRE));
+	}
+}
+
+Test(block, parked_producers_are_admitted_in_fifo_order, .timeout = 120)
+{
+	char *dir = th_tmpdir(), *path;
+	struct rp_event *ev = make_event("Test-Fifo");
+	struct rp_provider_config pc = { .name = "Test-Fifo" };
+	struct rp_session_opts so = { .sz = sizeof(so), .providers = &pc, .nproviders = 1,
+				      .buffer_bytes = 1 << 20, .buffering = RP_BUFFERING_BLOCK };
+	struct parker pk[8];
+	pthread_t th[8];
+	struct rp_session *s;
+	int i;
+
+	cr_assert(asprintf(&path, "%s/fifo.nettrace", dir) > 0);
+	so.path = path;
+	s = rp_session_start(&so);
+	cr_assert_not_null(s);
+	__atomic_store_n(&rp_drain_pause, 1, __ATOMIC_RELAXED);
+	usleep(20000);
+	fill_rings(ev, s);
+	nadmitted = 0;
+	rp_test_admit_hook = admit_hook;
+	start_parkers(pk, th, 8, ev, s);
+	usleep(50000);
+	for (i = 0; i < 8; i++)
+		cr_assert(!__atomic_load_n(&pk[i].done, __ATOMIC_ACQUIRE),
+			  "producer %d returned while the drainer was paused", i);
+	__atomic_store_n(&rp_drain_pause, 0, __ATOMIC_RELAXED);
+	for (i = 0; i < 8; i++)
+		pthread_join(th[i], NULL);
+	rp_test_admit_hook = NULL;
+	cr_assert_eq(nadmitted, 8);
+	for (i = 0; i < 8; i++) {
+		cr_assert_eq(admitted_index[i], i, "admission %d went to producer %d", i,
+			     admitted_index[i]);
+		cr_assert_eq(pk[i].rc, 0, "producer %d: %d", i, pk[i].rc);
+		if (i)
+			cr_assert_eq(admitted[i], admitted[i - 1] + 1);
+	}
+	cr_assert_eq(rp_session_stop(s), 0);
+	free(path);
+	th_rmdir(dir);
+}
+
+Test(block, stop_wakes_parked_producers_who_drop_counted, .timeout = 120)
+{
+	TH_NEED_TRACEDUMP(dll);
+	char *dir = th_tmpdir(), *path;
+	struct rp_event *ev = make_event("Test-Teardown");
+	struct rp_provider_config pc = { .name = "Test-Teardown" };
+	struct rp_session_opts so = { .sz = sizeof(so), .providers = &pc, .nproviders = 1,
+				      .buffer_bytes = 1 << 20, .buffering = RP_BUFFERING_BLOCK };
+	struct parker pk[8];
+	pthread_t th[8];
+	struct rp_session *s;
+	uint64_t t0, t1, got, lost, filled;
+	int i;
+
+	cr_assert(asprintf(&path, "%s/teardown.nettrace", dir) > 0);
+	so.path = path;
+	s = rp_session_start(&so);
+	cr_assert_not_null(s);
+	__atomic_store_n(&rp_drain_pause, 1, __ATOMIC_RELAXED);
+	usleep(20000);
+	filled = fill_rings(ev, s);
+	start_parkers(pk, th, 8, ev, s);
+	__atomic_store_n(&rp_drain_pause, 0, __ATOMIC_RELAXED);
+	t0 = now_ns();
+	cr_assert_eq(rp_session_stop(s), 0);
+	t1 = now_ns();
+	for (i = 0; i < 8; i++) {
+		pthread_join(th[i], NULL);
+		cr_assert_eq(pk[i].rc, -ENOBUFS, "producer %d gave up: %d", i, pk[i].rc);
+		cr_assert_lt(pk[i].returned_ns - t0, 100000000ull,
+			     "producer %d returned %" PRIu64 " ms after stop began", i,
+			     (pk[i].returned_ns - t0) / 1000000);
+	}
+	cr_assert_lt(t1 - t0, 100000000ull, "stop took %" PRIu64 " ms", (t1 - t0) / 1000000);
+	te_counts(dll, path, "Test-Teardown", &got, &lost);
+	cr_assert_eq(lost, 8 + filled, "every give-up counted: EventsLost %" PRIu64
+		     " (8 parked + %" PRIu64 " from filling the rings)", lost, filled);
+	free(path);
+	th_rmdir(dir);
+}
+
+Test(block, dead_drainer_releases_parked_producers, .timeout = 120)
+{
+	char *dir = th_tmpdir(), *path;
+	struct rp_event *ev = make_event("Test-Dead");
+	struct rp_provider_config pc = { .name = "Test-Dead" };
+	struct rp_session_opts so = { .sz = sizeof(so), .providers = &pc, .nproviders = 1,
+				      .buffer_bytes = 1 << 20, .buffering = RP_BUFFERING_BLOCK,
+				      .drainer_timeout_ms = 200 };
+	struct rp_session_stats st = { .sz = sizeof(st) };
+	struct parker pk[4];
+	pthread_t th[4];
+	struct rp_session *s;
+	uint64_t t0;
+	int i;
+
+	cr_assert(asprintf(&path, "%s/dead.nettrace", dir) > 0);
+	so.path = path;
+	s = rp_session_start(&so);
+	cr_assert_not_null(s);
+	__atomic_store_n(&rp_drain_pause, 1, __ATOMIC_RELAXED);
+	usleep(20000);
+	fill_rings(ev, s);
+	start_parkers(pk, th, 4, ev, s);
+	/* the drainer stops beating its heart, as if its process was killed */
+	t0 = now_ns();
+	__atomic_store_n(&rp_drain_freeze, 1, __ATOMIC_RELAXED);
+	for (i = 0; i < 4; i++) {
+		pthread_join(th[i], NULL);
+		cr_assert_eq(pk[i].rc, -ENOBUFS);
+		cr_assert_lt(pk[i].returned_ns - t0, 1000000000ull,
+			     "producer %d waited %" PRIu64 " ms for a dead drainer", i,
+			     (pk[i].returned_ns - t0) / 1000000);
+	}
+	cr_assert_eq(rp_session_stats(s, &st), 0);
+	cr_assert_eq(st.dropped[RP_DROP_REASON_ABORTED], 4, "aborted drops: %" PRIu64,
+		     st.dropped[RP_DROP_REASON_ABORTED]);
+	/* later writes do not park any more: they drop at once */
+	{
+		struct parker late = { .ev = ev, .index = 9 };
+
+		parker_main(&late);
+		cr_assert_eq(late.rc, -ENOBUFS);
+	}
+	__atomic_store_n(&rp_drain_freeze, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&rp_drain_pause, 0, __ATOMIC_RELAXED);
+	cr_assert_eq(rp_session_stop(s), 0);
+	free(path);
+	th_rmdir(dir);
+}
+
+Test(block, allocation_failure_drops_instead_of_parking, .timeout = 60)
+{
+	struct rp_event *ev = make_event("Test-Alloc");
+	struct rp_provider_config pc = { .name = "Test-Alloc" };
+	struct rp_session_opts so = { .sz = sizeof(so), .providers = &pc, .nproviders = 1,
+				      .buffer_bytes = 1 << 20, .buffering = RP_BUFFERING_BLOCK,
+				      .path = "/dev/null" };
+	struct rp_session_stats st = { .sz = sizeof(st) };
+	struct rp_session *s = rp_session_start(&so);
+	struct parker p = { .ev = ev };
+	pthread_t th;
+
+	cr_assert_not_null(s);
+	/* a thread whose per-thread state cannot be allocated */
+	rp_test_fail_alloc = 1;
+	cr_assert_eq(pthread_create(&th, NULL, parker_main, &p), 0);
+	pthread_join(th, NULL);
+	rp_test_fail_alloc = 0;
+	cr_assert_eq(p.rc, -ENOMEM);
+	cr_assert_eq(rp_session_stats(s, &st), 0);
+	cr_assert_eq(st.dropped[RP_DROP_REASON_ALLOC], 1);
+	cr_assert_eq(rp_session_stop(s), 0);
+}
+
+/* ---- start order: a burst from the enable callback ----------------------- */
+
+struct burst_ctx {
+	struct rp_event *ev;
+	uint64_t n, ok;
+};
+
+static void burst_cb(struct rp_provider *prov, int id, bool enabled, uint64_t kw, uint8_t lv,
+		     const char *args, void *ctx)
+{
+	struct burst_ctx *b = ctx;
+	struct payload p = { 0 };
+	uint64_t i;
+
+	(void)prov; (void)id; (void)kw; (void)lv; (void)args;
+	if (!enabled)
+		return;
+	/* twice the ring budget and more: a heap walk that must park */
+	for (i = 1; i <= b->n; i++) {
+		p.counter = i;
+		if (rp_event_write(b->ev, &p, sizeof(p)) == 0)
+			b->ok++;
+	}
+}
+
+Test(block, burst_in_enable_callback_completes_with_everything, .timeout = 300)
+{
+	TH_NEED_TRACEDUMP(dll);
+	static struct burst_ctx b;
+	char *dir = th_tmpdir(), *path;
+	struct rp_provider_opts po = { .sz = sizeof(po), .name = "Test-Walk",
+				       .enable_cb = burst_cb, .cb_ctx = &b };
+	struct rp_event_opts eo = { .sz = sizeof(eo), .id = 1, .name = "Burst", .level = 4,
+				    .nfields = 5, .fields = fields };
+	struct rp_provider_config pc = { .name = "Test-Walk" };
+	struct rp_session_opts so = { .sz = sizeof(so), .providers = &pc, .nproviders = 1,
+				      .buffer_bytes = 1 << 20, .buffering = RP_BUFFERING_BLOCK };
+	struct rp_provider *p = rp_provider_new(&po);
+	struct rp_session *s;
+	uint64_t got, lost;
+
+	cr_assert_not_null(p);
+	b.ev = rp_event_new(p, &eo);
+	b.n = 2 * VOLUME;
+	cr_assert(asprintf(&path, "%s/walk.nettrace", dir) > 0);
+	so.path = path;
+	s = rp_session_start(&so);
+	cr_assert_not_null(s, "%s", rp_last_error());
+	cr_assert_eq(b.ok, b.n, "the callback's writes all went through: %" PRIu64, b.ok);
+	cr_assert_eq(rp_session_stop(s), 0);
+	te_counts(dll, path, "Test-Walk", &got, &lost);
+	cr_assert_eq(got, b.n);
+	cr_assert_eq(lost, 0);
+	free(path);
+	th_rmdir(dir);
+}
+
+Test(block, invalid_modes_and_block_without_a_drainer_are_refused)
+{
+	struct rp_provider_config pc = { .name = "Test-Modes" };
+	struct rp_session_opts so = { .sz = sizeof(so), .providers = &pc, .nproviders = 1,
+				      .path = "/dev/null" };
+
+	so.buffering = 7;
+	cr_assert_null(rp_session_start(&so));
+	cr_assert_eq(errno, EINVAL);
+	cr_assert(strstr(rp_last_error(), "buffering mode 7 is neither Drop (0) nor Block (1)"),
+		  "%s", rp_last_error());
+	so.buffering = -1;
+	cr_assert_null(rp_session_start(&so));
+	cr_assert_eq(errno, EINVAL);
+	so.buffering = RP_BUFFERING_BLOCK;
+	so.kind = RP_SESSION_DEFERRED;
+	cr_assert_null(rp_session_start(&so));
+	cr_assert_eq(errno, EINVAL);
+	cr_assert(strstr(rp_last_error(), "Block mode needs a continuous drainer"), "%s",
+		  rp_last_error());
+	/* and the application keeps working: the same options in Drop start */
+	so.buffering = RP_BUFFERING_DROP;
+	{
+		struct rp_session *s = rp_session_start(&so);
+
+		cr_assert_not_null(s, "%s", rp_last_error());
+		cr_assert_eq(rp_session_stop(s), 0);
+	}
+}
