@@ -144,6 +144,7 @@ deps:
 
 run: deps
 	$(Q)$(MAKE) --no-print-directory all
+	$(Q)$(MAKE) --no-print-directory interop
 	$(Q)scripts/run-demo.sh $(OUT)
 
 test: deps

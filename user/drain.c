@@ -555,6 +555,8 @@ void rp_drainer_wake_waiters(struct rp_shm *shm)
 		return;
 	/* space was freed: wake the head only; it passes the baton on */
 	w = &h->waiters[head % RP_SHM_WAITER_SLOTS];
+	if (rp_test_admit_hook)
+		rp_store_relaxed(&rp_waiter_wake_ns, mono_ns());
 	__atomic_fetch_add(&w->futex, 1, __ATOMIC_RELEASE);
 	syscall(SYS_futex, &w->futex, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
 	rp_add_relaxed(&rp_drain_waiter_wakeups, 1);

@@ -125,6 +125,9 @@ void rp_thread_set_no_park(bool no_park);
  * thread-state allocation. */
 extern void (*rp_test_admit_hook)(uint32_t ticket);
 extern int rp_test_fail_alloc;
+/* With the admit hook set: CLOCK_MONOTONIC ns of the last wake of a parked
+ * producer (by the drainer, or by a head passing the baton). */
+extern uint64_t rp_waiter_wake_ns;
 int rp_writers_init(void);
 void rp_writers_quiesce(void);
 /* The session takes exiting threads' final sequence numbers from now on. */

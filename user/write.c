@@ -289,6 +289,7 @@ static void wake_drainer(struct rp_shm *shm, struct rp_ring *r)
 
 void (*rp_test_admit_hook)(uint32_t ticket);
 int rp_test_fail_alloc;
+uint64_t rp_waiter_wake_ns;
 
 #define PARK_POLL_NS 20000000ll		/* recheck abort and liveness every 20 ms */
 
@@ -304,6 +305,8 @@ static void wake_slot(struct rp_shm_session *h, uint32_t ticket)
 {
 	struct rp_shm_waiter *w = &h->waiters[ticket % RP_SHM_WAITER_SLOTS];
 
+	if (rp_test_admit_hook)
+		rp_store_relaxed(&rp_waiter_wake_ns, mono_now_ns());
 	/* pairs with the load_acquire of the word in park(): whoever sleeps
 	 * on it either sees the new count or is woken */
 	__atomic_fetch_add(&w->futex, 1, __ATOMIC_RELEASE);
