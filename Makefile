@@ -61,17 +61,20 @@ LIB_SRCS  := $(sort $(wildcard user/*.c))
 LIB_OBJS  := $(patsubst user/%.c,$(OUT)/user/%.o,$(LIB_SRCS))
 TOOL_SRCS := $(sort $(wildcard tools/ringpipe/*.c))
 TOOL_OBJS := $(patsubst tools/%.c,$(OUT)/tools/%.o,$(TOOL_SRCS))
+DEMO_SRCS := $(sort $(wildcard tools/demo/*.c))
+DEMO_OBJS := $(patsubst tools/%.c,$(OUT)/tools/%.o,$(DEMO_SRCS))
 TEST_SRCS := $(sort $(wildcard tests/test_*.c))
 TEST_BINS := $(patsubst tests/%.c,$(OUT)/tests/%,$(TEST_SRCS))
 BENCH_SRCS:= $(sort $(wildcard bench/bench_*.c))
 BENCH_BINS:= $(patsubst bench/%.c,$(OUT)/bench/%,$(BENCH_SRCS))
 FUZZ_SRCS := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_BINS := $(patsubst tests/fuzz/%.c,$(OUTPUT)/fuzz/%,$(FUZZ_SRCS))
-HDRS      := $(wildcard include/ringpipe/*.h user/*.h user/*.inc tools/ringpipe/*.h tests/*.h)
+HDRS      := $(wildcard include/ringpipe/*.h user/*.h user/*.inc tools/ringpipe/*.h tools/demo/*.h tests/*.h)
 
 STATIC_LIB := $(OUT)/libringpipe.a
 SHARED_LIB := $(OUT)/libringpipe.so.$(VERSION)
 TOOL       := $(OUT)/ringpipe
+DEMO       := $(if $(DEMO_SRCS),$(OUT)/ringpipe-demo)
 INTEROP_DLL:= $(OUTPUT)/interop/TraceDump.dll
 
 .PHONY: all lib tools tests bench run test deps install clean interop fuzz check-map
@@ -79,14 +82,14 @@ INTEROP_DLL:= $(OUTPUT)/interop/TraceDump.dll
 all: lib tools
 
 lib: $(STATIC_LIB) $(SHARED_LIB)
-tools: $(TOOL)
-tests: $(TEST_BINS) $(TOOL)
+tools: $(TOOL) $(DEMO)
+tests: $(TEST_BINS) $(TOOL) $(DEMO)
 
 $(OUT)/user/%.o: user/%.c $(HDRS) | $(OUT)/user
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(CFLAGS) -c $< -o $@
 
-$(OUT)/tools/%.o: tools/%.c $(HDRS) | $(OUT)/tools/ringpipe
+$(OUT)/tools/%.o: tools/%.c $(HDRS) | $(OUT)/tools/ringpipe $(OUT)/tools/demo
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(CFLAGS) -c $< -o $@
 
@@ -106,6 +109,11 @@ $(TOOL): $(TOOL_OBJS) $(STATIC_LIB)
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $(TOOL_OBJS) $(STATIC_LIB) $(LDLIBS)
 
+# The demo runtime keeps frame pointers and symbols: it is what users attach to.
+$(OUT)/ringpipe-demo: $(DEMO_OBJS) $(STATIC_LIB)
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(LDFLAGS) -rdynamic -o $@ $(DEMO_OBJS) $(STATIC_LIB) $(LDLIBS)
+
 $(OUT)/tests/%: tests/%.c $(STATIC_LIB) $(HDRS) | $(OUT)/tests
 	$(call msg,TEST,$@)
 	$(Q)$(CC) $(CFLAGS) -Itests $(LDFLAGS) -o $@ $< $(STATIC_LIB) -lcriterion $(LDLIBS)
@@ -123,7 +131,7 @@ $(OUTPUT)/fuzz/%: tests/fuzz/%.c $(LIB_SRCS) $(HDRS) | $(OUTPUT)/fuzz
 
 fuzz: $(FUZZ_BINS)
 
-$(OUT)/user $(OUT)/tools/ringpipe $(OUT)/tests $(OUT)/bench $(OUTPUT)/fuzz:
+$(OUT)/user $(OUT)/tools/ringpipe $(OUT)/tools/demo $(OUT)/tests $(OUT)/bench $(OUTPUT)/fuzz:
 	$(Q)mkdir -p $@
 
 # The TraceEvent-based reference dumper used by the interop tests.
@@ -166,7 +174,7 @@ install: lib tools
 	ln -sf libringpipe.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libringpipe.so.$(SOVERSION)
 	ln -sf libringpipe.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libringpipe.so
 	install -m 644 include/ringpipe/*.h $(DESTDIR)$(INCDIR)/ringpipe/
-	install -m 755 $(TOOL) $(DESTDIR)$(BINDIR)/
+	install -m 755 $(TOOL) $(DEMO) $(DESTDIR)$(BINDIR)/
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCDIR@|$(INCDIR)|' \
 		-e 's|@VERSION@|$(VERSION)|' libringpipe.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/libringpipe.pc
 	install -m 644 Documentation/man/*.1 $(DESTDIR)$(MANDIR)/man1/

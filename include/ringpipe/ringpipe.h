@@ -221,6 +221,31 @@ struct rp_session_stats {
 
 RP_API int rp_session_stats(const struct rp_session *s, struct rp_session_stats *st);
 
+/* ---- diagnostics IPC server ------------------------------------------- */
+
+/*
+ * The .NET diagnostics IPC protocol (DOTNET_IPC_V1) on a Unix socket, so that
+ * dotnet-trace, dotnet-counters and dotnet-gcdump drive this process's
+ * sessions unchanged. One server per process.
+ */
+struct rp_ipc_opts {
+	size_t sz;			/* sizeof(struct rp_ipc_opts) */
+	const char *ports;		/* DOTNET_DiagnosticPorts syntax, or NULL: the
+					 * default listen socket in $TMPDIR */
+	bool no_default_port;		/* only the ports listed */
+};
+
+/*
+ * Starts the server (its accept loop runs on its own thread). If a
+ * configured port asks for suspension, returns only after a client sent
+ * ResumeRuntime (or the server was stopped). 0 or a negative errno;
+ * -ECANCELED when RINGPIPE_ENABLE_DIAGNOSTICS=0 or DOTNET_EnableDiagnostics=0
+ * turned it off.
+ */
+RP_API int rp_ipc_server_start(const struct rp_ipc_opts *opts);
+/* Stops the server, ends its sessions, unlinks its sockets. */
+RP_API void rp_ipc_server_stop(void);
+
 /* Text of the last configuration error in this thread ("" when none). */
 RP_API const char *rp_last_error(void);
 

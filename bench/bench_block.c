@@ -1,0 +1,609 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Block mode against Drop mode: what waiting for the drainer costs.
+ *
+ *   bench_block [--quick]
+ *
+ * Every run: a streaming session (nettrace V5) to a file in $TMPDIR, its
+ * rings pre-faulted before the timed part, then 2 writer threads, each pinned
+ * to its own CPU, write N 32-byte "Small" events (N = 2,000,000, or 500,000
+ * with --quick) through rp_event_write(). Time = from the first write (the
+ * earlier of the two writers) until rp_session_stop() returned, so the
+ * drainer's tail and the end of the trace are inside it. Every repetition
+ * runs every case in turn (5 repetitions, 3 with --quick), so machine noise
+ * hits the cases alike; figures are medians, min and max beside them.
+ *
+ * Cases:
+ *   Drop 512 MiB    big enough that nothing can drop (each ring holds more
+ *                   than a writer writes); drops would be reported.
+ *   Block 512 MiB   the same buffer: the cost of Block when nobody waits.
+ *   Block 1 MiB     rings far smaller than the burst: producers park.
+ *   Block 1 MiB + admit hook
+ *                   the same, with rp_test_admit_hook recording, at each
+ *                   admission of a parked producer, CLOCK_MONOTONIC now
+ *                   minus rp_waiter_wake_ns (the library's stamp of the last
+ *                   wake of a parked producer): park-to-wake latency.
+ *
+ * After every run the trace is read back with the library's reader
+ * (nt_reader_*): events of the benchmark's event counted per writer thread,
+ * their Counter fields summed (1..N each, so a duplicate or a missing event
+ * shows), and EventsLost as TraceEvent counts it. Block runs must hold every
+ * attempted event with EventsLost 0; a run that does not is reported and the
+ * benchmark exits with status 1 after printing its tables.
+ *
+ * Wakeups: rp_drain_waiter_wakeups (process-wide counter of parked producers
+ * woken by a drainer; its change over the run) and the session's
+ * drainer_wakeups statistic (passes through the drainer's idle sleep), read
+ * after the writers finished and just before stop, per 1000 events.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "nettrace.h"
+#include "ring.h"
+#include "ringpipe/ringpipe.h"
+#include "session.h"
+
+#define MAX_REPS 8
+#define NWRITERS 2
+#define PAYLOAD 32u
+#define BIG_BUFFER (512ull << 20)
+#define SMALL_BUFFER (1ull << 20)
+
+struct small {
+	uint64_t counter;
+	uint32_t thread;
+	uint32_t extra;
+	uint16_t name[8];		/* "ringpip" + NUL, UTF-16 */
+} __attribute__((packed));
+
+_Static_assert(sizeof(struct small) == PAYLOAD, "the benchmark event is 32 bytes");
+
+static const struct rp_field small_fields[] = {
+	{ "Counter", RP_TYPE_U64, 0, 0, NULL },
+	{ "Thread", RP_TYPE_U32, 0, 0, NULL },
+	{ "Extra", RP_TYPE_U32, 0, 0, NULL },
+	{ "Name", RP_TYPE_STRING, 0, 0, NULL },
+};
+
+static const char provider_name[] = "Bench-Block";
+static unsigned int reps = 5;
+static bool quick;
+static uint64_t per_writer = 2000000;
+static int cpus[NWRITERS];
+static int nr_cpus;
+static cpu_set_t allowed_cpus;
+static char tmpdir[256];
+static struct rp_event *ev_small;
+
+/* ---- helpers ----------------------------------------------------------- */
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void die(const char *what)
+{
+	fprintf(stderr, "bench_block: %s: %s (%s)\n", what, strerror(errno), rp_last_error());
+	exit(1);
+}
+
+static void pin(int cpu)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+}
+
+static void unpin(void)
+{
+	pthread_setaffinity_np(pthread_self(), sizeof(allowed_cpus), &allowed_cpus);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+struct stat3 {
+	double med, min, max;
+};
+
+static struct stat3 summarize(const double *in, unsigned int n)
+{
+	double v[MAX_REPS];
+	struct stat3 s;
+
+	memcpy(v, in, n * sizeof(*v));
+	qsort(v, n, sizeof(*v), cmp_double);
+	s.min = v[0];
+	s.max = v[n - 1];
+	s.med = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+	return s;
+}
+
+static uint64_t total_drops(const struct rp_session_stats *st)
+{
+	uint64_t n = 0;
+
+	for (int r = 0; r < RP_DROP_REASON_NR; r++)
+		n += st->dropped[r];
+	return n;
+}
+
+/* ---- the admit hook ------------------------------------------------------ */
+
+struct admit {
+	uint64_t now;		/* CLOCK_MONOTONIC at the admission */
+	uint64_t wake;		/* rp_waiter_wake_ns as the admitted producer saw it */
+};
+
+static struct admit *admits;
+static uint64_t admits_cap;
+static uint64_t admits_n;	/* atomic: next free entry (may pass the capacity) */
+
+/* Runs in the admitted producer, at the head of the queue, before it passes
+ * the baton: admissions are serialized, so entries are in admission order. */
+static void admit_hook(uint32_t ticket)
+{
+	/* the stamp first, then the clock: a stamp taken before we read it is
+	 * older than our clock reading */
+	uint64_t wake = rp_load_relaxed(&rp_waiter_wake_ns);
+	uint64_t now = mono_ns();
+	uint64_t i = __atomic_fetch_add(&admits_n, 1, __ATOMIC_RELAXED);
+
+	(void)ticket;
+	if (i < admits_cap) {
+		admits[i].now = now;
+		admits[i].wake = wake;
+	}
+}
+
+/* ---- one run --------------------------------------------------------------- */
+
+enum bcase { C_DROP_BIG, C_BLOCK_BIG, C_BLOCK_SMALL, C_BLOCK_SMALL_HOOK, C_NR };
+
+static const struct {
+	const char *name;
+	int buffering;
+	uint64_t buffer;
+	bool hook;
+} cases[C_NR] = {
+	[C_DROP_BIG] = { "Drop, 512 MiB", RP_BUFFERING_DROP, BIG_BUFFER, false },
+	[C_BLOCK_BIG] = { "Block, 512 MiB", RP_BUFFERING_BLOCK, BIG_BUFFER, false },
+	[C_BLOCK_SMALL] = { "Block, 1 MiB (producers park)", RP_BUFFERING_BLOCK, SMALL_BUFFER,
+			    false },
+	[C_BLOCK_SMALL_HOOK] = { "Block, 1 MiB, admit hook set", RP_BUFFERING_BLOCK,
+				 SMALL_BUFFER, true },
+};
+
+struct warg {
+	int cpu;
+	uint32_t index;
+	uint64_t n;
+	uint64_t t_first;	/* CLOCK_MONOTONIC just before the first write */
+	uint64_t refused;	/* rp_event_write() != 0 */
+	pthread_barrier_t *bar;
+};
+
+static void *writer(void *p)
+{
+	static const char name[] = "ringpip";
+	struct warg *a = p;
+	struct small s = { .thread = a->index };
+	uint64_t refused = 0;
+
+	for (int i = 0; i < 8; i++)
+		s.name[i] = (uint16_t)name[i];
+	pin(a->cpu);
+	pthread_barrier_wait(a->bar);
+	a->t_first = mono_ns();
+	for (uint64_t i = 1; i <= a->n; i++) {
+		s.counter = i;
+		if (rp_unlikely(rp_event_write(ev_small, &s, sizeof(s))))
+			refused++;
+	}
+	a->refused = refused;
+	return NULL;
+}
+
+/* What the reader found in a trace. */
+struct check {
+	int err;		/* nt_reader_next() < 0, or -ENOENT: could not open */
+	uint64_t events;	/* of the benchmark's event */
+	uint64_t per_thread[NWRITERS];
+	uint64_t counter_sum[NWRITERS];
+	uint64_t foreign;	/* a Thread field out of range */
+	int64_t lost;		/* EventsLost */
+};
+
+static struct check read_trace(const char *path)
+{
+	struct check c = { 0 };
+	struct nt_reader *r = nt_reader_open(path);
+	struct nt_rec rec;
+	int rc;
+
+	if (!r) {
+		c.err = -ENOENT;
+		return c;
+	}
+	while ((rc = nt_reader_next(r, &rec)) == 1) {
+		struct small sm;
+
+		if (!rec.meta || !rec.meta->provider || strcmp(rec.meta->provider, provider_name) ||
+		    rec.payload_len != PAYLOAD)
+			continue;
+		memcpy(&sm, rec.payload, sizeof(sm));
+		c.events++;
+		if (sm.thread < NWRITERS) {
+			c.per_thread[sm.thread]++;
+			c.counter_sum[sm.thread] += sm.counter;
+		} else {
+			c.foreign++;
+		}
+	}
+	if (rc < 0) {
+		c.err = rc;
+		fprintf(stderr, "bench_block: reading %s: %s\n", path, nt_reader_errmsg(r));
+	}
+	c.lost = nt_reader_lost(r);
+	nt_reader_free(r);
+	return c;
+}
+
+struct run {
+	double secs;			/* first write to stop returned */
+	uint64_t attempted, refused, drops;
+	uint64_t waiter_wakeups;	/* rp_drain_waiter_wakeups over the run */
+	uint64_t drainer_wakeups;	/* session statistic before stop */
+	struct check chk;
+	bool complete;			/* every attempted event, once, EventsLost 0 */
+	uint64_t nadmits;		/* hook runs only */
+};
+
+/*
+ * Touches every ring page once (zeros over zeros, rings still empty) from
+ * the ring's own CPU, so the timed part pays no page faults.
+ */
+static void prefault(struct rp_session *s)
+{
+	for (uint32_t i = 0; i < rp_shm_nr_rings(s->shm); i++) {
+		struct rp_ring *r = rp_shm_ring(s->shm, i);
+
+		if (CPU_ISSET(i, &allowed_cpus))
+			pin((int)i);
+		memset(r->data, 0, r->size);
+	}
+	unpin();
+}
+
+static struct run run_once(enum bcase c)
+{
+	struct rp_provider_config pc = { .name = provider_name };
+	struct rp_session_opts so = { .sz = sizeof(so), .providers = &pc, .nproviders = 1,
+				      .format = 5, .buffering = cases[c].buffering,
+				      .buffer_bytes = cases[c].buffer, .fd = -1 };
+	struct rp_session_stats st = { .sz = sizeof(st) };
+	struct run res = { 0 };
+	struct warg a[NWRITERS];
+	pthread_t th[NWRITERS];
+	pthread_barrier_t bar;
+	struct rp_session *s;
+	uint64_t w0, t0 = UINT64_MAX, t1;
+	char path[512];
+	int nw = nr_cpus >= 2 ? NWRITERS : 1;
+
+	snprintf(path, sizeof(path), "%s/block.nettrace", tmpdir);
+	so.path = path;
+	s = rp_session_start(&so);
+	if (!s)
+		die("rp_session_start");
+	prefault(s);
+
+	rp_store_relaxed(&admits_n, 0);
+	rp_store_relaxed(&rp_waiter_wake_ns, 0);
+	if (cases[c].hook)
+		rp_test_admit_hook = admit_hook;	/* published by pthread_create */
+	w0 = rp_load_relaxed(&rp_drain_waiter_wakeups);
+
+	pthread_barrier_init(&bar, NULL, (unsigned int)nw);
+	for (int t = 0; t < nw; t++) {
+		a[t] = (struct warg){ .cpu = cpus[t], .index = (uint32_t)t, .n = per_writer,
+				      .bar = &bar };
+		if (pthread_create(&th[t], NULL, writer, &a[t]))
+			die("pthread_create");
+	}
+	for (int t = 0; t < nw; t++) {
+		pthread_join(th[t], NULL);
+		if (a[t].t_first < t0)
+			t0 = a[t].t_first;
+		res.refused += a[t].refused;
+	}
+	pthread_barrier_destroy(&bar);
+	rp_session_stats(s, &st);
+	if (rp_session_stop(s))
+		die("rp_session_stop");
+	t1 = mono_ns();
+	rp_test_admit_hook = NULL;
+
+	res.secs = (double)(t1 - t0) / 1e9;
+	res.attempted = per_writer * (uint64_t)nw;
+	res.drops = total_drops(&st);
+	res.drainer_wakeups = st.drainer_wakeups;
+	res.waiter_wakeups = rp_load_relaxed(&rp_drain_waiter_wakeups) - w0;
+	res.nadmits = rp_load_relaxed(&admits_n);
+
+	res.chk = read_trace(path);
+	unlink(path);
+	res.complete = !res.chk.err && !res.chk.foreign && res.chk.lost == 0 &&
+		       res.chk.events == res.attempted && res.refused == 0;
+	for (int t = 0; t < nw && res.complete; t++)
+		res.complete = res.chk.per_thread[t] == per_writer &&
+			       res.chk.counter_sum[t] == per_writer * (per_writer + 1) / 2;
+	return res;
+}
+
+/* ---- latency of one hook run --------------------------------------------- */
+
+struct lat {
+	uint64_t n;		/* admissions recorded */
+	uint64_t p50, p99, max;	/* ns */
+	uint64_t no_wake;	/* admissions that saw the same stamp as the previous one */
+	uint64_t negative;	/* stamp later than the admission's clock (clamped to 0) */
+	bool overflow;
+};
+
+static uint64_t nearest_rank(const uint64_t *v, uint64_t n, unsigned int pct)
+{
+	uint64_t k = (n * pct + 99) / 100;
+
+	return v[k ? k - 1 : 0];
+}
+
+static struct lat latency_of(uint64_t nadmits)
+{
+	struct lat l = { 0 };
+	uint64_t *v;
+
+	l.overflow = nadmits > admits_cap;
+	l.n = l.overflow ? admits_cap : nadmits;
+	if (!l.n)
+		return l;
+	v = malloc(l.n * sizeof(*v));
+	if (!v)
+		die("malloc");
+	for (uint64_t i = 0; i < l.n; i++) {
+		const struct admit *e = &admits[i];
+
+		if (!e->wake || (i && e->wake == admits[i - 1].wake))
+			l.no_wake++;
+		if (e->wake > e->now) {
+			l.negative++;
+			v[i] = 0;
+		} else {
+			v[i] = e->now - e->wake;
+		}
+	}
+	qsort(v, l.n, sizeof(*v), cmp_u64);
+	l.p50 = nearest_rank(v, l.n, 50);
+	l.p99 = nearest_rank(v, l.n, 99);
+	l.max = v[l.n - 1];
+	free(v);
+	return l;
+}
+
+/* ---- main ------------------------------------------------------------------ */
+
+static const char *met(bool ok)
+{
+	return ok ? "met" : "**missed**";
+}
+
+int main(int argc, char **argv)
+{
+	struct rp_provider_opts po = { .sz = sizeof(po), .name = provider_name };
+	struct rp_event_opts eo = { .sz = sizeof(eo), .id = 1, .name = "Small", .level = 4,
+				    .nfields = 4, .fields = small_fields };
+	static struct run runs[C_NR][MAX_REPS];
+	struct lat lats[MAX_REPS];
+	struct stat3 tput[C_NR];
+	struct rp_provider *p;
+	const char *td = getenv("TMPDIR");
+	bool all_complete = true;
+	int err;
+
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--quick")) {
+			quick = true;
+			reps = 3;
+			per_writer = 500000;
+		} else {
+			fprintf(stderr, "usage: %s [--quick]\n", argv[0]);
+			return 2;
+		}
+	}
+	err = rp_clock_init();
+	if (err) {
+		fprintf(stderr, "bench_block: rp_clock_init: %s\n", strerror(-err));
+		return 1;
+	}
+	snprintf(tmpdir, sizeof(tmpdir), "%s/bench_block.XXXXXX", td && *td ? td : "/tmp");
+	if (!mkdtemp(tmpdir))
+		die("mkdtemp");
+	sched_getaffinity(0, sizeof(allowed_cpus), &allowed_cpus);
+	for (int c = 0; c < CPU_SETSIZE && nr_cpus < NWRITERS; c++)
+		if (CPU_ISSET(c, &allowed_cpus))
+			cpus[nr_cpus++] = c;
+	if (nr_cpus < 2)
+		cpus[1] = cpus[0];
+
+	p = rp_provider_new(&po);
+	if (!p)
+		die("rp_provider_new");
+	ev_small = rp_event_new(p, &eo);
+	if (!ev_small)
+		die("rp_event_new");
+
+	/* at most one admission per write; touched now, not in the hook */
+	admits_cap = per_writer * NWRITERS;
+	admits = malloc(admits_cap * sizeof(*admits));
+	if (!admits)
+		die("malloc");
+	memset(admits, 0, admits_cap * sizeof(*admits));
+
+	for (unsigned int k = 0; k < reps; k++) {
+		for (int c = 0; c < C_NR; c++) {
+			runs[c][k] = run_once((enum bcase)c);
+			if (cases[c].buffering == RP_BUFFERING_BLOCK && !runs[c][k].complete)
+				all_complete = false;
+			if (c == C_BLOCK_SMALL_HOOK)
+				lats[k] = latency_of(runs[c][k].nadmits);
+		}
+	}
+
+	/* ---- a) throughput ---- */
+	for (int c = 0; c < C_NR; c++) {
+		double v[MAX_REPS];
+
+		for (unsigned int k = 0; k < reps; k++)
+			v[k] = (double)runs[c][k].attempted / runs[c][k].secs / 1e6;
+		tput[c] = summarize(v, reps);
+	}
+	printf("\n### Block vs Drop: sustained throughput (bench_block%s)\n\n", quick ? " --quick" : "");
+	printf("%d pinned writers x %" PRIu64 " 32-byte events, streaming session, nettrace V5 to "
+	       "%s, rings pre-faulted; events/s = attempted events / (first write to "
+	       "rp_session_stop() returned); %u repetitions; trace read back with nt_reader\n\n",
+	       nr_cpus >= 2 ? NWRITERS : 1, per_writer, tmpdir, reps);
+	printf("| case | M events/s (median) | min | max | vs Drop 512 MiB | drops (all runs) | trace check: every event once, EventsLost 0 | target |\n");
+	printf("|---|---|---|---|---|---|---|---|\n");
+	for (int c = 0; c < C_NR; c++) {
+		uint64_t drops = 0, min_events = UINT64_MAX;
+		int64_t max_lost = 0;
+		unsigned int ok = 0;
+		double ratio = tput[c].med / tput[C_DROP_BIG].med;
+		char target[96] = "—";
+
+		for (unsigned int k = 0; k < reps; k++) {
+			const struct run *r = &runs[c][k];
+
+			drops += r->drops;
+			ok += r->complete;
+			if (r->chk.events < min_events)
+				min_events = r->chk.events;
+			if (r->chk.lost > max_lost)
+				max_lost = r->chk.lost;
+		}
+		if (c == C_BLOCK_BIG)
+			snprintf(target, sizeof(target), "≥ 80%% of Drop: %s; zero loss: %s",
+				 met(ratio >= 0.8), met(ok == reps));
+		else if (c == C_BLOCK_SMALL || c == C_BLOCK_SMALL_HOOK)
+			snprintf(target, sizeof(target), "none (≥ 80%% would be %s); zero loss: %s",
+				 ratio >= 0.8 ? "met" : "missed", met(ok == reps));
+		printf("| %s | %.2f | %.2f | %.2f | %.0f %% | %" PRIu64 " | %u/%u runs (fewest events %"
+		       PRIu64 " of %" PRIu64 ", most EventsLost %" PRId64 ") | %s |\n", cases[c].name,
+		       tput[c].med, tput[c].min, tput[c].max, 100.0 * ratio, drops, ok, reps,
+		       min_events, runs[c][0].attempted, max_lost, target);
+	}
+
+	/* ---- b) park-to-wake latency ---- */
+	{
+		double p50[MAX_REPS], p99[MAX_REPS], mx[MAX_REPS], n[MAX_REPS], nw[MAX_REPS];
+		struct stat3 s50, s99, smx, sn, snw;
+		uint64_t neg = 0, worst = 0;
+		bool overflow = false;
+
+		for (unsigned int k = 0; k < reps; k++) {
+			p50[k] = (double)lats[k].p50 / 1e3;
+			p99[k] = (double)lats[k].p99 / 1e3;
+			mx[k] = (double)lats[k].max / 1e3;
+			n[k] = (double)lats[k].n;
+			nw[k] = (double)lats[k].no_wake;
+			neg += lats[k].negative;
+			overflow |= lats[k].overflow;
+			if (lats[k].max > worst)
+				worst = lats[k].max;
+		}
+		s50 = summarize(p50, reps);
+		s99 = summarize(p99, reps);
+		smx = summarize(mx, reps);
+		sn = summarize(n, reps);
+		snw = summarize(nw, reps);
+		printf("\n### Block: park-to-wake latency (bench_block%s)\n\n", quick ? " --quick" : "");
+		printf("Block 1 MiB, %d pinned writers x %" PRIu64 " events; rp_test_admit_hook "
+		       "records CLOCK_MONOTONIC now - rp_waiter_wake_ns at every admission of a "
+		       "parked producer; per run p50/p99/max, then median (min-max) over %u runs. "
+		       "\"no wake of its own\": the stamp was the one the previous admission saw "
+		       "(admitted at its first look, without being woken), so that sample measures "
+		       "from an older wake%s%s\n\n",
+		       nr_cpus >= 2 ? NWRITERS : 1, per_writer, reps,
+		       neg ? "; stamps later than the admission, counted as 0: " : "",
+		       neg ? "see the last column" : "");
+		printf("| case | parks = admissions (median) | p50 µs | p99 µs | max µs (median; worst run) | no wake of its own (median) | stamp after admission |\n");
+		printf("|---|---|---|---|---|---|---|\n");
+		printf("| %s | %.0f (%.0f-%.0f) | %.1f (%.1f-%.1f) | %.1f (%.1f-%.1f) | %.0f; %.0f | %.0f | %" PRIu64 "%s |\n",
+		       cases[C_BLOCK_SMALL_HOOK].name, sn.med, sn.min, sn.max, s50.med, s50.min,
+		       s50.max, s99.med, s99.min, s99.max, smx.med, (double)worst / 1e3, snw.med, neg,
+		       overflow ? " (sample array overflowed)" : "");
+	}
+
+	/* ---- c) wakeups ---- */
+	printf("\n### Block vs Drop: wakeups per 1000 events (bench_block%s)\n\n", quick ? " --quick" : "");
+	printf("producer wakeups = change of rp_drain_waiter_wakeups (parked producers woken by "
+	       "the drainer); drainer wakeups = rp_session_stats().drainer_wakeups (the "
+	       "drainer's idle sleeps), read before stop; medians (min-max) over %u runs\n\n", reps);
+	printf("| case | producer wakeups by the drainer / 1000 events | drainer wakeups / 1000 events |\n");
+	printf("|---|---|---|\n");
+	{
+		static const enum bcase rows[] = { C_DROP_BIG, C_BLOCK_BIG, C_BLOCK_SMALL };
+
+		for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+			double pw[MAX_REPS], dw[MAX_REPS];
+			struct stat3 a, b;
+			enum bcase c = rows[i];
+
+			for (unsigned int k = 0; k < reps; k++) {
+				pw[k] = 1000.0 * (double)runs[c][k].waiter_wakeups /
+					(double)runs[c][k].attempted;
+				dw[k] = 1000.0 * (double)runs[c][k].drainer_wakeups /
+					(double)runs[c][k].attempted;
+			}
+			a = summarize(pw, reps);
+			b = summarize(dw, reps);
+			printf("| %s | %.3f (%.3f-%.3f) | %.4f (%.4f-%.4f) |\n", cases[c].name, a.med,
+			       a.min, a.max, b.med, b.min, b.max);
+		}
+	}
+
+	free(admits);
+	rmdir(tmpdir);
+	if (!all_complete) {
+		fprintf(stderr, "bench_block: a Block run lost or duplicated events (see the table)\n");
+		return 1;
+	}
+	return 0;
+}
