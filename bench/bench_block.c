@@ -2,7 +2,7 @@
 /*
  * Block mode against Drop mode: what waiting for the drainer costs.
  *
- *   bench_block [--quick]
+ *   bench_block [--quick] [--verbose]
  *
  * Every run: a streaming session (nettrace V5) to a file in $TMPDIR, its
  * rings pre-faulted before the timed part, then 2 writer threads, each pinned
@@ -78,6 +78,7 @@ static const struct rp_field small_fields[] = {
 static const char provider_name[] = "Bench-Block";
 static unsigned int reps = 5;
 static bool quick;
+static bool verbose;
 static uint64_t per_writer = 2000000;
 static int cpus[NWRITERS];
 static int nr_cpus;
@@ -206,6 +207,7 @@ struct warg {
 	uint32_t index;
 	uint64_t n;
 	uint64_t t_first;	/* CLOCK_MONOTONIC just before the first write */
+	uint64_t t_last;	/* and after the last one */
 	uint64_t refused;	/* rp_event_write() != 0 */
 	pthread_barrier_t *bar;
 };
@@ -228,6 +230,7 @@ static void *writer(void *p)
 			refused++;
 	}
 	a->refused = refused;
+	a->t_last = mono_ns();
 	return NULL;
 }
 
@@ -314,7 +317,7 @@ static struct run run_once(enum bcase c)
 	pthread_t th[NWRITERS];
 	pthread_barrier_t bar;
 	struct rp_session *s;
-	uint64_t w0, t0 = UINT64_MAX, t1;
+	uint64_t w0, t0 = UINT64_MAX, t1, tw = 0, ts;
 	char path[512];
 	int nw = nr_cpus >= 2 ? NWRITERS : 1;
 
@@ -342,10 +345,13 @@ static struct run run_once(enum bcase c)
 		pthread_join(th[t], NULL);
 		if (a[t].t_first < t0)
 			t0 = a[t].t_first;
+		if (a[t].t_last > tw)
+			tw = a[t].t_last;
 		res.refused += a[t].refused;
 	}
 	pthread_barrier_destroy(&bar);
 	rp_session_stats(s, &st);
+	ts = mono_ns();
 	if (rp_session_stop(s))
 		die("rp_session_stop");
 	t1 = mono_ns();
@@ -357,6 +363,11 @@ static struct run run_once(enum bcase c)
 	res.drainer_wakeups = st.drainer_wakeups;
 	res.waiter_wakeups = rp_load_relaxed(&rp_drain_waiter_wakeups) - w0;
 	res.nadmits = rp_load_relaxed(&admits_n);
+	if (verbose)
+		fprintf(stderr, "bench_block: %s: writers %.1f ms, then stop %.1f ms; written "
+			"before stop %" PRIu64 ", drainer wakeups %" PRIu64 "\n", cases[c].name,
+			(double)(tw - t0) / 1e6, (double)(t1 - ts) / 1e6, st.events_written,
+			st.drainer_wakeups);
 
 	res.chk = read_trace(path);
 	unlink(path);
@@ -442,8 +453,10 @@ int main(int argc, char **argv)
 			quick = true;
 			reps = 3;
 			per_writer = 500000;
+		} else if (!strcmp(argv[i], "--verbose")) {
+			verbose = true;
 		} else {
-			fprintf(stderr, "usage: %s [--quick]\n", argv[0]);
+			fprintf(stderr, "usage: %s [--quick] [--verbose]\n", argv[0]);
 			return 2;
 		}
 	}

@@ -230,6 +230,32 @@ static uint64_t fill_rings(struct rp_event *ev, struct rp_session *s)
 	return dropped;
 }
 
+/* A Block session on provider `prov` whose drainer is paused and whose rings
+ * are full, so the next writer parks. *filled: writes that found a ring full. */
+static struct rp_session *paused_full_session(const char *prov, struct rp_event **ev,
+					      uint32_t timeout_ms, char **path, char *dir,
+					      uint64_t *filled)
+{
+	struct rp_provider_config pc = { .name = prov };
+	struct rp_session_opts so = { .sz = sizeof(so), .providers = &pc, .nproviders = 1,
+				      .buffer_bytes = 1 << 20, .buffering = RP_BUFFERING_BLOCK,
+				      .drainer_timeout_ms = timeout_ms };
+	struct rp_session *s;
+	uint64_t f;
+
+	*ev = make_event(prov);
+	cr_assert(asprintf(path, "%s/%s.nettrace", dir, prov) > 0);
+	so.path = *path;
+	s = rp_session_start(&so);
+	cr_assert_not_null(s, "%s", rp_last_error());
+	__atomic_store_n(&rp_drain_pause, 1, __ATOMIC_RELAXED);
+	usleep(20000);
+	f = fill_rings(*ev, s);
+	if (filled)
+		*filled = f;
+	return s;
+}
+
 static void start_parkers(struct parker *pk, pthread_t *th, int n, struct rp_event *ev,
 			  struct rp_session *s)
 {
@@ -252,22 +278,12 @@ static void start_parkers(struct parker *pk, pthread_t *th, int n, struct rp_eve
 Test(block, parked_producers_are_admitted_in_fifo_order, .timeout = 120)
 {
 	char *dir = th_tmpdir(), *path;
-	struct rp_event *ev = make_event("Test-Fifo");
-	struct rp_provider_config pc = { .name = "Test-Fifo" };
-	struct rp_session_opts so = { .sz = sizeof(so), .providers = &pc, .nproviders = 1,
-				      .buffer_bytes = 1 << 20, .buffering = RP_BUFFERING_BLOCK };
+	struct rp_event *ev;
 	struct parker pk[8];
 	pthread_t th[8];
-	struct rp_session *s;
+	struct rp_session *s = paused_full_session("Test-Fifo", &ev, 0, &path, dir, NULL);
 	int i;
 
-	cr_assert(asprintf(&path, "%s/fifo.nettrace", dir) > 0);
-	so.path = path;
-	s = rp_session_start(&so);
-	cr_assert_not_null(s);
-	__atomic_store_n(&rp_drain_pause, 1, __ATOMIC_RELAXED);
-	usleep(20000);
-	fill_rings(ev, s);
 	nadmitted = 0;
 	rp_test_admit_hook = admit_hook;
 	start_parkers(pk, th, 8, ev, s);
@@ -296,23 +312,13 @@ Test(block, stop_wakes_parked_producers_who_drop_counted, .timeout = 120)
 {
 	TH_NEED_TRACEDUMP(dll);
 	char *dir = th_tmpdir(), *path;
-	struct rp_event *ev = make_event("Test-Teardown");
-	struct rp_provider_config pc = { .name = "Test-Teardown" };
-	struct rp_session_opts so = { .sz = sizeof(so), .providers = &pc, .nproviders = 1,
-				      .buffer_bytes = 1 << 20, .buffering = RP_BUFFERING_BLOCK };
+	struct rp_event *ev;
 	struct parker pk[8];
 	pthread_t th[8];
-	struct rp_session *s;
 	uint64_t t0, t1, got, lost, filled;
+	struct rp_session *s = paused_full_session("Test-Teardown", &ev, 0, &path, dir, &filled);
 	int i;
 
-	cr_assert(asprintf(&path, "%s/teardown.nettrace", dir) > 0);
-	so.path = path;
-	s = rp_session_start(&so);
-	cr_assert_not_null(s);
-	__atomic_store_n(&rp_drain_pause, 1, __ATOMIC_RELAXED);
-	usleep(20000);
-	filled = fill_rings(ev, s);
 	start_parkers(pk, th, 8, ev, s);
 	__atomic_store_n(&rp_drain_pause, 0, __ATOMIC_RELAXED);
 	t0 = now_ns();
@@ -336,25 +342,14 @@ Test(block, stop_wakes_parked_producers_who_drop_counted, .timeout = 120)
 Test(block, dead_drainer_releases_parked_producers, .timeout = 120)
 {
 	char *dir = th_tmpdir(), *path;
-	struct rp_event *ev = make_event("Test-Dead");
-	struct rp_provider_config pc = { .name = "Test-Dead" };
-	struct rp_session_opts so = { .sz = sizeof(so), .providers = &pc, .nproviders = 1,
-				      .buffer_bytes = 1 << 20, .buffering = RP_BUFFERING_BLOCK,
-				      .drainer_timeout_ms = 200 };
+	struct rp_event *ev;
 	struct rp_session_stats st = { .sz = sizeof(st) };
 	struct parker pk[4];
 	pthread_t th[4];
-	struct rp_session *s;
 	uint64_t t0;
+	struct rp_session *s = paused_full_session("Test-Dead", &ev, 200, &path, dir, NULL);
 	int i;
 
-	cr_assert(asprintf(&path, "%s/dead.nettrace", dir) > 0);
-	so.path = path;
-	s = rp_session_start(&so);
-	cr_assert_not_null(s);
-	__atomic_store_n(&rp_drain_pause, 1, __ATOMIC_RELAXED);
-	usleep(20000);
-	fill_rings(ev, s);
 	start_parkers(pk, th, 4, ev, s);
 	/* the drainer stops beating its heart, as if its process was killed */
 	t0 = now_ns();

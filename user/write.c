@@ -409,6 +409,20 @@ void rp_thread_set_no_park(bool no_park)
 }
 
 /*
+ * After a writer announced itself (in_write), orders that store before its
+ * reads of slot states. Stop's membarrier provides the order where the kernel
+ * has it (pairs with the membarrier in rp_writers_quiesce()); otherwise the
+ * writer pays a full fence.
+ */
+static inline void announce_fence(void)
+{
+	if (membarrier_ok)
+		__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	else
+		rp_smp_mb();
+}
+
+/*
  * No thread state could be allocated: a drop in every session (counted),
  * never a park. Such writers announce themselves on a shared registry entry
  * whose in_write is a count, so stop still waits for them.
@@ -416,10 +430,7 @@ void rp_thread_set_no_park(bool no_park)
 static int drop_alloc(uint64_t mask)
 {
 	__atomic_fetch_add(&no_state.in_write, 1, __ATOMIC_RELAXED);
-	if (membarrier_ok)
-		__atomic_signal_fence(__ATOMIC_SEQ_CST);
-	else
-		rp_smp_mb();
+	announce_fence();
 	while (mask) {
 		int i = __builtin_ctzll(mask);
 		struct slot *sl = &rp_slots[i];
@@ -462,10 +473,7 @@ static int write_slow(struct rp_event *ev, uint64_t mask, const struct iovec *io
 	/* announce; stop's membarrier orders this store before its scan (see
 	 * session.h); without membarrier, a full fence does it here */
 	rp_store_relaxed(&t->in_write, 1);
-	if (membarrier_ok)
-		__atomic_signal_fence(__ATOMIC_SEQ_CST);
-	else
-		rp_smp_mb();
+	announce_fence();
 
 	while (mask) {
 		int i = __builtin_ctzll(mask);
