@@ -58,3 +58,23 @@ void bb_printf(struct bytebuf *b, const char *fmt, ...)
 	}
 	b->len += (size_t)n;
 }
+
+int array_grow(void **arr, size_t *cap, size_t n, size_t elem, size_t first)
+{
+	size_t nc = *cap ? *cap : first;
+	void *p;
+
+	if (n < *cap)
+		return 0;
+	while (nc <= n) {
+		if (nc > SIZE_MAX / 2 / elem)
+			return -ENOMEM;
+		nc *= 2;
+	}
+	p = realloc(*arr, nc * elem);
+	if (!p)
+		return -ENOMEM;
+	*arr = p;
+	*cap = nc;
+	return 0;
+}

@@ -90,6 +90,13 @@ static inline void bb_varu32(struct bytebuf *b, uint32_t v)
 	bb_varu64(b, v);
 }
 
+/*
+ * Makes room for element n of a growable array (*cap elements of elem bytes;
+ * the capacity doubles, starting at first). 0, or -ENOMEM with the array
+ * left as it was.
+ */
+int array_grow(void **arr, size_t *cap, size_t n, size_t elem, size_t first);
+
 #if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "ringpipe's serializers assume a little-endian host"
 #endif

@@ -515,16 +515,9 @@ static int add_meta(struct nt_reader *r, struct nt_meta *m, size_t off)
 		free_meta(m);
 		return err;
 	}
-	if (r->nmetas == r->capmetas) {
-		size_t nc = r->capmetas ? r->capmetas * 2 : 64;
-		struct nt_meta **nm = realloc(r->metas, nc * sizeof(*nm));
-
-		if (!nm) {
-			free_meta(m);
-			return fail_nomem(r);
-		}
-		r->metas = nm;
-		r->capmetas = nc;
+	if (array_grow((void **)&r->metas, &r->capmetas, r->nmetas, sizeof(*r->metas), 64)) {
+		free_meta(m);
+		return fail_nomem(r);
 	}
 	if (hmap_put(&r->meta_by_id, m->id, r->nmetas)) {
 		free_meta(m);
@@ -863,15 +856,8 @@ static struct rthread *get_or_add_thread(struct nt_reader *r, uint64_t id, int32
 
 	if (hmap_get(&r->threads, id, &v))
 		return &r->rthreads[v];
-	if (r->nrthreads == r->caprthreads) {
-		size_t nc = r->caprthreads ? r->caprthreads * 2 : 64;
-		struct rthread *n = realloc(r->rthreads, nc * sizeof(*n));
-
-		if (!n)
-			return NULL;
-		r->rthreads = n;
-		r->caprthreads = nc;
-	}
+	if (array_grow((void **)&r->rthreads, &r->caprthreads, r->nrthreads, sizeof(*r->rthreads), 64))
+		return NULL;
 	if (hmap_put(&r->threads, id, r->nrthreads))
 		return NULL;
 	r->rthreads[r->nrthreads].seq = seq;
@@ -894,15 +880,8 @@ static void notify_dropped(struct nt_reader *r, int32_t last, int32_t expected)
 
 static int push_out(struct nt_reader *r, const struct nt_rec *rec)
 {
-	if (r->nout == r->capout) {
-		size_t nc = r->capout ? r->capout * 2 : 1024;
-		struct nt_rec *n = realloc(r->out, nc * sizeof(*n));
-
-		if (!n)
-			return fail_nomem(r);
-		r->out = n;
-		r->capout = nc;
-	}
+	if (array_grow((void **)&r->out, &r->capout, r->nout, sizeof(*r->out), 1024))
+		return fail_nomem(r);
 	r->out[r->nout++] = *rec;
 	return 0;
 }
@@ -1061,15 +1040,8 @@ static int parse_event_block(struct nt_reader *r, struct cur *c)
 			if (!err)
 				err = push_out(r, &rec);
 		} else {
-			if (r->npending == r->cappending) {
-				size_t nc = r->cappending ? r->cappending * 2 : 1024;
-				struct nt_rec *n = realloc(r->pending, nc * sizeof(*n));
-
-				if (!n)
-					return fail_nomem(r);
-				r->pending = n;
-				r->cappending = nc;
-			}
+			if (array_grow((void **)&r->pending, &r->cappending, r->npending, sizeof(*r->pending), 1024))
+				return fail_nomem(r);
 			r->pending[r->npending++] = rec;
 		}
 		if (err)
@@ -1275,15 +1247,8 @@ static int parse_thread_block(struct nt_reader *r, struct cur *c)
 		if (hmap_get(&r->v6threads, index, NULL))
 			return fail(r, rc.pos - rs, "duplicate thread index %llu",
 				    (unsigned long long)index);
-		if (r->nv6t == r->capv6t) {
-			size_t nc = r->capv6t ? r->capv6t * 2 : 64;
-			struct v6thread *n = realloc(r->v6t, nc * sizeof(*n));
-
-			if (!n)
-				return fail_nomem(r);
-			r->v6t = n;
-			r->capv6t = nc;
-		}
+		if (array_grow((void **)&r->v6t, &r->capv6t, r->nv6t, sizeof(*r->v6t), 64))
+			return fail_nomem(r);
 		if (hmap_put(&r->v6threads, index, r->nv6t))
 			return fail_nomem(r);
 		r->v6t[r->nv6t++] = t;
@@ -1378,15 +1343,8 @@ static int parse_label_block(struct nt_reader *r, struct cur *c)
 			if (err)
 				return err;
 		}
-		if (r->nlabelv == r->caplabelv) {
-			size_t nc = r->caplabelv ? r->caplabelv * 2 : 64;
-			struct label *n = realloc(r->labelv, nc * sizeof(*n));
-
-			if (!n)
-				return fail_nomem(r);
-			r->labelv = n;
-			r->caplabelv = nc;
-		}
+		if (array_grow((void **)&r->labelv, &r->caplabelv, r->nlabelv, sizeof(*r->labelv), 64))
+			return fail_nomem(r);
 		if (hmap_put(&r->labels, (uint64_t)first + i, r->nlabelv))
 			return fail_nomem(r);
 		r->labelv[r->nlabelv++] = l;

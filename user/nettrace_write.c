@@ -1007,15 +1007,8 @@ static int intern_stack(struct nt_writer *w, const uint64_t *ips, uint32_t n, ui
 	}
 	if (bytes > 65527)
 		return -E2BIG;
-	if (w->nsents == w->capsents) {
-		size_t nc = w->capsents ? w->capsents * 2 : 256;
-		struct stack_ent *ns = realloc(w->sents, nc * sizeof(*ns));
-
-		if (!ns)
-			return -ENOMEM;
-		w->sents = ns;
-		w->capsents = nc;
-	}
+	if (array_grow((void **)&w->sents, &w->capsents, w->nsents, sizeof(*w->sents), 256))
+		return -ENOMEM;
 	if (bb_reserve(&w->stack_store, (size_t)n * 8) ||
 	    bb_reserve(&w->stacks, 4 + (size_t)n * 8) ||
 	    hmap_put(&w->stack_map, key, w->nsents))
@@ -1061,15 +1054,8 @@ static int intern_label(struct nt_writer *w, const uint8_t *act, const uint8_t *
 		if (w->nlabels - i > 64)
 			break;
 	}
-	if (w->nlabels == w->caplabels) {
-		size_t nc = w->caplabels ? w->caplabels * 2 : 64;
-		struct label_ent *nl = realloc(w->labels, nc * sizeof(*nl));
-
-		if (!nl)
-			return -ENOMEM;
-		w->labels = nl;
-		w->caplabels = nc;
-	}
+	if (array_grow((void **)&w->labels, &w->caplabels, w->nlabels, sizeof(*w->labels), 64))
+		return -ENOMEM;
 	if (bb_reserve(&w->labels_blk, 40))
 		return -ENOMEM;
 	memcpy(w->labels[w->nlabels].act, act, 16);
@@ -1122,15 +1108,8 @@ static struct wthread *get_thread(struct nt_writer *w, uint32_t pid, uint64_t ti
 		return w->last_thread;
 	if (hmap_get(&w->thread_map, key, &v))
 		return w->last_thread = &w->threads[v];
-	if (w->nthreads == w->capthreads) {
-		size_t nc = w->capthreads ? w->capthreads * 2 : 64;
-		struct wthread *nt = realloc(w->threads, nc * sizeof(*nt));
-
-		if (!nt)
-			return NULL;
-		w->threads = nt;
-		w->capthreads = nc;
-	}
+	if (array_grow((void **)&w->threads, &w->capthreads, w->nthreads, sizeof(*w->threads), 64))
+		return NULL;
 	if (hmap_put(&w->thread_map, key, w->nthreads))
 		return NULL;
 	t = &w->threads[w->nthreads++];

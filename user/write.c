@@ -216,16 +216,9 @@ void rp_writers_quiesce(void)
 void rp_session_add_final(struct rp_session *s, uint32_t tid, uint32_t seq)
 {
 	pthread_mutex_lock(&s->final_lock);
-	if (s->nfinals == s->capfinals) {
-		size_t nc = s->capfinals ? s->capfinals * 2 : 64;
-		struct thread_final *n = realloc(s->finals, nc * sizeof(*n));
-
-		if (!n) {
-			pthread_mutex_unlock(&s->final_lock);
-			return;
-		}
-		s->finals = n;
-		s->capfinals = nc;
+	if (array_grow((void **)&s->finals, &s->capfinals, s->nfinals, sizeof(*s->finals), 64)) {
+		pthread_mutex_unlock(&s->final_lock);
+		return;
 	}
 	s->finals[s->nfinals++] = (struct thread_final){ tid, seq };
 	pthread_mutex_unlock(&s->final_lock);

@@ -1,0 +1,94 @@
+// DotnetApp: a traced target for ringpipe's interop tests.
+//
+//   dotnet DotnetApp.dll [--rate N] [--duration SECONDS]
+//
+// Prints "pid <N>" on its first line, then writes the "Tick" event of the
+// EventSource "Ringpipe-DotnetApp" N times per second (default 20) for the
+// given duration (default 10 s; 0 runs until killed), with a counter that
+// starts at 1. Once a second it forces a garbage collection so that runtime
+// GC events (keyword 0x1) appear in a trace too. At the end it prints
+// "ticks <count>", the number of Tick events it wrote.
+//
+// Exit status: 0, or 2 on bad usage.
+
+using System;
+using System.Diagnostics;
+using System.Diagnostics.Tracing;
+using System.Threading;
+
+[EventSource(Name = "Ringpipe-DotnetApp")]
+internal sealed class AppSource : EventSource
+{
+    public static readonly AppSource Log = new AppSource();
+
+    [Event(1, Level = EventLevel.Informational)]
+    public void Tick(long N) => WriteEvent(1, N);
+}
+
+internal static class Program
+{
+    private static int Usage(string why)
+    {
+        Console.Error.WriteLine($"DotnetApp: {why}");
+        Console.Error.WriteLine("usage: DotnetApp [--rate N] [--duration SECONDS]");
+        return 2;
+    }
+
+    private static int Main(string[] args)
+    {
+        int rate = 20;
+        double duration = 10;
+
+        for (int i = 0; i < args.Length; i++)
+        {
+            string a = args[i];
+            if (i + 1 >= args.Length)
+                return Usage($"option '{a}' needs a value");
+            string v = args[++i];
+            if (a == "--rate")
+            {
+                if (!int.TryParse(v, out rate) || rate < 1 || rate > 100000)
+                    return Usage($"--rate must be 1..100000, not '{v}'");
+            }
+            else if (a == "--duration")
+            {
+                if (!double.TryParse(v, System.Globalization.NumberStyles.Float,
+                                     System.Globalization.CultureInfo.InvariantCulture, out duration) ||
+                    duration < 0)
+                    return Usage($"--duration must be a number of seconds >= 0, not '{v}'");
+            }
+            else
+            {
+                return Usage($"unknown option '{a}'");
+            }
+        }
+
+        Console.WriteLine($"pid {Environment.ProcessId}");
+        Console.Out.Flush();
+
+        var clock = Stopwatch.StartNew();
+        long ticks = 0;
+        long lastGc = 0;
+        var garbage = new object[64];
+        while (duration == 0 || clock.Elapsed.TotalSeconds < duration)
+        {
+            ticks++;
+            AppSource.Log.Tick(ticks);
+            garbage[ticks & 63] = new byte[1024];
+            long second = clock.ElapsedMilliseconds / 1000;
+            if (second != lastGc)
+            {
+                lastGc = second;
+                GC.Collect();
+            }
+            // sleep until the next tick is due, so the rate holds on average
+            double next = (double)ticks / rate * 1000.0;
+            double wait = next - clock.Elapsed.TotalMilliseconds;
+            if (wait > 0)
+                Thread.Sleep(TimeSpan.FromMilliseconds(wait));
+        }
+        Console.WriteLine($"ticks {ticks}");
+        Console.Out.Flush();
+        return 0;
+    }
+}

@@ -1,0 +1,161 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A client for the .NET diagnostics IPC protocol (DOTNET_IPC_V1) over Unix
+ * sockets: finding a process's diagnostic socket, the reverse ("connect")
+ * mode in which the runtime connects to us and advertises itself, and the
+ * commands `ringpipe ps`, `collect` and `stop` need (ProcessInfo,
+ * CollectTracing2/6, StopTracing, ResumeRuntime). The byte layouts are in
+ * docs/diagnostics-ipc.md.
+ *
+ * Every blocking wait polls in short slices and gives up with -ECANCELED as
+ * soon as the endpoint's cancel flag is set, so another thread can abort it.
+ * Errors are negative errno values; -EREMOTEIO means the server answered with
+ * an error, whose HRESULT is then in *hr.
+ */
+#ifndef RINGPIPE_TOOL_IPC_CLIENT_H
+#define RINGPIPE_TOOL_IPC_CLIENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/un.h>
+
+#include "bytebuf.h"
+#include "ringpipe/ringpipe.h"
+
+#define IPC_HEADER_SIZE 20u
+#define IPC_MAX_MESSAGE 65535u
+#define IPC_ADVERTISE_SIZE 34u
+#define IPC_PATH_MAX ((int)sizeof(((struct sockaddr_un *)0)->sun_path))
+
+/* command sets and ids */
+#define IPC_SET_EVENTPIPE 0x02
+#define IPC_SET_PROCESS 0x04
+#define IPC_SET_SERVER 0xff
+
+#define IPC_EP_STOP_TRACING 0x01
+#define IPC_EP_COLLECT_TRACING2 0x03
+#define IPC_EP_COLLECT_TRACING6 0x07
+
+#define IPC_PROC_INFO 0x00
+#define IPC_PROC_RESUME_RUNTIME 0x01
+#define IPC_PROC_INFO2 0x04
+#define IPC_PROC_INFO3 0x08
+
+#define IPC_SERVER_OK 0x00
+#define IPC_SERVER_ERROR 0xff
+
+/* HRESULTs a server answers with */
+#define IPC_HR_BAD_ENCODING 0x80131384u
+#define IPC_HR_UNKNOWN_COMMAND 0x80131385u
+#define IPC_HR_UNKNOWN_MAGIC 0x80131386u
+#define IPC_HR_NOT_SUPPORTED 0x80131515u
+#define IPC_HR_FAIL 0x80004005u
+#define IPC_HR_INVALID_ARG 0x80070057u
+
+/* The rundown keyword the runtime applies when a client asks for rundown. */
+#define IPC_DEFAULT_RUNDOWN_KEYWORD 0x80020139ull
+
+/* ---- finding sockets --------------------------------------------------- */
+
+/*
+ * The socket the process pid listens on: dotnet-diagnostic-<pid>-<digits>-socket
+ * in the target's $TMPDIR (read from /proc/<pid>/environ; else ours, else
+ * /tmp), the newest by modification time. For a process in another pid
+ * namespace the search goes through /proc/<pid>/root with the pid it has
+ * there. 0, -ESRCH (no such process), -ENOENT (no socket), -ENAMETOOLONG.
+ */
+int ipc_find_socket(pid_t pid, char *path, size_t len);
+
+/* The directory (with a trailing '/') a process of ours would put its socket in. */
+void ipc_client_tmpdir(char *out, size_t len);
+
+/* ---- endpoints --------------------------------------------------------- */
+
+/*
+ * Where commands go. Connect mode: each command connects to `path`. Reverse
+ * mode (listen_fd >= 0): each command takes the next connection a runtime
+ * made to our listening socket and advertised itself on (ADVR_V1), keeping
+ * only advertises from expect_pid when it is > 0.
+ */
+struct ipc_endpoint {
+	char path[IPC_PATH_MAX];
+	int listen_fd;
+	int64_t expect_pid;
+	uint8_t cookie[16];	/* from the last advertise */
+	uint64_t adv_pid;
+	bool have_cookie;
+	int cancel;		/* set with __atomic_store_n to abort every wait */
+	int ignored;		/* advertises dropped (wrong pid or magic) */
+};
+
+void ipc_endpoint_init_path(struct ipc_endpoint *ep, const char *path);
+void ipc_endpoint_init_reverse(struct ipc_endpoint *ep, int listen_fd, int64_t expect_pid);
+/* A connection ready for one command: fd, or -ETIMEDOUT, -ECANCELED, -errno. */
+int ipc_endpoint_open(struct ipc_endpoint *ep, int timeout_ms);
+
+/* A listening socket at path (mode 0600) for the reverse mode; fd or -errno. */
+int ipc_reverse_listen(const char *path);
+
+/* ---- messages ---------------------------------------------------------- */
+
+struct ipc_reply {
+	uint8_t cmd_set;
+	uint8_t cmd_id;
+	uint32_t hresult;	/* error replies */
+	uint16_t len;		/* payload bytes */
+	uint8_t payload[IPC_MAX_MESSAGE - IPC_HEADER_SIZE];
+};
+
+int ipc_send_request(int fd, uint8_t set, uint8_t id, const void *payload, size_t len);
+/* 0 for an OK reply, -EREMOTEIO for an error reply (r->hresult), -EBADMSG for
+ * a malformed one, -ECONNRESET when the server closed the connection. */
+int ipc_read_reply(int fd, struct ipc_reply *r, int timeout_ms, const int *cancel);
+
+/* Appends a protocol string: u32 count of UTF-16 units with the NUL, then the
+ * units (NULL: count 0). 0, -EILSEQ (not UTF-8), -ENOMEM. */
+int ipc_put_string(struct bytebuf *b, const char *utf8);
+
+/* ---- commands ---------------------------------------------------------- */
+
+struct ipc_process_info {
+	int version;		/* 1, 2 or 3: the ProcessInfo command that answered */
+	uint64_t pid;
+	uint8_t cookie[16];
+	char *command_line;
+	char *os;
+	char *arch;
+	char *entry_assembly;	/* 2, 3 */
+	char *clr_version;	/* 2, 3 */
+	char *rid;		/* 3 */
+};
+
+int ipc_process_info(struct ipc_endpoint *ep, struct ipc_process_info *pi, uint32_t *hr,
+		     int timeout_ms);
+void ipc_process_info_free(struct ipc_process_info *pi);
+
+struct ipc_collect_opts {
+	const struct rp_provider_config *providers;	/* level 0..5 */
+	uint32_t nproviders;
+	uint32_t buffer_mb;	/* circularBufferMB, > 0 */
+	bool rundown;
+	int buffering;		/* RP_BUFFERING_DROP: CollectTracing2, BLOCK: CollectTracing6 */
+};
+
+/* The request payload and command id for opts; 0 or -EINVAL with err set. */
+int ipc_collect_payload(const struct ipc_collect_opts *o, struct bytebuf *payload,
+			uint8_t *cmd_id, char *err, size_t errlen);
+/* Starts a session; on success *stream_fd carries the nettrace stream. */
+int ipc_collect_tracing(struct ipc_endpoint *ep, const struct ipc_collect_opts *o,
+			uint64_t *session_id, int *stream_fd, uint32_t *hr, int timeout_ms);
+int ipc_stop_tracing(struct ipc_endpoint *ep, uint64_t session_id, uint32_t *hr,
+		     int timeout_ms);
+int ipc_resume_runtime(struct ipc_endpoint *ep, uint32_t *hr, int timeout_ms);
+
+/* "UnknownCommand (0x80131385)" and the like. */
+const char *ipc_hresult_name(uint32_t hr);
+/* A message for an error from the functions above (hr used for -EREMOTEIO). */
+const char *ipc_strerror(int err, uint32_t hr, char *buf, size_t len);
+
+#endif /* RINGPIPE_TOOL_IPC_CLIENT_H */
