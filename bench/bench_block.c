@@ -31,6 +31,11 @@
  * attempted event with EventsLost 0; a run that does not is reported and the
  * benchmark exits with status 1 after printing its tables.
  *
+ * Beside the throughput: the writers' loop (first write to the last write
+ * returned), rp_session_stop() by itself, and the process's minor page
+ * faults over both (the rings are pre-faulted, so these are the drainer's
+ * and the sink's own memory). --verbose prints one line per run on stderr.
+ *
  * Wakeups: rp_drain_waiter_wakeups (process-wide counter of parked producers
  * woken by a drainer; its change over the run) and the session's
  * drainer_wakeups statistic (passes through the drainer's idle sleep), read
@@ -375,9 +380,8 @@ static struct run run_once(enum bcase c)
 	res.faults = ru1.ru_minflt - ru0.ru_minflt;
 	if (verbose)
 		fprintf(stderr, "bench_block: %s: writers %.1f ms, then stop %.1f ms; written "
-			"before stop %" PRIu64 "; page faults %ld\n", cases[c].name,
-			(double)(tw - t0) / 1e6, (double)(t1 - ts) / 1e6, st.events_written,
-			ru1.ru_minflt - ru0.ru_minflt);
+			"before stop %" PRIu64 "; page faults %ld\n", cases[c].name, res.writers_ms,
+			res.stop_ms, st.events_written, res.faults);
 
 	res.chk = read_trace(path);
 	unlink(path);
@@ -455,6 +459,8 @@ int main(int argc, char **argv)
 	struct stat3 tput[C_NR];
 	struct rp_provider *p;
 	const char *td = getenv("TMPDIR");
+	struct stat3 lat50 = { 0 }, lat99 = { 0 }, wk_prod[C_NR], wk_drain[C_NR];
+	unsigned int complete[C_NR] = { 0 };
 	bool all_complete = true;
 	int err;
 
@@ -502,6 +508,7 @@ int main(int argc, char **argv)
 	for (unsigned int k = 0; k < reps; k++) {
 		for (int c = 0; c < C_NR; c++) {
 			runs[c][k] = run_once((enum bcase)c);
+			complete[c] += runs[c][k].complete;
 			if (cases[c].buffering == RP_BUFFERING_BLOCK && !runs[c][k].complete)
 				all_complete = false;
 			if (c == C_BLOCK_SMALL_HOOK)
@@ -589,6 +596,8 @@ int main(int argc, char **argv)
 		smx = summarize(mx, reps);
 		sn = summarize(n, reps);
 		snw = summarize(nw, reps);
+		lat50 = s50;
+		lat99 = s99;
 		printf("\n### Block: park-to-wake latency (bench_block%s)\n\n", quick ? " --quick" : "");
 		printf("Block 1 MiB, %d pinned writers x %" PRIu64 " events; rp_test_admit_hook "
 		       "records CLOCK_MONOTONIC now - rp_waiter_wake_ns at every admission of a "
@@ -630,10 +639,31 @@ int main(int argc, char **argv)
 			}
 			a = summarize(pw, reps);
 			b = summarize(dw, reps);
+			wk_prod[c] = a;
+			wk_drain[c] = b;
 			printf("| %s | %.3f (%.3f-%.3f) | %.4f (%.4f-%.4f) |\n", cases[c].name, a.med,
 			       a.min, a.max, b.med, b.min, b.max);
 		}
 	}
+
+	/*
+	 * Last, the summary rows in the four-column "| benchmark | result |"
+	 * table that scripts/run-bench.sh opens: benchmarks that run after this
+	 * one (bench_nettrace) print bare rows and land in it.
+	 */
+	printf("\n| benchmark | result | | |\n|---|---|---|---|\n");
+	printf("| Block vs Drop, 512 MiB, 2 writers x %" PRIu64 " (bench_block) | Block %.2f vs "
+	       "Drop %.2f M events/s: %.0f %% | ≥ 80 %% with zero loss: %s | Block runs complete: "
+	       "%u/%u |\n", per_writer, tput[C_BLOCK_BIG].med, tput[C_DROP_BIG].med,
+	       100.0 * tput[C_BLOCK_BIG].med / tput[C_DROP_BIG].med,
+	       met(tput[C_BLOCK_BIG].med >= 0.8 * tput[C_DROP_BIG].med &&
+		   complete[C_BLOCK_BIG] == reps), complete[C_BLOCK_BIG], reps);
+	printf("| Block, 1 MiB, producers park (bench_block) | %.2f M events/s: %.0f %% of Drop "
+	       "512 MiB, complete %u/%u | park-to-wake p50 %.1f µs, p99 %.1f µs | wakeups / 1000 "
+	       "events: %.3f producers, %.4f drainer |\n", tput[C_BLOCK_SMALL].med,
+	       100.0 * tput[C_BLOCK_SMALL].med / tput[C_DROP_BIG].med, complete[C_BLOCK_SMALL],
+	       reps, lat50.med, lat99.med, wk_prod[C_BLOCK_SMALL].med,
+	       wk_drain[C_BLOCK_SMALL].med);
 
 	free(admits);
 	rmdir(tmpdir);

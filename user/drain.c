@@ -41,6 +41,7 @@
 
 #define BATCH_SLEEP_NS 100000l		/* under a trickle, gather 100 us per pass */
 #define BUSY_BATCH 4096u		/* a pass this full: go again at once */
+#define PASS_RECORDS 16384u		/* records read per ring per pass, at most */
 #define NHIST 256u			/* producer positions remembered per ring */
 #define IDLE_SLEEP_NS 20000000ll	/* 20 ms */
 
@@ -54,6 +55,7 @@ struct rqueue {
 	struct qrec *q;
 	size_t head, n, cap;
 	struct bytebuf arena;
+	size_t live;		/* arena bytes of the records still queued */
 	/* looks at the producer position: (position, time just before reading
 	 * it), oldest first; hist[0] is the latest look that had not passed
 	 * the consumer, when there is one */
@@ -116,7 +118,7 @@ static int rq_push(struct rqueue *q, const struct rp_ring_item *it)
 	size_t i;
 
 	if (q->head + q->n == q->cap) {
-		if (q->head) {
+		if (q->head && q->head >= q->cap / 2) {	/* amortized: slide when half is free */
 			memmove(q->q, q->q + q->head, q->n * sizeof(*q->q));
 			q->head = 0;
 		} else {
@@ -144,6 +146,7 @@ static int rq_push(struct rqueue *q, const struct rp_ring_item *it)
 	}
 	q->q[i] = r;
 	q->n++;
+	q->live += r.len;
 	return 0;
 }
 
@@ -154,9 +157,11 @@ static void rq_compact(struct rqueue *q)
 	if (q->n == 0) {
 		q->head = 0;
 		q->arena.len = 0;
+		q->live = 0;
 		return;
 	}
-	if (q->arena.len < (1u << 20))
+	/* compact only when most of the arena is dead: amortized O(1) a byte */
+	if (q->arena.len < (1u << 20) || q->live * 2 > q->arena.len)
 		return;
 	/* drop the arena bytes before the oldest record still queued */
 	first = q->q[q->head].off;
@@ -299,9 +304,10 @@ static size_t collect(struct drainer *d)
 		 * past this one was reserved after this load, after `look` */
 		prod = rp_load_acquire(&r->hdr->producer_pos);
 		hist_push(q, prod, look);
-		/* everything committed, however much: a ring read only in part
-		 * could hold back every other ring */
-		while ((err = rp_ring_peek(r, &it)) != -EAGAIN) {
+		/* a bounded bite per pass: passes stay short, so looks are taken
+		 * often and a backlog is merged out as it is read instead of
+		 * piling up in the queues */
+		while (n < PASS_RECORDS && (err = rp_ring_peek(r, &it)) != -EAGAIN) {
 			if (err == -EBADMSG || err == -ESTALE) {
 				rp_add_relaxed(&d->s->stats.corrupt, 1);
 				continue;	/* the ring skipped past it */
@@ -311,9 +317,9 @@ static size_t collect(struct drainer *d)
 			rp_ring_advance(r);
 			n++;
 		}
-		/* stopped before the producer (a record still being written):
-		 * what is left is younger than the last look that had not
-		 * passed the stopping point */
+		/* stopped before the producer (a record still being written, or
+		 * the bite): what is left is younger than the last look that had
+		 * not passed the stopping point */
 		q->horizon = hist_horizon(q, r->cons);
 		if (r->cons >= prod)
 			q->horizon = look;	/* read past the look: nothing older left */
@@ -345,6 +351,7 @@ static size_t merge_out(struct drainer *d, uint64_t horizon)
 		if (!best)
 			break;
 		emit(d, best->arena.p + best->q[best->head].off, best->q[best->head].ts);
+		best->live -= best->q[best->head].len;
 		best->head++;
 		best->n--;
 		n++;

@@ -65,6 +65,7 @@ static const char stress_usage[] =
 "\n"
 "Payload: Counter u64, Thread u32, Pad u32, then Tail u8 when BYTES is 17, or\n"
 "Data, an array of u8 (u16 count, BYTES-18 bytes), when BYTES >= 18.\n"
+"--buffering-mode drop|block is another name for --mode.\n"
 "--throttle-us U makes the drainer sleep U microseconds after every pass\n"
 "(a test hook), so that Drop mode visibly drops.\n"
 "\n"
@@ -215,12 +216,14 @@ static int parse_args(int argc, char **argv, struct stress_cfg *c, bool *help)
 			*help = true;
 			return 0;
 		}
+		if (!strcmp(a, "--buffering-mode"))
+			a = "--mode";	/* the same option under its session-option name */
 		if (strcmp(a, "-o") && strcmp(a, "--mode") && strcmp(a, "--format") &&
 		    strcmp(a, "--provider") && strcmp(a, "--threads") && strcmp(a, "--events") &&
 		    strcmp(a, "--payload") && strcmp(a, "--buffer-mb") && strcmp(a, "--throttle-us"))
 			return tool_err("stress", "unknown option '%s' (see --help)", a), 2;
 		if (!v)
-			return tool_err("stress", "option '%s' needs a value (see --help)", a), 2;
+			return tool_err("stress", "option '%s' needs a value (see --help)", argv[i]), 2;
 		i++;
 		if (!strcmp(a, "-o")) {
 			if (!*v)
@@ -240,7 +243,8 @@ static int parse_args(int argc, char **argv, struct stress_cfg *c, bool *help)
 			else if (!strcmp(v, "block"))
 				c->mode = RP_BUFFERING_BLOCK;
 			else
-				return tool_err("stress", "--mode must be drop or block, not '%s'", v), 2;
+				return tool_err("stress", "%s must be drop or block, not '%s'",
+					argv[i - 1], v), 2;
 			continue;
 		}
 		if (!strcmp(a, "--format")) {
