@@ -118,6 +118,9 @@ $(OUT)/tests/%: tests/%.c $(STATIC_LIB) $(HDRS) | $(OUT)/tests
 	$(call msg,TEST,$@)
 	$(Q)$(CC) $(CFLAGS) -Itests $(LDFLAGS) -o $@ $< $(STATIC_LIB) -lcriterion $(LDLIBS)
 
+# test_collect includes the CLI's IPC client
+$(OUT)/tests/test_collect: tools/ringpipe/ipc_client.c tools/ringpipe/ipc_client.h
+
 $(OUT)/bench/%: bench/%.c $(STATIC_LIB) $(HDRS) | $(OUT)/bench
 	$(call msg,BENCH,$@)
 	$(Q)$(CC) $(CFLAGS) -O2 -march=native $(LDFLAGS) -o $@ $< $(STATIC_LIB) $(LDLIBS)

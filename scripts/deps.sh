@@ -32,6 +32,26 @@ if command -v dotnet >/dev/null 2>&1; then
 		echo "deps: restoring the .NET interop project (TraceEvent)"
 		dotnet restore -v q tests/interop/TraceDump >/dev/null
 	fi
+	# The traced target of the ps/collect interop tests (no packages needed).
+	app=.output/interop-app/DotnetApp.dll
+	if [ -f tests/interop/DotnetApp/DotnetApp.csproj ] &&
+	   { [ ! -f "$app" ] ||
+	     [ -n "$(find tests/interop/DotnetApp -maxdepth 1 -newer "$app" \( -name '*.cs' -o -name '*.csproj' \))" ]; }; then
+		echo "deps: building the .NET test program (tests/interop/DotnetApp)"
+		mkdir -p .output
+		dotnet build -nologo -v q -c Release tests/interop/DotnetApp -o .output/interop-app \
+			>.output/interop-app-build.log 2>&1 ||
+			{ cat .output/interop-app-build.log >&2; exit 1; }
+	fi
+	# The .NET diagnostic tools, for interop checks of ringpipe's IPC server.
+	tools=.output/dotnet-tools
+	for t in dotnet-trace dotnet-counters dotnet-gcdump; do
+		if [ ! -x "$tools/$t" ]; then
+			echo "deps: installing $t into $tools"
+			dotnet tool install --tool-path "$tools" "$t" --version 10.0.750501 >/dev/null ||
+				echo "deps: could not install $t; the checks that use it will be skipped" >&2
+		fi
+	done
 else
 	echo "deps: the .NET SDK (dotnet) is not installed; interop tests will be skipped" \
 	     "(install dotnet-sdk-8.0 or later from Microsoft's Debian repository)" >&2

@@ -413,6 +413,23 @@ static void heartbeat(struct drainer *d)
 	rp_store_relaxed(&h->drainer_heartbeat_ns, mono_ns());
 }
 
+/* Starts the trace: the writer writes the stream header through the sink. */
+static int open_trace(struct drainer *d)
+{
+	struct nt_writer_opts wo = { .sz = sizeof(wo) };
+
+	wo.format = d->s->format;
+	wo.pid = (uint32_t)getpid();
+	wo.tick_freq = rp_clock_frequency();
+	wo.sync_ticks = rp_clock_now();
+	d->w = nt_writer_new(&d->usink->base, &wo);
+	if (!d->w) {
+		rp_set_error("cannot start the trace: %s", strerror(errno));
+		return -errno;
+	}
+	return 0;
+}
+
 static void *drainer_main(void *arg)
 {
 	struct drainer *d = arg;
@@ -425,6 +442,22 @@ static void *drainer_main(void *arg)
 	rp_store_relaxed(&h->drainer_pid, (uint32_t)getpid());
 	/* pairs with the load_acquire in rp_drainer_start() */
 	rp_store_release(&h->drainer_tid, (uint32_t)syscall(SYS_gettid));
+	/* held: alive (heartbeat) but silent until released or stopped; pairs
+	 * with the store_release of `held` in rp_drainer_release() */
+	while (rp_load_acquire(&s->held) && !rp_load_acquire(&s->stop_requested)) {
+		struct timespec ts = { 0, 5000000 };
+
+		heartbeat(d);
+		nanosleep(&ts, NULL);
+	}
+	if (!d->w) {
+		int err = open_trace(d);
+
+		if (err) {
+			set_output_error(d, err);
+			return d;
+		}
+	}
 	for (;;) {
 		/* pairs with the store_release in rp_drainer_stop(): once seen,
 		 * every writer is out and everything is committed */
@@ -499,7 +532,6 @@ static void *drainer_main(void *arg)
 int rp_drainer_start(struct rp_session *s)
 {
 	struct rp_uring_sink_opts so = { .sz = sizeof(so), .is_socket = s->is_socket };
-	struct nt_writer_opts wo = { .sz = sizeof(wo) };
 	struct drainer *d = calloc(1, sizeof(*d));
 	int err;
 
@@ -518,15 +550,12 @@ int rp_drainer_start(struct rp_session *s)
 		rp_set_error("cannot set up the output: %s", strerror(errno));
 		goto err_free;
 	}
-	wo.format = s->format;
-	wo.pid = (uint32_t)getpid();
-	wo.tick_freq = rp_clock_frequency();
-	wo.sync_ticks = rp_clock_now();
-	d->w = nt_writer_new(&d->usink->base, &wo);
-	if (!d->w) {
-		err = -errno;
-		rp_set_error("cannot start the trace: %s", strerror(errno));
-		goto err_free;
+	/* a held session writes nothing (not even the trace header) until
+	 * rp_session_release(): an IPC reply must go out on the socket first */
+	if (!s->held) {
+		err = open_trace(d);
+		if (err)
+			goto err_free;
 	}
 	s->drainer_ctx = d;
 	err = pthread_create(&s->drainer, NULL, drainer_main, d);
@@ -567,6 +596,12 @@ void rp_drainer_wake_waiters(struct rp_shm *shm)
 	__atomic_fetch_add(&w->futex, 1, __ATOMIC_RELEASE);
 	syscall(SYS_futex, &w->futex, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
 	rp_add_relaxed(&rp_drain_waiter_wakeups, 1);
+}
+
+void rp_drainer_release(struct rp_session *s)
+{
+	/* pairs with the load_acquire in drainer_main()'s held loop */
+	rp_store_release(&s->held, 0);
 }
 
 void rp_drainer_kick(struct rp_session *s)

@@ -83,6 +83,8 @@ static void session_free(struct rp_session *s)
 	cfg_free(&s->cfg);
 	pthread_mutex_destroy(&s->final_lock);
 	free(s->finals);
+	free(s->held_cbs);
+	free(s->held_cfgs);
 	free(s);
 }
 
@@ -97,6 +99,24 @@ static void fire_callbacks(struct rp_session *s, bool enable, struct rp_provider
 }
 
 RP_API struct rp_session *rp_session_start(const struct rp_session_opts *uopts)
+{
+	return rp_session_start_ex(uopts, 0);
+}
+
+void rp_session_release(struct rp_session *s)
+{
+	if (!s || !rp_load_relaxed(&s->held))
+		return;
+	rp_drainer_release(s);
+	fire_callbacks(s, true, s->held_cbs, s->held_cfgs, s->nheld_cbs);
+	free(s->held_cbs);
+	free(s->held_cfgs);
+	s->held_cbs = NULL;
+	s->held_cfgs = NULL;
+	s->nheld_cbs = 0;
+}
+
+struct rp_session *rp_session_start_ex(const struct rp_session_opts *uopts, unsigned int flags)
 {
 	struct rp_session_opts o = { 0 };
 	struct rp_shm_opts so = { .sz = sizeof(so) };
@@ -204,6 +224,7 @@ RP_API struct rp_session *rp_session_start(const struct rp_session_opts *uopts)
 		goto err_slot;
 	}
 	s->deferred = o.kind == RP_SESSION_DEFERRED;
+	s->held = (flags & RP_START_HELD) && !s->deferred;
 	if (!s->deferred) {
 		err = rp_drainer_start(s);
 		if (err)
@@ -221,6 +242,16 @@ RP_API struct rp_session *rp_session_start(const struct rp_session_opts *uopts)
 	rp_store_release(&rp_slots[slot].state, SLOT_RUNNING);
 	ncb = rp_enable_session(slot, &s->cfg, true, cbs, cfgs, 256);
 	pthread_mutex_unlock(&rp_control_lock);
+	if (s->held) {
+		s->held_cbs = malloc((ncb ? ncb : 1) * sizeof(*s->held_cbs));
+		s->held_cfgs = malloc((ncb ? ncb : 1) * sizeof(*s->held_cfgs));
+		if (s->held_cbs && s->held_cfgs) {
+			memcpy(s->held_cbs, cbs, ncb * sizeof(*cbs));
+			memcpy(s->held_cfgs, cfgs, ncb * sizeof(*cfgs));
+			s->nheld_cbs = ncb;
+		}
+		return s;
+	}
 	fire_callbacks(s, true, cbs, cfgs, ncb);
 	return s;
 

@@ -69,6 +69,11 @@ struct rp_session {
 	bool own_fd;
 	bool is_socket;
 	bool deferred;			/* RP_SESSION_DEFERRED: drained only at stop */
+	int held;			/* atomic: started held, nothing written yet */
+	/* enable callbacks held back until rp_session_release() */
+	struct rp_provider **held_cbs;
+	const struct rp_provider_config **held_cfgs;
+	size_t nheld_cbs;
 	uint32_t sp_interval_ms;
 
 	/* drainer */
@@ -148,6 +153,14 @@ extern uint64_t rp_drain_waiter_wakeups;
 void rp_drainer_wake_waiters(struct rp_shm *shm);
 int rp_drainer_start(struct rp_session *s);
 int rp_drainer_stop(struct rp_session *s);
+void rp_drainer_release(struct rp_session *s);
+
+/* session.c: start with the output held and the enable callbacks deferred,
+ * so a caller can answer on the output socket first (the IPC server replies
+ * OK, then the trace follows); rp_session_release() lets both go. */
+#define RP_START_HELD 0x1u
+struct rp_session *rp_session_start_ex(const struct rp_session_opts *opts, unsigned int flags);
+void rp_session_release(struct rp_session *s);
 void rp_drainer_kick(struct rp_session *s);
 
 /* Thread-local text for rp_last_error(). */

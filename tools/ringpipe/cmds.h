@@ -6,6 +6,9 @@ int cmd_report(int argc, char **argv);
 int cmd_dump(int argc, char **argv);
 int cmd_gen(int argc, char **argv);
 int cmd_stress(int argc, char **argv);
+int cmd_ps(int argc, char **argv);
+int cmd_collect(int argc, char **argv);
+int cmd_stop(int argc, char **argv);
 
 /* Prints "ringpipe <cmd>: <message>" to stderr; returns 1 (usage: 2). */
 int tool_err(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

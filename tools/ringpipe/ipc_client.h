@@ -24,38 +24,38 @@
 #include "bytebuf.h"
 #include "ringpipe/ringpipe.h"
 
-#define IPC_HEADER_SIZE 20u
-#define IPC_MAX_MESSAGE 65535u
-#define IPC_ADVERTISE_SIZE 34u
-#define IPC_PATH_MAX ((int)sizeof(((struct sockaddr_un *)0)->sun_path))
+#define IPCC_HEADER_SIZE 20u
+#define IPCC_MAX_MESSAGE 65535u
+#define IPCC_ADVERTISE_SIZE 34u
+#define IPCC_PATH_MAX ((int)sizeof(((struct sockaddr_un *)0)->sun_path))
 
 /* command sets and ids */
-#define IPC_SET_EVENTPIPE 0x02
-#define IPC_SET_PROCESS 0x04
-#define IPC_SET_SERVER 0xff
+#define IPCC_SET_EVENTPIPE 0x02
+#define IPCC_SET_PROCESS 0x04
+#define IPCC_SET_SERVER 0xff
 
-#define IPC_EP_STOP_TRACING 0x01
-#define IPC_EP_COLLECT_TRACING2 0x03
-#define IPC_EP_COLLECT_TRACING6 0x07
+#define IPCC_EP_STOP_TRACING 0x01
+#define IPCC_EP_COLLECT_TRACING2 0x03
+#define IPCC_EP_COLLECT_TRACING6 0x07
 
-#define IPC_PROC_INFO 0x00
-#define IPC_PROC_RESUME_RUNTIME 0x01
-#define IPC_PROC_INFO2 0x04
-#define IPC_PROC_INFO3 0x08
+#define IPCC_PROC_INFO 0x00
+#define IPCC_PROC_RESUME_RUNTIME 0x01
+#define IPCC_PROC_INFO2 0x04
+#define IPCC_PROC_INFO3 0x08
 
-#define IPC_SERVER_OK 0x00
-#define IPC_SERVER_ERROR 0xff
+#define IPCC_SERVER_OK 0x00
+#define IPCC_SERVER_ERROR 0xff
 
 /* HRESULTs a server answers with */
-#define IPC_HR_BAD_ENCODING 0x80131384u
-#define IPC_HR_UNKNOWN_COMMAND 0x80131385u
-#define IPC_HR_UNKNOWN_MAGIC 0x80131386u
-#define IPC_HR_NOT_SUPPORTED 0x80131515u
-#define IPC_HR_FAIL 0x80004005u
-#define IPC_HR_INVALID_ARG 0x80070057u
+#define IPCC_HR_BAD_ENCODING 0x80131384u
+#define IPCC_HR_UNKNOWN_COMMAND 0x80131385u
+#define IPCC_HR_UNKNOWN_MAGIC 0x80131386u
+#define IPCC_HR_NOT_SUPPORTED 0x80131515u
+#define IPCC_HR_FAIL 0x80004005u
+#define IPCC_HR_INVALID_ARG 0x80070057u
 
 /* The rundown keyword the runtime applies when a client asks for rundown. */
-#define IPC_DEFAULT_RUNDOWN_KEYWORD 0x80020139ull
+#define IPCC_DEFAULT_RUNDOWN_KEYWORD 0x80020139ull
 
 /* ---- finding sockets --------------------------------------------------- */
 
@@ -66,10 +66,10 @@
  * namespace the search goes through /proc/<pid>/root with the pid it has
  * there. 0, -ESRCH (no such process), -ENOENT (no socket), -ENAMETOOLONG.
  */
-int ipc_find_socket(pid_t pid, char *path, size_t len);
+int ipcc_find_socket(pid_t pid, char *path, size_t len);
 
 /* The directory (with a trailing '/') a process of ours would put its socket in. */
-void ipc_client_tmpdir(char *out, size_t len);
+void ipcc_client_tmpdir(char *out, size_t len);
 
 /* ---- endpoints --------------------------------------------------------- */
 
@@ -79,9 +79,10 @@ void ipc_client_tmpdir(char *out, size_t len);
  * made to our listening socket and advertised itself on (ADVR_V1), keeping
  * only advertises from expect_pid when it is > 0.
  */
-struct ipc_endpoint {
-	char path[IPC_PATH_MAX];
+struct ipcc_endpoint {
+	char path[IPCC_PATH_MAX];
 	int listen_fd;
+	int pending_fd;		/* accepted and advertised, used by the next command */
 	int64_t expect_pid;
 	uint8_t cookie[16];	/* from the last advertise */
 	uint64_t adv_pid;
@@ -90,36 +91,36 @@ struct ipc_endpoint {
 	int ignored;		/* advertises dropped (wrong pid or magic) */
 };
 
-void ipc_endpoint_init_path(struct ipc_endpoint *ep, const char *path);
-void ipc_endpoint_init_reverse(struct ipc_endpoint *ep, int listen_fd, int64_t expect_pid);
+void ipcc_endpoint_init_path(struct ipcc_endpoint *ep, const char *path);
+void ipcc_endpoint_init_reverse(struct ipcc_endpoint *ep, int listen_fd, int64_t expect_pid);
 /* A connection ready for one command: fd, or -ETIMEDOUT, -ECANCELED, -errno. */
-int ipc_endpoint_open(struct ipc_endpoint *ep, int timeout_ms);
+int ipcc_endpoint_open(struct ipcc_endpoint *ep, int timeout_ms);
 
 /* A listening socket at path (mode 0600) for the reverse mode; fd or -errno. */
-int ipc_reverse_listen(const char *path);
+int ipcc_reverse_listen(const char *path);
 
 /* ---- messages ---------------------------------------------------------- */
 
-struct ipc_reply {
+struct ipcc_reply {
 	uint8_t cmd_set;
 	uint8_t cmd_id;
 	uint32_t hresult;	/* error replies */
 	uint16_t len;		/* payload bytes */
-	uint8_t payload[IPC_MAX_MESSAGE - IPC_HEADER_SIZE];
+	uint8_t payload[IPCC_MAX_MESSAGE - IPCC_HEADER_SIZE];
 };
 
-int ipc_send_request(int fd, uint8_t set, uint8_t id, const void *payload, size_t len);
+int ipcc_send_request(int fd, uint8_t set, uint8_t id, const void *payload, size_t len);
 /* 0 for an OK reply, -EREMOTEIO for an error reply (r->hresult), -EBADMSG for
  * a malformed one, -ECONNRESET when the server closed the connection. */
-int ipc_read_reply(int fd, struct ipc_reply *r, int timeout_ms, const int *cancel);
+int ipcc_read_reply(int fd, struct ipcc_reply *r, int timeout_ms, const int *cancel);
 
 /* Appends a protocol string: u32 count of UTF-16 units with the NUL, then the
  * units (NULL: count 0). 0, -EILSEQ (not UTF-8), -ENOMEM. */
-int ipc_put_string(struct bytebuf *b, const char *utf8);
+int ipcc_put_string(struct bytebuf *b, const char *utf8);
 
 /* ---- commands ---------------------------------------------------------- */
 
-struct ipc_process_info {
+struct ipcc_process_info {
 	int version;		/* 1, 2 or 3: the ProcessInfo command that answered */
 	uint64_t pid;
 	uint8_t cookie[16];
@@ -131,11 +132,11 @@ struct ipc_process_info {
 	char *rid;		/* 3 */
 };
 
-int ipc_process_info(struct ipc_endpoint *ep, struct ipc_process_info *pi, uint32_t *hr,
+int ipcc_process_info(struct ipcc_endpoint *ep, struct ipcc_process_info *pi, uint32_t *hr,
 		     int timeout_ms);
-void ipc_process_info_free(struct ipc_process_info *pi);
+void ipcc_process_info_free(struct ipcc_process_info *pi);
 
-struct ipc_collect_opts {
+struct ipcc_collect_opts {
 	const struct rp_provider_config *providers;	/* level 0..5 */
 	uint32_t nproviders;
 	uint32_t buffer_mb;	/* circularBufferMB, > 0 */
@@ -144,18 +145,18 @@ struct ipc_collect_opts {
 };
 
 /* The request payload and command id for opts; 0 or -EINVAL with err set. */
-int ipc_collect_payload(const struct ipc_collect_opts *o, struct bytebuf *payload,
+int ipcc_collect_payload(const struct ipcc_collect_opts *o, struct bytebuf *payload,
 			uint8_t *cmd_id, char *err, size_t errlen);
 /* Starts a session; on success *stream_fd carries the nettrace stream. */
-int ipc_collect_tracing(struct ipc_endpoint *ep, const struct ipc_collect_opts *o,
+int ipcc_collect_tracing(struct ipcc_endpoint *ep, const struct ipcc_collect_opts *o,
 			uint64_t *session_id, int *stream_fd, uint32_t *hr, int timeout_ms);
-int ipc_stop_tracing(struct ipc_endpoint *ep, uint64_t session_id, uint32_t *hr,
+int ipcc_stop_tracing(struct ipcc_endpoint *ep, uint64_t session_id, uint32_t *hr,
 		     int timeout_ms);
-int ipc_resume_runtime(struct ipc_endpoint *ep, uint32_t *hr, int timeout_ms);
+int ipcc_resume_runtime(struct ipcc_endpoint *ep, uint32_t *hr, int timeout_ms);
 
 /* "UnknownCommand (0x80131385)" and the like. */
-const char *ipc_hresult_name(uint32_t hr);
+const char *ipcc_hresult_name(uint32_t hr);
 /* A message for an error from the functions above (hr used for -EREMOTEIO). */
-const char *ipc_strerror(int err, uint32_t hr, char *buf, size_t len);
+const char *ipcc_strerror(int err, uint32_t hr, char *buf, size_t len);
 
 #endif /* RINGPIPE_TOOL_IPC_CLIENT_H */

@@ -25,6 +25,12 @@ static const char usage[] =
 "                           stacks, activity ids, sequence gaps); see 'ringpipe gen --help'\n"
 "  stress -o FILE [options] load a live session from T threads, print written/dropped\n"
 "                           as JSON; see 'ringpipe stress --help'\n"
+"  ps [-v]                  list processes with a diagnostic socket (.NET runtimes\n"
+"                           and programs running ringpipe's IPC server)\n"
+"  collect -p PID [options] record a trace through the diagnostics IPC protocol\n"
+"  collect [options] -- CMD start CMD suspended and trace it from its first event;\n"
+"                           see 'ringpipe collect --help'\n"
+"  stop -p PID --session ID stop a tracing session\n"
 "\n"
 "  --help, -h               this text\n"
 "  --version                print the version\n"
@@ -79,6 +85,12 @@ int main(int argc, char **argv)
 		return cmd_gen(argc - 1, argv + 1);
 	if (!strcmp(cmd, "stress"))
 		return cmd_stress(argc - 1, argv + 1);
+	if (!strcmp(cmd, "ps"))
+		return cmd_ps(argc - 1, argv + 1);
+	if (!strcmp(cmd, "collect"))
+		return cmd_collect(argc - 1, argv + 1);
+	if (!strcmp(cmd, "stop"))
+		return cmd_stop(argc - 1, argv + 1);
 	fprintf(stderr, "ringpipe: unknown command '%s'\n\n%s", cmd, usage);
 	return 2;
 }

@@ -1,0 +1,753 @@
+// SPDX-License-Identifier: MIT
+/*
+ * `ringpipe ps`, `collect` and `stop`, and the IPC client under them.
+ *
+ * The client's request bytes are checked against the worked example of the
+ * protocol notes, its socket discovery and reverse-mode advertise handling
+ * against fake peers, and the CLI's usage errors without any runtime. The
+ * interop tests then run the real thing: tests/interop/DotnetApp (a .NET
+ * program with an EventSource) is listed by `ringpipe ps`, traced through
+ * `ringpipe collect -p`, and launched under `ringpipe collect -- dotnet ...`
+ * so that the trace starts at its first event; TraceEvent must read every
+ * file. Without the .NET SDK these skip with the reason, unless
+ * RINGPIPE_REQUIRE_INTEROP=1, which makes them fail. The same checks run
+ * against ringpipe-demo (ringpipe's own IPC server) when it is built.
+ */
+#include <fcntl.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <sys/file.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <time.h>
+
+#include "helpers.h"
+#include "../tools/ringpipe/ipc_client.c"
+
+#define APP_DLL_DEFAULT ".output/interop-app/DotnetApp.dll"
+
+/* ---- helpers ------------------------------------------------------------- */
+
+static int run_out(struct bytebuf *out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int run_out(struct bytebuf *out, const char *fmt, ...)
+{
+	va_list ap;
+	char *cmd = NULL;
+	int rc;
+
+	va_start(ap, fmt);
+	cr_assert(vasprintf(&cmd, fmt, ap) > 0);
+	va_end(ap);
+	rc = th_run(cmd, out);
+	free(cmd);
+	return rc;
+}
+
+static const char *text(struct bytebuf *b)
+{
+	return b->p ? (const char *)b->p : "";
+}
+
+/* The directory of the ringpipe tool, where ringpipe-demo is built too. */
+static char *demo_path(void)
+{
+	const char *env = getenv("RINGPIPE_DEMO"), *tool = th_tool(), *slash;
+	char *p = NULL;
+
+	if (env && *env)
+		return strdup(env);
+	slash = strrchr(tool, '/');
+	cr_assert(asprintf(&p, "%.*sringpipe-demo", slash ? (int)(slash - tool + 1) : 0,
+			   tool) > 0);
+	return p;
+}
+
+/* Skips (or, with RINGPIPE_REQUIRE_INTEROP=1, fails) with a reason. */
+#define SKIP_OR_FAIL(...)                                                       \
+	do {                                                                    \
+		if (th_require_interop())                                       \
+			cr_assert_fail("RINGPIPE_REQUIRE_INTEROP=1 but " __VA_ARGS__); \
+		cr_skip_test(__VA_ARGS__);                                      \
+	} while (0)
+
+/*
+ * The DotnetApp assembly, built on first use (scripts/deps.sh builds it too);
+ * skips when dotnet is missing or the build fails.
+ */
+static const char *need_app(void)
+{
+	const char *dll = th_env("RINGPIPE_DOTNET_APP", APP_DLL_DEFAULT);
+	struct bytebuf out = { 0 };
+	int lock, rc;
+
+	if (system("command -v dotnet >/dev/null 2>&1") != 0)
+		SKIP_OR_FAIL("the .NET SDK (dotnet) is not installed, so there is no .NET "
+			     "process to attach to");
+	if (access(dll, R_OK) == 0)
+		return dll;
+	if (strcmp(dll, APP_DLL_DEFAULT))
+		SKIP_OR_FAIL("RINGPIPE_DOTNET_APP=%s does not exist", dll);
+	/* tests run in parallel: one build at a time */
+	mkdir(".output", 0755);
+	lock = open(".output/interop-app.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	cr_assert_geq(lock, 0);
+	flock(lock, LOCK_EX);
+	rc = access(dll, R_OK) == 0 ? 0 :
+		th_run("dotnet build -nologo -v q -c Release tests/interop/DotnetApp "
+		       "-o .output/interop-app 2>&1", &out);
+	flock(lock, LOCK_UN);
+	close(lock);
+	if (rc != 0)
+		SKIP_OR_FAIL("tests/interop/DotnetApp does not build (exit %d): %.400s", rc,
+			     text(&out));
+	bb_free(&out);
+	return dll;
+}
+
+struct proc {
+	pid_t pid;
+	int out_fd;		/* its stdout */
+	char line[256];
+};
+
+/* Starts argv with stdout on a pipe; waits for its "pid N" line. */
+static void proc_start(struct proc *p, char *const argv[])
+{
+	int pfd[2];
+	size_t n = 0;
+	uint64_t deadline;
+
+	cr_assert_eq(pipe2(pfd, O_CLOEXEC), 0);
+	p->pid = fork();
+	cr_assert_geq(p->pid, 0);
+	if (p->pid == 0) {
+		dup2(pfd[1], STDOUT_FILENO);
+		execvp(argv[0], argv);
+		_exit(127);
+	}
+	close(pfd[1]);
+	p->out_fd = pfd[0];
+	deadline = ipcc_now_ms() + 30000;
+	while (ipcc_now_ms() < deadline && n < sizeof(p->line) - 1) {
+		struct pollfd pf = { .fd = p->out_fd, .events = POLLIN };
+		ssize_t got;
+
+		if (poll(&pf, 1, 100) <= 0)
+			continue;
+		got = read(p->out_fd, p->line + n, 1);
+		if (got <= 0)
+			break;
+		if (p->line[n] == '\n') {
+			p->line[n] = 0;
+			break;
+		}
+		n++;
+	}
+	cr_assert(!strncmp(p->line, "pid ", 4), "%s did not print its pid (got '%s')", argv[0],
+		  p->line);
+	cr_assert_eq(atoi(p->line + 4), p->pid, "%s", p->line);
+}
+
+/* Waits (at most 10 s) until a diagnostic socket for pid exists. */
+static void wait_socket(pid_t pid)
+{
+	char path[IPCC_PATH_MAX];
+	int i;
+
+	for (i = 0; i < 200; i++) {
+		if (!ipcc_find_socket(pid, path, sizeof(path)))
+			return;
+		usleep(50000);
+	}
+	cr_assert_fail("pid %d never created its diagnostic socket", (int)pid);
+}
+
+static void proc_kill(struct proc *p)
+{
+	if (p->pid > 0) {
+		kill(p->pid, SIGKILL);
+		waitpid(p->pid, NULL, 0);
+	}
+	if (p->out_fd >= 0)
+		close(p->out_fd);
+}
+
+static uint64_t count_of(const char *counts, const char *key)
+{
+	char want[256];
+	const char *at;
+
+	snprintf(want, sizeof(want), "%s\t", key);
+	for (at = strstr(counts, want); at; at = strstr(at + 1, want))
+		if (at == counts || at[-1] == '\n')
+			return strtoull(at + strlen(want), NULL, 10);
+	return 0;
+}
+
+/* TraceEvent's counts of file; asserts that it read the file without error. */
+static void te_counts(const char *dll, const char *file, struct bytebuf *out)
+{
+	int rc = run_out(out, "dotnet '%s' counts '%s' 2>&1", dll, file);
+
+	cr_assert_eq(rc, 0, "TraceEvent could not read %s (exit %d): %s", file, rc, text(out));
+}
+
+/* ---- the client, without a runtime --------------------------------------- */
+
+/* The CollectTracing2 worked example of the protocol notes, byte for byte. */
+Test(collect, collect_tracing2_request_matches_the_worked_example)
+{
+	static const uint8_t want_head[] = {
+		0x44, 0x4F, 0x54, 0x4E, 0x45, 0x54, 0x5F, 0x49, 0x50, 0x43, 0x5F, 0x56, 0x31, 0x00,
+		0x77, 0x00, 0x02, 0x03, 0x00, 0x00,
+		0x00, 0x01, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x01,
+		0x01, 0x00, 0x00, 0x00,
+		0x01, 0, 0, 0, 0, 0, 0, 0, 0x04, 0, 0, 0,
+		0x20, 0x00, 0x00, 0x00, 0x4D, 0x00,
+	};
+	static const uint8_t want_tail[] = { 0x65, 0x00, 0x00, 0x00, 0x01, 0, 0, 0, 0x00, 0x00 };
+	struct rp_provider_config pc = { .name = "Microsoft-Windows-DotNETRuntime",
+					 .keywords = 1, .level = 4 };
+	struct ipcc_collect_opts o = { .providers = &pc, .nproviders = 1, .buffer_mb = 256,
+				       .rundown = true, .buffering = RP_BUFFERING_DROP };
+	struct bytebuf b = { 0 };
+	uint8_t msg[256], id;
+	char err[128];
+	int sv[2];
+
+	cr_assert_eq(ipcc_collect_payload(&o, &b, &id, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(id, IPCC_EP_COLLECT_TRACING2);
+	cr_assert_eq(b.len, 99u);
+	/* through the real send path */
+	cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	cr_assert_eq(ipcc_send_request(sv[0], IPCC_SET_EVENTPIPE, id, b.p, b.len), 0);
+	cr_assert_eq(read_full(sv[1], msg, 119, 1000, NULL), 0);
+	cr_assert_eq(memcmp(msg, want_head, sizeof(want_head)), 0);
+	cr_assert_eq(memcmp(msg + 119 - sizeof(want_tail), want_tail, sizeof(want_tail)), 0);
+	close(sv[0]);
+	close(sv[1]);
+	bb_free(&b);
+}
+
+/* Block mode is CollectTracing6: CT5's layout plus a trailing bufferingMode 1. */
+Test(collect, block_mode_is_collect_tracing6)
+{
+	struct rp_provider_config pc[2] = { { .name = "A", .keywords = 0x10, .level = 5,
+					      .args = "EventCounterIntervalSec=1" },
+					    { .name = "B\xc3\xa9", .level = 0 } };
+	struct ipcc_collect_opts o = { .providers = pc, .nproviders = 2, .buffer_mb = 64,
+				       .rundown = false, .buffering = RP_BUFFERING_BLOCK };
+	struct bytebuf b = { 0 };
+	uint64_t rundown;
+	uint32_t u;
+	uint8_t id;
+	char err[128];
+	size_t off, args_units = strlen(pc[0].args) + 1;
+
+	cr_assert_eq(ipcc_collect_payload(&o, &b, &id, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(id, IPCC_EP_COLLECT_TRACING6);
+	memcpy(&u, b.p, 4);
+	cr_assert_eq(u, 0, "session_type");
+	memcpy(&u, b.p + 4, 4);
+	cr_assert_eq(u, 64);
+	memcpy(&u, b.p + 8, 4);
+	cr_assert_eq(u, 1, "format");
+	memcpy(&rundown, b.p + 12, 8);
+	cr_assert_eq(rundown, 0);
+	cr_assert_eq(b.p[20], 1, "stackwalk");
+	memcpy(&u, b.p + 21, 4);
+	cr_assert_eq(u, 2);
+	/* provider A: keywords, level, name "A" (2 units), args, filter */
+	off = 25 + 8 + 4 + 4 + 4 + 4 + 2 * args_units + 1 + 4;
+	/* provider B: name is 'B', U+00E9, NUL */
+	memcpy(&u, b.p + off + 12, 4);
+	cr_assert_eq(u, 3);
+	cr_assert_eq(b.p[off + 16 + 2], 0xe9);
+	memcpy(&u, b.p + b.len - 4, 4);
+	cr_assert_eq(u, 1, "bufferingMode");
+	cr_assert_eq(b.len, off + 8 + 4 + 4 + 6 + 4 + 2 + 1 + 4 + 4);
+	bb_free(&b);
+
+	/* bad input is refused, never coerced */
+	o.buffering = 2;
+	cr_assert_eq(ipcc_collect_payload(&o, &b, &id, err, sizeof(err)), -EINVAL);
+	o.buffering = RP_BUFFERING_DROP;
+	pc[1].level = 6;
+	cr_assert_eq(ipcc_collect_payload(&o, &b, &id, err, sizeof(err)), -EINVAL);
+	pc[1].level = 4;
+	pc[1].name = "bad\xff";
+	cr_assert_eq(ipcc_collect_payload(&o, &b, &id, err, sizeof(err)), -EINVAL);
+	bb_free(&b);
+}
+
+/* Replies: OK with payload, error HRESULT, garbage, a server that hangs up. */
+Test(collect, replies_and_errors_are_decoded)
+{
+	static const uint8_t ok[28] = { 'D', 'O', 'T', 'N', 'E', 'T', '_', 'I', 'P', 'C', '_', 'V',
+					'1', 0, 28, 0, 0xff, 0x00, 0, 0, 0x34, 0x12, 0, 0, 0, 0,
+					0, 0 };
+	static const uint8_t err[24] = { 'D', 'O', 'T', 'N', 'E', 'T', '_', 'I', 'P', 'C', '_',
+					 'V', '1', 0, 24, 0, 0xff, 0xff, 0, 0, 0x85, 0x13, 0x13,
+					 0x80 };
+	struct ipcc_reply *r = malloc(sizeof(*r));
+	int sv[2];
+
+	cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	cr_assert_eq(write(sv[1], ok, sizeof(ok)), (ssize_t)sizeof(ok));
+	cr_assert_eq(ipcc_read_reply(sv[0], r, 1000, NULL), 0);
+	cr_assert_eq(r->len, 8);
+	cr_assert_eq(r->payload[0], 0x34);
+	cr_assert_eq(write(sv[1], err, sizeof(err)), (ssize_t)sizeof(err));
+	cr_assert_eq(ipcc_read_reply(sv[0], r, 1000, NULL), -EREMOTEIO);
+	cr_assert_eq(r->hresult, IPCC_HR_UNKNOWN_COMMAND);
+	cr_assert_eq(write(sv[1], "HTTP/1.1 200 OK\r\nA: b\r\n\r\n", 25), 25);
+	cr_assert_eq(ipcc_read_reply(sv[0], r, 1000, NULL), -EBADMSG);
+	cr_assert_eq(ipcc_read_reply(sv[0], r, 100, NULL), -ETIMEDOUT);
+	close(sv[1]);
+	cr_assert_eq(ipcc_read_reply(sv[0], r, 1000, NULL), -ECONNRESET);
+	close(sv[0]);
+	free(r);
+}
+
+static int bind_at(const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	cr_assert_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0, "bind %s", path);
+	return fd;
+}
+
+/* -p finds dotnet-diagnostic-<pid>-<digits>-socket, the newest one. */
+Test(collect, find_socket_takes_the_newest_well_formed_name)
+{
+	char *dir = strdup("/tmp/rp-sock-XXXXXX"), *a, *b, *c, *d, found[IPCC_PATH_MAX];
+	struct timespec old[2] = { { 1000000, 0 }, { 1000000, 0 } };
+	int pid = (int)getpid(), fa, fb, fc;
+
+	/* /tmp, not $TMPDIR: socket paths must stay under 108 bytes */
+	cr_assert_not_null(mkdtemp(dir));
+	cr_assert(asprintf(&a, "%s/dotnet-diagnostic-%d-111-socket", dir, pid) > 0);
+	cr_assert(asprintf(&b, "%s/dotnet-diagnostic-%d-222-socket", dir, pid) > 0);
+	cr_assert(asprintf(&c, "%s/dotnet-diagnostic-%d-3x3-socket", dir, pid) > 0);
+	cr_assert(asprintf(&d, "%s/dotnet-diagnostic-%d-444-socket", dir, pid) > 0);
+	fa = bind_at(a);
+	fb = bind_at(b);
+	fc = bind_at(c);
+	cr_assert_eq(th_write_file(d, "not a socket", 12), 0);
+	cr_assert_eq(utimensat(AT_FDCWD, b, old, 0), 0);
+	setenv("TMPDIR", dir, 1);
+	cr_assert_eq(ipcc_find_socket(pid, found, sizeof(found)), 0);
+	cr_assert_str_eq(found, a);
+	cr_assert_eq(utimensat(AT_FDCWD, a, old, 0), 0);
+	old[0].tv_sec = old[1].tv_sec = 2000000;
+	cr_assert_eq(utimensat(AT_FDCWD, b, old, 0), 0);
+	cr_assert_eq(ipcc_find_socket(pid, found, sizeof(found)), 0);
+	cr_assert_str_eq(found, b);
+	unlink(a);
+	unlink(b);
+	cr_assert_eq(ipcc_find_socket(pid, found, sizeof(found)), -ENOENT);
+	cr_assert_eq(ipcc_find_socket(0x7ffffff0, found, sizeof(found)), -ESRCH);
+	close(fa);
+	close(fb);
+	close(fc);
+	free(a);
+	free(b);
+	free(c);
+	free(d);
+	th_rmdir(dir);
+}
+
+static void advertise(const char *path, const char *magic, uint64_t pid)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	uint8_t adv[IPCC_ADVERTISE_SIZE] = { 0 };
+	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)))
+		_exit(3);
+	memcpy(adv, magic, 8);
+	memset(adv + 8, 0xab, 16);
+	memcpy(adv + 24, &pid, 8);
+	if (write(fd, adv, sizeof(adv)) != (ssize_t)sizeof(adv))
+		_exit(4);
+	/* stay connected until the other side hangs up */
+	while (read(fd, adv, 1) > 0)
+		;
+	close(fd);
+}
+
+/* Reverse mode: bad magic and other pids are dropped, the right one is used. */
+Test(collect, reverse_mode_takes_only_the_expected_advertise)
+{
+	char *dir = th_tmpdir(), *path;
+	struct ipcc_endpoint ep;
+	int lfd, fd;
+	pid_t child;
+
+	cr_assert(asprintf(&path, "%s/rev.sock", dir) > 0);
+	lfd = ipcc_reverse_listen(path);
+	cr_assert_geq(lfd, 0, "%s", strerror(-lfd));
+	child = fork();
+	if (child == 0) {
+		if (fork() == 0) {
+			advertise(path, "ADVR_V2", 4242);
+			_exit(0);
+		}
+		usleep(100000);
+		if (fork() == 0) {
+			advertise(path, "ADVR_V1", 777);
+			_exit(0);
+		}
+		usleep(100000);
+		advertise(path, "ADVR_V1", 4242);
+		_exit(0);
+	}
+	ipcc_endpoint_init_reverse(&ep, lfd, 4242);
+	fd = ipcc_endpoint_open(&ep, 10000);
+	cr_assert_geq(fd, 0, "%s", strerror(-fd));
+	cr_assert_eq(ep.adv_pid, 4242u);
+	cr_assert_eq(ep.cookie[0], 0xab);
+	cr_assert_eq(ep.ignored, 2);
+	close(fd);
+	/* nobody else connects: a timeout, and a cancel flag ends the wait */
+	cr_assert_eq(ipcc_endpoint_open(&ep, 200), -ETIMEDOUT);
+	ep.cancel = 1;
+	cr_assert_eq(ipcc_endpoint_open(&ep, -1), -ECANCELED);
+	waitpid(child, NULL, 0);
+	close(lfd);
+	free(path);
+	th_rmdir(dir);
+}
+
+/* ---- the CLI's usage errors ------------------------------------------------ */
+
+Test(collect, usage_errors_exit_2_with_a_message)
+{
+	static const struct {
+		const char *args, *msg;
+	} cases[] = {
+		{ "collect -p 1 --buffering-mode fast", "--buffering-mode must be drop or block, not 'fast'" },
+		{ "collect -p 1 --buffering-mode ''", "--buffering-mode must be drop or block" },
+		{ "collect -p 1 --buffering-mode 2", "--buffering-mode must be drop or block, not '2'" },
+		{ "collect -p 1 --duration 0", "--duration takes" },
+		{ "collect -p 1 --duration 1:99:00", "--duration takes" },
+		{ "collect -p 1 --duration 5s", "--duration takes" },
+		{ "collect -p 1 --format v6", "--format must be v5" },
+		{ "collect -p abc", "-p takes a process id" },
+		{ "collect -p 1 --providers 'A:zz'", "--providers: keywords 'zz'" },
+		{ "collect -p 1 --providers 'A,'", "--providers: trailing ','" },
+		{ "collect -p 1 --buffer-mb 0", "--buffer-mb must be between" },
+		{ "collect -p 1 --bogus", "unknown option '--bogus'" },
+		{ "collect -p 1 -o", "needs a value" },
+		{ "collect", "-p PID or -- CMD is required" },
+		{ "collect -p 1 -- true", "either -p PID or -- CMD" },
+		{ "collect --", "must be followed by a command" },
+		{ "stop -p 1", "--session ID are required" },
+		{ "stop -p 1 --session xyz", "--session takes a session id" },
+		{ "ps --bogus", "unknown option" },
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct bytebuf out = { 0 };
+		int rc = run_out(&out, "'%s' %s 2>&1", th_tool(), cases[i].args);
+
+		cr_assert_eq(rc, 2, "'ringpipe %s' exited %d, not 2: %s", cases[i].args, rc,
+			     text(&out));
+		cr_assert(strstr(text(&out), cases[i].msg), "'ringpipe %s' said '%s', not '%s'",
+			  cases[i].args, text(&out), cases[i].msg);
+		bb_free(&out);
+	}
+}
+
+Test(collect, missing_targets_are_clear_errors)
+{
+	struct bytebuf out = { 0 };
+	int rc;
+
+	rc = run_out(&out, "'%s' collect -p 2147483646 2>&1", th_tool());
+	cr_assert_eq(rc, 1, "%s", text(&out));
+	cr_assert(strstr(text(&out), "no process with pid 2147483646"), "%s", text(&out));
+	bb_free(&out);
+	/* a live process without a socket: ourselves */
+	rc = run_out(&out, "'%s' collect -p %d 2>&1", th_tool(), (int)getpid());
+	cr_assert_eq(rc, 1, "%s", text(&out));
+	cr_assert(strstr(text(&out), "has no diagnostic socket"), "%s", text(&out));
+	bb_free(&out);
+	rc = run_out(&out, "'%s' collect -- /nonexistent/program 2>&1", th_tool());
+	cr_assert_eq(rc, 1, "%s", text(&out));
+	cr_assert(strstr(text(&out), "cannot run '/nonexistent/program'"), "%s", text(&out));
+	bb_free(&out);
+	rc = run_out(&out, "'%s' collect -- true 2>&1", th_tool());
+	cr_assert_eq(rc, 1, "%s", text(&out));
+	cr_assert(strstr(text(&out), "before its runtime connected"), "%s", text(&out));
+	bb_free(&out);
+}
+
+/* ---- against a real .NET runtime ------------------------------------------ */
+
+Test(collect_interop, ps_lists_a_dotnet_process, .timeout = 120)
+{
+	const char *dll = need_app();
+	char *argv[] = { "dotnet", (char *)dll, "--duration", "30", NULL }, want[64];
+	struct proc app = { .out_fd = -1 };
+	struct bytebuf out = { 0 };
+	int rc;
+
+	proc_start(&app, argv);
+	wait_socket(app.pid);
+	rc = run_out(&out, "'%s' ps 2>&1", th_tool());
+	cr_assert_eq(rc, 0, "%s", text(&out));
+	snprintf(want, sizeof(want), "\n%7d  dotnet ", (int)app.pid);
+	cr_assert(strstr(text(&out), want), "pid %d not listed:\n%s", (int)app.pid, text(&out));
+	cr_assert(strstr(text(&out), "DotnetApp.dll --duration 30"), "%s", text(&out));
+	bb_free(&out);
+	rc = run_out(&out, "'%s' ps -v 2>&1", th_tool());
+	cr_assert_eq(rc, 0, "%s", text(&out));
+	cr_assert(strstr(text(&out), "runtime: DotnetApp "), "ProcessInfo not shown:\n%s",
+		  text(&out));
+	bb_free(&out);
+	proc_kill(&app);
+}
+
+Test(collect_interop, collect_attaches_to_a_dotnet_process, .timeout = 120)
+{
+	TH_NEED_TRACEDUMP(te);
+	const char *dll = need_app();
+	char *argv[] = { "dotnet", (char *)dll, "--duration", "30", "--rate", "50", NULL };
+	char *dir = th_tmpdir(), *file;
+	struct proc app = { .out_fd = -1 };
+	struct bytebuf out = { 0 }, counts = { 0 };
+	uint64_t ticks;
+	int rc;
+
+	cr_assert(asprintf(&file, "%s/attach.nettrace", dir) > 0);
+	proc_start(&app, argv);
+	wait_socket(app.pid);
+	rc = run_out(&out, "'%s' collect -p %d --providers "
+		     "Ringpipe-DotnetApp,Microsoft-Windows-DotNETRuntime:0x1:4 --duration 3 "
+		     "-o '%s' 2>&1", th_tool(), (int)app.pid, file);
+	cr_assert_eq(rc, 0, "collect exited %d: %s", rc, text(&out));
+	cr_assert(strstr(text(&out), " 0 lost (EventsLost)"), "%s", text(&out));
+	te_counts(te, file, &counts);
+	ticks = count_of(text(&counts), "Ringpipe-DotnetApp/Tick");
+	/* 3 s at 50/s */
+	cr_assert(ticks >= 100 && ticks <= 200, "%" PRIu64 " Tick events:\n%s", ticks,
+		  text(&counts));
+	cr_assert_gt(count_of(text(&counts), "Microsoft-Windows-DotNETRuntime/GC/Start"), 0,
+		     "no GC events:\n%s", text(&counts));
+	cr_assert(strstr(text(&counts), "#lost\t0"), "%s", text(&counts));
+
+	bb_free(&out);
+	bb_free(&counts);
+	proc_kill(&app);
+	free(file);
+	th_rmdir(dir);
+}
+
+/* `ringpipe stop` ends a collect that runs without a duration. */
+Test(collect_interop, stop_ends_a_session_by_id, .timeout = 120)
+{
+	TH_NEED_TRACEDUMP(te);
+	const char *dll = need_app();
+	char *argv[] = { "dotnet", (char *)dll, "--duration", "30", NULL };
+	char *dir = th_tmpdir(), *file, *log, id[32] = "";
+	struct proc app = { .out_fd = -1 };
+	struct bytebuf out = { 0 }, counts = { 0 };
+	pid_t collector;
+	int i, st;
+
+	cr_assert(asprintf(&file, "%s/stop.nettrace", dir) > 0);
+	cr_assert(asprintf(&log, "%s/collect.log", dir) > 0);
+	proc_start(&app, argv);
+	wait_socket(app.pid);
+	collector = fork();
+	if (collector == 0) {
+		char pid[16];
+		int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+
+		snprintf(pid, sizeof(pid), "%d", (int)app.pid);
+		dup2(fd, STDERR_FILENO);
+		dup2(fd, STDOUT_FILENO);
+		execl(th_tool(), th_tool(), "collect", "-p", pid, "--providers",
+		      "Ringpipe-DotnetApp", "-o", file, (char *)NULL);
+		_exit(127);
+	}
+	for (i = 0; i < 200 && !*id; i++) {
+		struct bytebuf l = { 0 };
+		const char *s;
+
+		usleep(50000);
+		if (th_read_file(log, &l) == 0 && (s = strstr(text(&l), "session 0x")))
+			snprintf(id, sizeof(id), "%.*s", (int)strspn(s + 8, "0x123456789abcdef"),
+				 s + 8);
+		bb_free(&l);
+	}
+	cr_assert(*id, "collect did not print its session id");
+	usleep(500000);
+	cr_assert_eq(run_out(&out, "'%s' stop -p %d --session %s 2>&1", th_tool(), (int)app.pid,
+			     id), 0, "%s", text(&out));
+	cr_assert_eq(waitpid(collector, &st, 0), collector);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "collect ended with 0x%x", st);
+	te_counts(te, file, &counts);
+	cr_assert_gt(count_of(text(&counts), "Ringpipe-DotnetApp/Tick"), 0, "%s", text(&counts));
+	bb_free(&out);
+	bb_free(&counts);
+	proc_kill(&app);
+	free(file);
+	free(log);
+	th_rmdir(dir);
+}
+
+/*
+ * collect -- CMD: the runtime starts suspended and connects to us, so the
+ * trace holds every Tick the program wrote, from N=1.
+ */
+static void launch_from_first_event(const char *te, const char *cmd, const char *provider,
+				    const char *event, const char *first)
+{
+	char *dir = th_tmpdir(), *file, *dump = NULL;
+	struct bytebuf out = { 0 }, counts = { 0 }, d = { 0 };
+	const char *t;
+	uint64_t written, traced;
+	int rc;
+
+	cr_assert(asprintf(&file, "%s/launch.nettrace", dir) > 0);
+	rc = run_out(&out, "'%s' collect --providers %s -o '%s' -- %s 2>&1", th_tool(), provider,
+		     file, cmd);
+	cr_assert_eq(rc, 0, "collect exited %d: %s", rc, text(&out));
+	t = strstr(text(&out), "ticks ");
+	cr_assert_not_null(t, "the program did not finish: %s", text(&out));
+	written = strtoull(t + 6, NULL, 10);
+	te_counts(te, file, &counts);
+	traced = count_of(text(&counts), event);
+	cr_assert_eq(traced, written, "the program wrote %" PRIu64 " ticks, the trace has %"
+		     PRIu64 ":\n%s\n%s", written, traced, text(&counts), text(&out));
+	cr_assert(strstr(text(&counts), "#lost\t0"), "%s", text(&counts));
+	cr_assert(asprintf(&dump, "dotnet '%s' dump '%s' | grep -m1 '%s'", te, file, first) > 0);
+	cr_assert_eq(th_run(dump, &d), 0, "the first event (%s) is not in the trace", first);
+	free(dump);
+	bb_free(&d);
+	bb_free(&out);
+	bb_free(&counts);
+	free(file);
+	th_rmdir(dir);
+}
+
+Test(collect_interop, collect_launch_traces_a_dotnet_program_from_its_first_event,
+     .timeout = 120)
+{
+	TH_NEED_TRACEDUMP(te);
+	const char *dll = need_app();
+	char *cmd = NULL;
+
+	cr_assert(asprintf(&cmd, "dotnet '%s' --duration 2 --rate 50", dll) > 0);
+	launch_from_first_event(te, cmd, "Ringpipe-DotnetApp,Microsoft-Windows-DotNETRuntime:0x1:4",
+				"Ringpipe-DotnetApp/Tick", "\"fields\":{\"N\":1}");
+	free(cmd);
+}
+
+/* .NET 10 has no CollectTracing6: Block is refused with a clear message. */
+Test(collect_interop, block_mode_needs_a_runtime_that_has_it, .timeout = 120)
+{
+	TH_NEED_TRACEDUMP(te);
+	const char *dll = need_app();
+	char *argv[] = { "dotnet", (char *)dll, "--duration", "30", NULL };
+	char *dir = th_tmpdir(), *file;
+	struct proc app = { .out_fd = -1 };
+	struct bytebuf out = { 0 }, counts = { 0 };
+	int rc;
+
+	cr_assert(asprintf(&file, "%s/block.nettrace", dir) > 0);
+	proc_start(&app, argv);
+	wait_socket(app.pid);
+	rc = run_out(&out, "'%s' collect -p %d --providers Ringpipe-DotnetApp --buffering-mode "
+		     "block --duration 1 -o '%s' 2>&1", th_tool(), (int)app.pid, file);
+	if (rc == 0) {
+		/* a runtime with CollectTracing6 */
+		te_counts(te, file, &counts);
+		cr_assert(strstr(text(&counts), "#lost\t0"), "%s", text(&counts));
+	} else {
+		cr_assert_eq(rc, 1, "%s", text(&out));
+		cr_assert(strstr(text(&out), "does not support --buffering-mode block"), "%s",
+			  text(&out));
+		cr_assert_neq(access(file, F_OK), 0, "a failed session left %s behind", file);
+	}
+	bb_free(&out);
+	bb_free(&counts);
+	proc_kill(&app);
+	free(file);
+	th_rmdir(dir);
+}
+
+/* ---- against ringpipe's own server (ringpipe-demo) ------------------------ */
+
+static char *need_demo(void)
+{
+	char *demo = demo_path();
+
+	if (access(demo, X_OK) != 0) {
+		free(demo);
+		cr_skip_test("ringpipe-demo is not built (it links once the IPC server is in "
+			     "the library)");
+	}
+	return demo;
+}
+
+Test(collect_demo, ps_and_collect_work_on_ringpipe_demo, .timeout = 120)
+{
+	TH_NEED_TRACEDUMP(te);
+	char *demo = need_demo();
+	char *argv[] = { demo, "--duration", "30", "--rate", "200", "--threads", "2", NULL };
+	char *dir = th_tmpdir(), *file, want[64];
+	struct proc app = { .out_fd = -1 };
+	struct bytebuf out = { 0 }, counts = { 0 };
+	uint64_t start, stop;
+	int rc;
+
+	cr_assert(asprintf(&file, "%s/demo.nettrace", dir) > 0);
+	proc_start(&app, argv);
+	wait_socket(app.pid);
+	rc = run_out(&out, "'%s' ps 2>&1", th_tool());
+	cr_assert_eq(rc, 0, "%s", text(&out));
+	snprintf(want, sizeof(want), "\n%7d  ringpipe-demo ", (int)app.pid);
+	cr_assert(strstr(text(&out), want), "pid %d not listed:\n%s", (int)app.pid, text(&out));
+	bb_free(&out);
+	rc = run_out(&out, "'%s' collect -p %d --providers "
+		     "'Ringpipe-Demo,Ringpipe-Demo-Counters:0:0:EventCounterIntervalSec=1' "
+		     "--buffering-mode block --duration 2.5 -o '%s' 2>&1", th_tool(),
+		     (int)app.pid, file);
+	cr_assert_eq(rc, 0, "collect exited %d: %s", rc, text(&out));
+	te_counts(te, file, &counts);
+	cr_assert_gt(count_of(text(&counts), "Ringpipe-Demo/Tick"), 500, "%s", text(&counts));
+	start = count_of(text(&counts), "Ringpipe-Demo/Work/Start");
+	stop = count_of(text(&counts), "Ringpipe-Demo/Work/Stop");
+	cr_assert(start > 0 && start <= stop + 2 && stop <= start + 2, "%s", text(&counts));
+	cr_assert_geq(count_of(text(&counts), "Ringpipe-Demo-Counters/EventCounters"), 2, "%s",
+		      text(&counts));
+	cr_assert(strstr(text(&counts), "#lost\t0"), "%s", text(&counts));
+	bb_free(&out);
+	bb_free(&counts);
+	proc_kill(&app);
+	free(file);
+	free(demo);
+	th_rmdir(dir);
+}
+
+Test(collect_demo, collect_launch_traces_ringpipe_demo_from_its_first_event, .timeout = 120)
+{
+	TH_NEED_TRACEDUMP(te);
+	char *demo = need_demo(), *cmd = NULL;
+
+	cr_assert(asprintf(&cmd, "'%s' --duration 1 --rate 1000", demo) > 0);
+	launch_from_first_event(te, cmd, "Ringpipe-Demo", "Ringpipe-Demo/Tick",
+				"\"Counter\":1,\"Thread\":0");
+	free(cmd);
+	free(demo);
+}

@@ -1,0 +1,1829 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The diagnostics IPC server: the message parser and reply encoders, then
+ * the server over real Unix sockets, driven by a small client written here
+ * (its encoder is independent of user/ipc_proto.c on purpose) the way
+ * dotnet-trace, dotnet-counters and dotnet-gcdump drive a .NET runtime.
+ */
+#include <dirent.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <pthread.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include "helpers.h"
+#include "ipc.h"
+#include "nettrace.h"
+#include "ringpipe/ringpipe.h"
+#include "session.h"
+
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#define SCALE 5
+#else
+#define SCALE 1
+#endif
+
+#define HR_BAD_ENCODING 0x80131384u
+#define HR_UNKNOWN_COMMAND 0x80131385u
+#define HR_UNKNOWN_MAGIC 0x80131386u
+#define HR_NOT_SUPPORTED 0x80131515u
+
+/* ---- a client-side encoder -------------------------------------------- */
+
+static void req_begin(struct bytebuf *b, uint8_t set, uint8_t id)
+{
+	static const uint8_t magic[14] = { 'D', 'O', 'T', 'N', 'E', 'T', '_', 'I', 'P', 'C',
+					   '_', 'V', '1', 0 };
+	uint8_t rest[6] = { 0, 0, set, id, 0, 0 };
+
+	b->len = 0;
+	bb_append(b, magic, 14);
+	bb_append(b, rest, 6);
+}
+
+static void req_end(struct bytebuf *b)
+{
+	uint16_t sz = (uint16_t)b->len;
+
+	cr_assert_leq(b->len, 65535, "a request fits 64 KiB");
+	memcpy(b->p + 14, &sz, 2);
+}
+
+static void w8(struct bytebuf *b, uint8_t v)
+{
+	bb_append(b, &v, 1);
+}
+
+static void w32(struct bytebuf *b, uint32_t v)
+{
+	bb_append(b, &v, 4);
+}
+
+static void w64(struct bytebuf *b, uint64_t v)
+{
+	bb_append(b, &v, 8);
+}
+
+/* count (incl. NUL) + UTF-16 of an ASCII string; NULL: count 0 */
+static void wstr(struct bytebuf *b, const char *s)
+{
+	size_t i, n;
+
+	if (!s) {
+		w32(b, 0);
+		return;
+	}
+	n = strlen(s);
+	w32(b, (uint32_t)n + 1);
+	for (i = 0; i <= n; i++) {
+		uint16_t u = (uint8_t)s[i];
+
+		bb_append(b, &u, 2);
+	}
+}
+
+struct prov {
+	const char *name;
+	uint64_t keywords;
+	uint32_t level;
+	const char *args;
+};
+
+struct collect_req {
+	int version;		/* 1..6 */
+	uint32_t buffer_mb;
+	uint32_t format;
+	bool rundown;		/* v2, v3 */
+	uint64_t rundown_kw;	/* v4+ */
+	bool stackwalk;		/* v3+ */
+	uint32_t mode;		/* v6 */
+	int nprov;
+	struct prov prov[4];
+};
+
+static void build_collect(struct bytebuf *b, const struct collect_req *c)
+{
+	int i;
+
+	req_begin(b, 0x02, (uint8_t)(0x01 + c->version));
+	if (c->version >= 5)
+		w32(b, 0);	/* streaming session */
+	w32(b, c->buffer_mb);
+	w32(b, c->format);
+	if (c->version == 2 || c->version == 3)
+		w8(b, c->rundown);
+	if (c->version >= 4)
+		w64(b, c->rundown_kw);
+	if (c->version >= 3)
+		w8(b, c->stackwalk);
+	w32(b, (uint32_t)c->nprov);
+	for (i = 0; i < c->nprov; i++) {
+		w64(b, c->prov[i].keywords);
+		w32(b, c->prov[i].level);
+		wstr(b, c->prov[i].name);
+		wstr(b, c->prov[i].args);
+		if (c->version >= 5) {
+			w8(b, 0);
+			w32(b, 0);	/* no event filter */
+		}
+	}
+	if (c->version == 6)
+		w32(b, c->mode);
+	req_end(b);
+}
+
+static void build_simple(struct bytebuf *b, uint8_t set, uint8_t id)
+{
+	req_begin(b, set, id);
+	req_end(b);
+}
+
+static void build_stop(struct bytebuf *b, uint64_t id)
+{
+	req_begin(b, 0x02, 0x01);
+	w64(b, id);
+	req_end(b);
+}
+
+/* ---- client-side transport -------------------------------------------- */
+
+static int cl_connect(const char *path)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	struct timeval tv = { .tv_sec = 20 };
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	cr_assert_geq(fd, 0);
+	cr_assert_lt(strlen(path), sizeof(a.sun_path));
+	strcpy(a.sun_path, path);
+	cr_assert_eq(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0, "connect %s: %s", path,
+		     strerror(errno));
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	return fd;
+}
+
+static void cl_send(int fd, const void *p, size_t n)
+{
+	cr_assert_eq(send(fd, p, n, MSG_NOSIGNAL), (ssize_t)n, "send: %s", strerror(errno));
+}
+
+/* Bytes read: n, or fewer at EOF / timeout / error. */
+static size_t read_exact(int fd, void *p, size_t n)
+{
+	size_t got = 0;
+
+	while (got < n) {
+		ssize_t k = read(fd, (char *)p + got, n - got);
+
+		if (k <= 0) {
+			if (k < 0 && errno == EINTR)
+				continue;
+			break;
+		}
+		got += (size_t)k;
+	}
+	return got;
+}
+
+struct reply {
+	bool ok;		/* a whole reply arrived */
+	uint16_t size;
+	uint8_t set, id;
+	uint8_t payload[65536];
+	size_t len;
+};
+
+static void read_reply(int fd, struct reply *r)
+{
+	uint8_t h[20];
+
+	memset(r, 0, sizeof(*r));
+	if (read_exact(fd, h, 20) != 20)
+		return;
+	cr_assert_eq(memcmp(h, "DOTNET_IPC_V1", 14), 0, "reply magic");
+	memcpy(&r->size, h + 14, 2);
+	r->set = h[16];
+	r->id = h[17];
+	cr_assert_geq(r->size, 20, "reply size %u", r->size);
+	r->len = r->size - 20u;
+	r->ok = read_exact(fd, r->payload, r->len) == r->len;
+}
+
+static struct reply *roundtrip(const char *path, const struct bytebuf *req)
+{
+	struct reply *r = malloc(sizeof(*r));
+	int fd = cl_connect(path);
+
+	cl_send(fd, req->p, req->len);
+	read_reply(fd, r);
+	close(fd);
+	return r;
+}
+
+static uint32_t rd32(const uint8_t *p)
+{
+	uint32_t v;
+
+	memcpy(&v, p, 4);
+	return v;
+}
+
+static uint64_t rd64(const uint8_t *p)
+{
+	uint64_t v;
+
+	memcpy(&v, p, 8);
+	return v;
+}
+
+static void expect_error(const struct reply *r, uint32_t hr, const char *what)
+{
+	cr_assert(r->ok, "%s: expected an error reply, got none", what);
+	cr_assert_eq(r->set, 0xFF, "%s: reply set 0x%x", what, r->set);
+	cr_assert_eq(r->id, 0xFF, "%s: expected an error reply, got id 0x%x", what, r->id);
+	cr_assert_eq(r->size, 24, "%s: error reply size %u", what, r->size);
+	cr_assert_eq(rd32(r->payload), hr, "%s: HRESULT 0x%08x, expected 0x%08x", what,
+		     rd32(r->payload), hr);
+}
+
+/* A protocol string from a reply, as ASCII ('?' for anything else). */
+static char *rdstr(const struct reply *r, size_t *off)
+{
+	uint32_t n, i;
+	char *s;
+
+	cr_assert_leq(*off + 4, r->len, "string count inside the payload");
+	n = rd32(r->payload + *off);
+	*off += 4;
+	cr_assert_geq(n, 1, "a server never sends string count 0");
+	cr_assert_leq(*off + 2 * (size_t)n, r->len, "string inside the payload");
+	s = malloc(n);
+	for (i = 0; i < n; i++) {
+		uint16_t u;
+
+		memcpy(&u, r->payload + *off + 2 * i, 2);
+		s[i] = u < 0x80 ? (char)u : '?';
+	}
+	cr_assert_eq(s[n - 1], 0, "string ends with NUL");
+	*off += 2 * (size_t)n;
+	return s;
+}
+
+static void expect_str(const struct reply *r, size_t *off, const char *want)
+{
+	char *s = rdstr(r, off);
+
+	cr_assert_str_eq(s, want, "string '%s', expected '%s'", s, want);
+	free(s);
+}
+
+/* ProcessInfo (v1) answers with our pid: the server is alive and well. */
+static void check_alive(const char *path, const char *after)
+{
+	struct bytebuf b = { 0 };
+	struct reply *r;
+
+	build_simple(&b, 0x04, 0x00);
+	r = roundtrip(path, &b);
+	cr_assert(r->ok && r->set == 0xFF && r->id == 0x00,
+		  "after %s the server must still answer ProcessInfo", after);
+	cr_assert_eq(rd64(r->payload), (uint64_t)getpid(), "ProcessInfo pid after %s", after);
+	free(r);
+	bb_free(&b);
+}
+
+/* ---- fixtures ----------------------------------------------------------- */
+
+static char *server_dir;
+static char server_path[128];
+
+/* TMPDIR is a fresh directory; start the server with opts (NULL: defaults). */
+static void start_server(const struct rp_ipc_opts *opts)
+{
+	int err;
+
+	server_dir = th_tmpdir();
+	cr_assert_not_null(server_dir);
+	setenv("TMPDIR", server_dir, 1);
+	err = rp_ipc_server_start(opts);
+	cr_assert_eq(err, 0, "rp_ipc_server_start: %d %s", err, rp_last_error());
+	cr_assert_eq(rp_ipc_default_path(server_path, sizeof(server_path)), 0);
+}
+
+static void end_server(void)
+{
+	rp_ipc_server_stop();
+	th_rmdir(server_dir);
+	server_dir = NULL;
+}
+
+static const struct rp_field ev_fields[] = {
+	{ "Counter", RP_TYPE_U64, 0, 0, NULL },
+	{ "Pad", RP_TYPE_U64, 0, 0, NULL },
+};
+
+struct ev_payload {
+	uint64_t counter;
+	uint64_t pad;
+};
+
+static struct rp_event *test_event(const char *provider)
+{
+	struct rp_provider_opts po = { .sz = sizeof(po), .name = provider };
+	struct rp_provider *p = rp_provider_new(&po);
+	struct rp_event_opts eo = { .sz = sizeof(eo), .id = 7, .name = "Tick", .level = 4,
+				    .keywords = 0x10, .nfields = 2, .fields = ev_fields };
+	struct rp_event *ev;
+
+	cr_assert_not_null(p, "%s", rp_last_error());
+	ev = rp_event_new(p, &eo);
+	cr_assert_not_null(ev, "%s", rp_last_error());
+	return ev;
+}
+
+static void wait_enabled(struct rp_event *ev, bool want, const char *why)
+{
+	int i;
+
+	for (i = 0; i < 2000 && rp_event_enabled(ev) != want; i++)
+		usleep(5000);
+	cr_assert_eq(rp_event_enabled(ev), want, "%s", why);
+}
+
+/* Waits until n sessions enable the event (the OK goes out before the
+ * session starts, so a client cannot know it directly). */
+static void wait_sessions(struct rp_event *ev, int n, const char *why)
+{
+	const struct rp_event_hot *h = (const void *)ev;
+	int i;
+
+	for (i = 0; i < 2000 && __builtin_popcountll(__atomic_load_n(&h->sessions, __ATOMIC_RELAXED)) != n; i++)
+		usleep(5000);
+	cr_assert_eq(__builtin_popcountll(__atomic_load_n(&h->sessions, __ATOMIC_RELAXED)), n, "%s", why);
+}
+
+/* Reads a stream socket to EOF on its own thread. */
+struct stream {
+	int fd;
+	size_t chunk;		/* bytes per read (0: 64 KiB) */
+	useconds_t delay;	/* pause after each read: a slow reader */
+	size_t limit;		/* hang up after this many bytes (0: read to EOF) */
+	struct bytebuf got;
+	pthread_t th;
+};
+
+static void *stream_main(void *arg)
+{
+	struct stream *s = arg;
+	size_t chunk = s->chunk ? s->chunk : 65536;
+	char *buf = malloc(chunk);
+	ssize_t n;
+
+	while ((n = read(s->fd, buf, chunk)) > 0) {
+		bb_append(&s->got, buf, (size_t)n);
+		if (s->limit && s->got.len >= s->limit)
+			break;
+		if (s->delay)
+			usleep(s->delay);
+	}
+	free(buf);
+	return NULL;
+}
+
+/* Sends a CollectTracing request; returns the socket, *id from the OK. */
+static int collect(const char *path, const struct collect_req *c, uint64_t *id)
+{
+	struct bytebuf b = { 0 };
+	struct reply *r = malloc(sizeof(*r));
+	int fd = cl_connect(path);
+
+	build_collect(&b, c);
+	cl_send(fd, b.p, b.len);
+	read_reply(fd, r);
+	cr_assert(r->ok && r->set == 0xFF && r->id == 0x00 && r->size == 28,
+		  "CollectTracing%d: OK with a u64 (set 0x%x id 0x%x size %u)", c->version, r->set,
+		  r->id, r->size);
+	*id = rd64(r->payload);
+	cr_assert_neq(*id, 0, "session ids are never 0");
+	free(r);
+	bb_free(&b);
+	return fd;
+}
+
+static void stop_tracing(const char *path, uint64_t id)
+{
+	struct bytebuf b = { 0 };
+	struct reply *r;
+
+	build_stop(&b, id);
+	r = roundtrip(path, &b);
+	cr_assert(r->ok && r->id == 0x00 && r->size == 28, "StopTracing: OK with the id");
+	cr_assert_eq(rd64(r->payload), id, "StopTracing echoes the id");
+	free(r);
+	bb_free(&b);
+}
+
+/* Parses a received stream: events of `provider`, EventsLost, clean end. */
+static uint64_t count_events(const struct bytebuf *got, const char *provider, int64_t *lost,
+			     uint64_t *max_counter)
+{
+	struct nt_reader *r = nt_reader_new_mem(got->p, got->len);
+	struct nt_rec rec;
+	uint64_t n = 0, prev = 0;
+	int err;
+
+	cr_assert_not_null(r, "the stream (%zu bytes) opens as nettrace", got->len);
+	cr_assert_eq(nt_reader_info(r)->format, 5, "IPC sessions stream nettrace V5");
+	cr_assert_eq(nt_reader_info(r)->pid, getpid());
+	while ((err = nt_reader_next(r, &rec)) > 0) {
+		uint64_t c;
+
+		if (strcmp(rec.meta->provider, provider))
+			continue;
+		cr_assert_str_eq(rec.meta->name, "Tick");
+		cr_assert_eq(rec.payload_len, sizeof(struct ev_payload));
+		memcpy(&c, rec.payload, 8);
+		cr_assert_gt(c, prev, "events in the order they were written");
+		prev = c;
+		n++;
+	}
+	cr_assert_eq(err, 0, "the stream ends cleanly: %s", nt_reader_errmsg(r));
+	if (lost)
+		*lost = nt_reader_lost(r);
+	if (max_counter)
+		*max_counter = prev;
+	nt_reader_free(r);
+	return n;
+}
+
+static uint64_t write_events(struct rp_event *ev, uint64_t first, uint64_t n)
+{
+	struct ev_payload p = { 0 };
+	uint64_t i, ok = 0;
+
+	for (i = 0; i < n; i++) {
+		p.counter = first + i;
+		if (rp_event_write(ev, &p, sizeof(p)) == 0)
+			ok++;
+	}
+	return ok;
+}
+
+/* ====================================================================== */
+/* parser and encoders                                                     */
+/* ====================================================================== */
+
+Test(ipc, proto_worked_example_collect2)
+{
+	/* ../shared/docs/diagnostics-ipc.md §7.6, byte for byte */
+	static const char name[] = "Microsoft-Windows-DotNETRuntime";
+	struct bytebuf b = { 0 };
+	struct ipc_msg m;
+	struct ipc_error e;
+	size_t i;
+
+	req_begin(&b, 0x02, 0x03);
+	w32(&b, 256);
+	w32(&b, 1);
+	w8(&b, 1);
+	w32(&b, 1);
+	w64(&b, 1);
+	w32(&b, 4);
+	w32(&b, 32);
+	for (i = 0; i < 32; i++) {
+		uint16_t u = (uint8_t)name[i];
+
+		bb_append(&b, &u, 2);
+	}
+	w32(&b, 1);
+	w8(&b, 0);
+	w8(&b, 0);
+	req_end(&b);
+	cr_assert_eq(b.len, 119, "the worked example is 119 bytes");
+	cr_assert_eq(b.p[14], 0x77);
+
+	cr_assert_eq(ipc_msg_parse(b.p, b.len, &m, &e), 0, "%s", e.msg);
+	cr_assert_eq(m.kind, IPC_MSG_COLLECT_TRACING);
+	cr_assert_eq(m.u.collect.version, 2);
+	cr_assert_eq(m.u.collect.buffer_mb, 256);
+	cr_assert_eq(m.u.collect.format, 1);
+	cr_assert_eq(m.u.collect.rundown_keyword, 0x80020139ull, "requestRundown: default keyword");
+	cr_assert(m.u.collect.stackwalk, "CollectTracing2 walks stacks");
+	cr_assert_eq(m.u.collect.buffering, 0);
+	cr_assert_eq(m.u.collect.nproviders, 1);
+	cr_assert_str_eq(m.u.collect.providers[0].name, name);
+	cr_assert_eq(m.u.collect.providers[0].keywords, 1);
+	cr_assert_eq(m.u.collect.providers[0].level, 4);
+	cr_assert_str_eq(m.u.collect.providers[0].args, "", "count 1 is the empty string");
+	ipc_msg_free(&m);
+	bb_free(&b);
+}
+
+Test(ipc, proto_every_collect_version)
+{
+	struct collect_req c = { .buffer_mb = 64, .format = 1, .rundown_kw = 0x123,
+				 .stackwalk = false, .mode = 1, .nprov = 2,
+				 .prov = { { "A", 0xF0, 5, "k=v;x=y" }, { "B", 0, 0, NULL } } };
+	struct bytebuf b = { 0 };
+	int v;
+
+	for (v = 1; v <= 6; v++) {
+		struct ipc_msg m;
+		struct ipc_error e;
+		const struct ipc_collect *col = &m.u.collect;
+
+		c.version = v;
+		c.rundown = v == 2;
+		build_collect(&b, &c);
+		cr_assert_eq(ipc_msg_parse(b.p, b.len, &m, &e), 0, "v%d: %s", v, e.msg);
+		cr_assert_eq(col->version, v);
+		cr_assert_eq(col->session_type, 0);
+		cr_assert_eq(col->buffer_mb, 64);
+		cr_assert_eq(col->nproviders, 2);
+		cr_assert_str_eq(col->providers[0].name, "A");
+		cr_assert_eq(col->providers[0].keywords, 0xF0);
+		cr_assert_eq(col->providers[0].level, 5);
+		cr_assert_str_eq(col->providers[0].args, "k=v;x=y");
+		cr_assert_null(col->providers[1].args, "count 0 is null");
+		switch (v) {
+		case 1:
+			cr_assert_eq(col->rundown_keyword, 0x80020139ull);
+			cr_assert(col->stackwalk);
+			break;
+		case 2:
+			cr_assert_eq(col->rundown_keyword, 0x80020139ull);
+			cr_assert(col->stackwalk);
+			break;
+		case 3:
+			cr_assert_eq(col->rundown_keyword, 0, "requestRundown false: no rundown");
+			cr_assert(!col->stackwalk, "requestStackwalk false");
+			break;
+		default:
+			cr_assert_eq(col->rundown_keyword, 0x123, "v%d rundown keyword", v);
+			cr_assert(!col->stackwalk);
+			break;
+		}
+		cr_assert_eq(col->buffering, v == 6 ? 1u : 0u, "v%d buffering mode", v);
+		ipc_msg_free(&m);
+	}
+	bb_free(&b);
+}
+
+Test(ipc, proto_collect5_filters_and_user_events)
+{
+	struct bytebuf b = { 0 };
+	struct ipc_msg m;
+	struct ipc_error e;
+
+	/* streaming, with an allow-list of event ids */
+	req_begin(&b, 0x02, 0x06);
+	w32(&b, 0);
+	w32(&b, 16);
+	w32(&b, 1);
+	w64(&b, 0);
+	w8(&b, 1);
+	w32(&b, 1);
+	w64(&b, 0x1);
+	w32(&b, 4);
+	wstr(&b, "P");
+	wstr(&b, "");
+	w8(&b, 1);
+	w32(&b, 3);
+	w32(&b, 10);
+	w32(&b, 11);
+	w32(&b, 12);
+	req_end(&b);
+	cr_assert_eq(ipc_msg_parse(b.p, b.len, &m, &e), 0, "%s", e.msg);
+	cr_assert(m.u.collect.providers[0].filter_enable);
+	cr_assert_eq(m.u.collect.providers[0].nevent_ids, 3);
+	cr_assert_eq(m.u.collect.providers[0].event_ids[2], 12);
+	ipc_msg_free(&m);
+
+	/* user_events: no buffer/format/stackwalk, tracepoint sets */
+	req_begin(&b, 0x02, 0x07);
+	w32(&b, 1);
+	w64(&b, 0);
+	w32(&b, 1);
+	w64(&b, 0x1);
+	w32(&b, 4);
+	wstr(&b, "P");
+	wstr(&b, NULL);
+	w8(&b, 0);
+	w32(&b, 0);
+	wstr(&b, "dflt");
+	w32(&b, 2);
+	wstr(&b, "tp_a");
+	w32(&b, 1);
+	w32(&b, 5);
+	wstr(&b, "tp_b");
+	w32(&b, 2);
+	w32(&b, 6);
+	w32(&b, 7);
+	req_end(&b);
+	cr_assert_eq(ipc_msg_parse(b.p, b.len, &m, &e), 0, "%s", e.msg);
+	cr_assert_eq(m.u.collect.session_type, 1);
+	cr_assert(!m.u.collect.stackwalk);
+	cr_assert_eq(m.u.collect.buffering, 0, "v6 user_events has no buffering field");
+	cr_assert_str_eq(m.u.collect.providers[0].default_tracepoint, "dflt");
+	cr_assert_eq(m.u.collect.providers[0].ntracepoint_sets, 2);
+	cr_assert_str_eq(m.u.collect.providers[0].tracepoint_sets[1].name, "tp_b");
+	cr_assert_eq(m.u.collect.providers[0].tracepoint_sets[1].ids[1], 7);
+	ipc_msg_free(&m);
+
+	/* the same id in two sets */
+	memcpy(b.p + b.len - 4, "\x05\0\0\0", 4);
+	cr_assert_eq(ipc_msg_parse(b.p, b.len, &m, &e), -EBADMSG);
+	cr_assert(strstr(e.msg, "event id 5"), "%s", e.msg);
+	bb_free(&b);
+}
+
+Test(ipc, proto_utf16_strings)
+{
+	/* "é" + U+1F600 as a pair + a lone high surrogate + NUL */
+	static const uint16_t units[] = { 0x00E9, 0xD83D, 0xDE00, 0xD800, 0 };
+	struct bytebuf b = { 0 }, s = { 0 };
+	struct ipc_msg m;
+	struct ipc_error e;
+	uint32_t n;
+
+	req_begin(&b, 0x04, 0x03);	/* SetEnvironmentVariable */
+	w32(&b, 5);
+	bb_append(&b, units, sizeof(units));
+	wstr(&b, "v");
+	req_end(&b);
+	cr_assert_eq(ipc_msg_parse(b.p, b.len, &m, &e), 0, "%s", e.msg);
+	cr_assert_str_eq(m.u.setenv.name, "\xC3\xA9\xF0\x9F\x98\x80\xEF\xBF\xBD",
+			 "UTF-16 to UTF-8, a lone surrogate as U+FFFD");
+	ipc_msg_free(&m);
+
+	/* and back: UTF-8 in, UTF-16 out, invalid bytes as U+FFFD */
+	cr_assert_eq(ipc_string_put(&s, "\xC3\xA9\xF0\x9F\x98\x80\xFFz", SIZE_MAX), 0);
+	n = rd32(s.p);
+	cr_assert_eq(n, 6, "é, a pair, U+FFFD, z, NUL: %u units", n);
+	cr_assert_eq(memcmp(s.p + 4, "\xE9\x00\x3D\xD8\x00\xDE\xFD\xFF\x7A\x00\x00\x00", 12), 0);
+	/* a cut never splits the pair */
+	s.len = 0;
+	cr_assert_eq(ipc_string_put(&s, "a\xF0\x9F\x98\x80", 2), 0);
+	cr_assert_eq(rd32(s.p), 2, "'a' and the NUL; the pair does not fit");
+	s.len = 0;
+	cr_assert_eq(ipc_string_put(&s, NULL, SIZE_MAX), 0);
+	cr_assert_eq(rd32(s.p), 1, "NULL goes out as \"\" (count 1), never count 0");
+	bb_free(&s);
+	bb_free(&b);
+}
+
+struct bad_case {
+	const char *what;
+	int err;
+	uint32_t hr;
+	const char *msg;	/* a piece of the message */
+};
+
+static void expect_parse_error(const struct bytebuf *b, const struct bad_case *c)
+{
+	struct ipc_msg m;
+	struct ipc_error e;
+	int r = ipc_msg_parse(b->p, b->len, &m, &e);
+
+	cr_assert_eq(r, c->err, "%s: parse returned %d, expected %d (%s)", c->what, r, c->err,
+		     e.msg);
+	cr_assert_eq(e.hresult, c->hr, "%s: HRESULT 0x%08x", c->what, e.hresult);
+	cr_assert(strstr(e.msg, c->msg), "%s: message '%s' lacks '%s'", c->what, e.msg, c->msg);
+}
+
+Test(ipc, proto_rejects_bad_input_with_a_reason)
+{
+	struct collect_req ok = { .version = 2, .buffer_mb = 16, .format = 1, .nprov = 1,
+				  .prov = { { "P", 0, 4, "" } } };
+	struct collect_req c;
+	struct bytebuf b = { 0 };
+	size_t i;
+
+	build_collect(&b, &ok);
+	for (i = 0; i < 20; i++) {
+		struct bytebuf t = { 0 };
+
+		bb_append(&t, b.p, i);
+		expect_parse_error(&t, &(struct bad_case){ "truncated header", -EBADMSG,
+							   HR_BAD_ENCODING, "header truncated" });
+		bb_free(&t);
+	}
+	b.p[3] = 'X';
+	expect_parse_error(&b, &(struct bad_case){ "wrong magic", -EPROTO, HR_UNKNOWN_MAGIC, "magic" });
+	b.p[3] = 'N';
+	b.p[13] = '!';
+	expect_parse_error(&b, &(struct bad_case){ "magic without NUL", -EPROTO, HR_UNKNOWN_MAGIC,
+						   "magic" });
+	b.p[13] = 0;
+	b.p[14] = 19, b.p[15] = 0;
+	expect_parse_error(&b, &(struct bad_case){ "size under 20", -EBADMSG, HR_BAD_ENCODING,
+						   "smaller than" });
+	b.p[14] = 0xFF, b.p[15] = 0xFF;
+	expect_parse_error(&b, &(struct bad_case){ "size over the bytes", -EBADMSG, HR_BAD_ENCODING,
+						   "only" });
+	build_collect(&b, &ok);
+	b.len -= 1;
+	expect_parse_error(&b, &(struct bad_case){ "short payload", -EBADMSG, HR_BAD_ENCODING,
+						   "only" });
+	/* size shorter than the bytes: the message is what size says */
+	b.p[14] -= 6;
+	expect_parse_error(&b, &(struct bad_case){ "payload cut by size", -EBADMSG,
+						   HR_BAD_ENCODING, "payload ends" });
+
+	/* absurd string length: the name's count */
+	build_collect(&b, &ok);
+	memcpy(b.p + 20 + 4 + 4 + 1 + 4 + 8 + 4, "\xFF\xFF\xFF\x7F", 4);
+	expect_parse_error(&b, &(struct bad_case){ "absurd string length", -EBADMSG,
+						   HR_BAD_ENCODING, "provider name" });
+	build_collect(&b, &ok);
+	memcpy(b.p + 20 + 4 + 4 + 1 + 4 + 8 + 4, "\x03\0\0\0", 4);	/* "P" + NUL is 2 */
+	expect_parse_error(&b, &(struct bad_case){ "string without its NUL", -EBADMSG,
+						   HR_BAD_ENCODING, "NUL" });
+
+	c = ok;
+	c.prov[0].level = 6;
+	build_collect(&b, &c);
+	expect_parse_error(&b, &(struct bad_case){ "level 6", -EBADMSG, HR_BAD_ENCODING, "level 6" });
+	c = ok;
+	c.prov[0].name = "";
+	build_collect(&b, &c);
+	expect_parse_error(&b, &(struct bad_case){ "empty name", -EBADMSG, HR_BAD_ENCODING,
+						   "no name" });
+	c = ok;
+	c.nprov = 0;
+	build_collect(&b, &c);
+	expect_parse_error(&b, &(struct bad_case){ "no provider", -EBADMSG, HR_BAD_ENCODING,
+						   "0 providers" });
+	build_collect(&b, &ok);
+	memcpy(b.p + 20 + 9, "\xE9\x03\0\0", 4);	/* 1001 providers */
+	expect_parse_error(&b, &(struct bad_case){ "1001 providers", -EBADMSG, HR_BAD_ENCODING,
+						   "1001 providers" });
+	memcpy(b.p + 20 + 9, "\x64\0\0\0", 4);	/* 100 providers in 16 bytes */
+	expect_parse_error(&b, &(struct bad_case){ "providers past the end", -EBADMSG,
+						   HR_BAD_ENCODING, "cannot fit" });
+	c = ok;
+	c.buffer_mb = 0;
+	build_collect(&b, &c);
+	expect_parse_error(&b, &(struct bad_case){ "buffer 0", -EBADMSG, HR_BAD_ENCODING,
+						   "circularBufferMB" });
+	c = ok;
+	c.format = 2;
+	build_collect(&b, &c);
+	expect_parse_error(&b, &(struct bad_case){ "format 2", -EBADMSG, HR_BAD_ENCODING,
+						   "format 2" });
+	c = ok;
+	c.version = 6;
+	c.mode = 7;
+	build_collect(&b, &c);
+	expect_parse_error(&b, &(struct bad_case){ "buffering mode 7", -EBADMSG, HR_BAD_ENCODING,
+						   "buffering mode 7" });
+	c.mode = 1;
+	build_collect(&b, &c);
+	b.len -= 4;
+	b.p[14] -= 4;
+	expect_parse_error(&b, &(struct bad_case){ "v6 without its mode", -EBADMSG,
+						   HR_BAD_ENCODING, "bufferingMode" });
+	build_collect(&b, &c);
+	b.p[20] = 2;	/* session type */
+	expect_parse_error(&b, &(struct bad_case){ "session type 2", -EBADMSG, HR_BAD_ENCODING,
+						   "session type 2" });
+
+	req_begin(&b, 0x02, 0x01);
+	w32(&b, 1);
+	req_end(&b);
+	expect_parse_error(&b, &(struct bad_case){ "StopTracing with 4 bytes", -EBADMSG,
+						   HR_BAD_ENCODING, "session id" });
+	build_simple(&b, 0x42, 0x00);
+	expect_parse_error(&b, &(struct bad_case){ "command set 0x42", -EOPNOTSUPP,
+						   HR_UNKNOWN_COMMAND, "0x42" });
+	build_simple(&b, 0x02, 0x08);
+	expect_parse_error(&b, &(struct bad_case){ "EventPipe 0x08", -EOPNOTSUPP,
+						   HR_UNKNOWN_COMMAND, "EventPipe" });
+	build_simple(&b, 0x01, 0x03);
+	expect_parse_error(&b, &(struct bad_case){ "GenerateCoreDump3", -EOPNOTSUPP,
+						   HR_UNKNOWN_COMMAND, "dump" });
+	build_simple(&b, 0x03, 0x01);
+	expect_parse_error(&b, &(struct bad_case){ "AttachProfiler", -EOPNOTSUPP,
+						   HR_UNKNOWN_COMMAND, "profiler" });
+	build_simple(&b, 0x04, 0x05);
+	expect_parse_error(&b, &(struct bad_case){ "EnablePerfMap", -EOPNOTSUPP,
+						   HR_UNKNOWN_COMMAND, "0x05" });
+	build_simple(&b, 0xFF, 0x00);
+	expect_parse_error(&b, &(struct bad_case){ "a reply sent as a request", -EOPNOTSUPP,
+						   HR_UNKNOWN_COMMAND, "0xff" });
+	req_begin(&b, 0x04, 0x03);
+	wstr(&b, "A=B");
+	wstr(&b, "v");
+	req_end(&b);
+	expect_parse_error(&b, &(struct bad_case){ "name with '='", -EBADMSG, HR_BAD_ENCODING,
+						   "'='" });
+	req_begin(&b, 0x04, 0x03);
+	w32(&b, 4);
+	bb_append(&b, "A\0\0\0B\0\0\0", 8);
+	wstr(&b, "v");
+	req_end(&b);
+	expect_parse_error(&b, &(struct bad_case){ "NUL inside a name", -EBADMSG, HR_BAD_ENCODING,
+						   "NUL inside" });
+	bb_free(&b);
+}
+
+Test(ipc, proto_replies)
+{
+	struct ipc_process_info pi = { .pid = 4242, .command_line = "/bin/app --flag",
+				       .os = "Linux", .arch = "x64", .assembly = "app",
+				       .clr_version = "ringpipe 0.1.0", .rid = "linux-x64" };
+	struct reply *r = calloc(1, sizeof(*r));
+	struct bytebuf b = { 0 }, cont = { 0 };
+	uint8_t out[28];
+	size_t off;
+	char *big;
+	int v;
+
+	cr_assert_eq(ipc_reply_ok_u64(out, 0x1122334455667788ull), 28);
+	cr_assert_eq(memcmp(out, "DOTNET_IPC_V1\0\x1c\0\xff\0\0\0\x88\x77", 22), 0);
+	cr_assert_eq(ipc_reply_error(out, HR_BAD_ENCODING), 24);
+	cr_assert_eq(memcmp(out + 14, "\x18\0\xff\xff\0\0\x84\x13\x13\x80", 10), 0);
+	cr_assert_eq(ipc_reply_ok_code(out, 0), 24);
+	cr_assert_eq(memcmp(out + 14, "\x18\0\xff\0\0\0\0\0\0\0", 10), 0);
+
+	memset(pi.cookie, 0xAB, 16);
+	for (v = 1; v <= 3; v++) {
+		b.len = 0;
+		cr_assert_eq(ipc_process_info_encode(&b, v, &pi), 0);
+		memcpy(&r->size, b.p + 14, 2);
+		cr_assert_eq(r->size, b.len, "v%d size field is the message length", v);
+		cr_assert_eq(b.p[16], 0xFF);
+		cr_assert_eq(b.p[17], 0x00);
+		r->len = b.len - 20;
+		memcpy(r->payload, b.p + 20, r->len);
+		off = 0;
+		if (v == 3) {
+			cr_assert_eq(rd32(r->payload), 1, "ProcessInfo3 version field");
+			off = 4;
+		}
+		cr_assert_eq(rd64(r->payload + off), 4242);
+		cr_assert_eq(r->payload[off + 8], 0xAB);
+		off += 24;
+		expect_str(r, &off, "/bin/app --flag");
+		expect_str(r, &off, "Linux");
+		expect_str(r, &off, "x64");
+		if (v >= 2) {
+			expect_str(r, &off, "app");
+			expect_str(r, &off, "ringpipe 0.1.0");
+		}
+		if (v == 3)
+			expect_str(r, &off, "linux-x64");
+		cr_assert_eq(off, r->len, "v%d: nothing after the last field", v);
+	}
+	/* a command line too long for one message is cut to fit */
+	big = malloc(100000);
+	memset(big, 'x', 99999);
+	big[99999] = 0;
+	pi.command_line = big;
+	b.len = 0;
+	cr_assert_eq(ipc_process_info_encode(&b, 3, &pi), 0);
+	cr_assert_leq(b.len, 65535);
+	cr_assert_geq(b.len, 65530, "the command line uses the room there is");
+	memcpy(&r->size, b.p + 14, 2);
+	cr_assert_eq(r->size, b.len);
+	r->len = b.len - 20;
+	memcpy(r->payload, b.p + 20, r->len);
+	off = 28;
+	free(rdstr(r, &off));
+	expect_str(r, &off, "Linux");
+	free(big);
+
+	/* environment: entries without '=' are skipped; sizes add up */
+	{
+		char *env[] = { "A=1", "NOEQUALS", "B=", NULL };
+
+		b.len = 0;
+		cr_assert_eq(ipc_environment_encode(&b, &cont, env), 0);
+		cr_assert_eq(b.len, 26);
+		cr_assert_eq(b.p[14], 26);
+		cr_assert_eq(rd32(b.p + 20), cont.len, "nIncomingBytes is the continuation's length");
+		cr_assert_eq(cont.len, 4 + (4 + 8) + (4 + 6));
+		cr_assert_eq(rd32(cont.p), 2);
+	}
+	{
+		uint8_t adv[34], cookie[16];
+
+		memset(cookie, 0x5A, 16);
+		ipc_advertise_put(adv, cookie, 77);
+		cr_assert_eq(memcmp(adv, "ADVR_V1\0", 8), 0);
+		cr_assert_eq(adv[8], 0x5A);
+		cr_assert_eq(rd64(adv + 24), 77);
+		cr_assert_eq(adv[32] | adv[33], 0);
+	}
+	bb_free(&cont);
+	bb_free(&b);
+	free(r);
+}
+
+Test(ipc, proto_diagnostic_ports_syntax)
+{
+	struct ipc_port_cfg p[IPC_MAX_PORTS];
+	char err[256] = "", longp[200];
+	size_t n;
+
+	cr_assert_eq(ipc_ports_parse("/tmp/a.sock", p, IPC_MAX_PORTS, &n, err, sizeof(err)), 0);
+	cr_assert_eq(n, 1);
+	cr_assert(p[0].connect && p[0].suspend, "defaults: connect, suspend");
+	cr_assert_eq(ipc_ports_parse(";/a,LISTEN,nosuspend;;/b,suspend,connect,listen,nosuspend;",
+				     p, IPC_MAX_PORTS, &n, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(n, 2);
+	cr_assert_str_eq(p[0].path, "/a");
+	cr_assert(!p[0].connect && !p[0].suspend);
+	cr_assert_str_eq(p[1].path, "/b");
+	cr_assert(p[1].connect && p[1].suspend, "the first tag of a kind wins");
+	cr_assert_eq(ipc_ports_parse(",,nosuspend,connect", p, IPC_MAX_PORTS, &n, err, sizeof(err)),
+		     0);
+	cr_assert_str_eq(p[0].path, "nosuspend", "the first item is the address");
+	cr_assert_eq(ipc_ports_parse("", p, IPC_MAX_PORTS, &n, err, sizeof(err)), 0);
+	cr_assert_eq(n, 0);
+	cr_assert_eq(ipc_ports_parse("/a,lisen", p, IPC_MAX_PORTS, &n, err, sizeof(err)), -EINVAL);
+	cr_assert(strstr(err, "unknown tag 'lisen'"), "%s", err);
+	memset(longp, 'a', sizeof(longp) - 1);
+	longp[sizeof(longp) - 1] = 0;
+	cr_assert_eq(ipc_ports_parse(longp, p, IPC_MAX_PORTS, &n, err, sizeof(err)), -EINVAL);
+	cr_assert(strstr(err, "Unix socket path"), "%s", err);
+	cr_assert_eq(ipc_ports_parse("a;b;c", p, 2, &n, err, sizeof(err)), -EINVAL);
+	cr_assert(strstr(err, "more than 2"), "%s", err);
+}
+
+/* Every seed of the fuzz corpus is a real message: it parses, or it is a
+ * "bad-*" seed and is refused. */
+Test(ipc, proto_fuzz_corpus_seeds_parse)
+{
+	const char *dir = "tests/fuzz/corpus/ipc";
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	int good = 0, bad = 0;
+
+	if (!d)
+		cr_skip_test("%s not found (run from the source tree)", dir);
+	while ((de = readdir(d))) {
+		struct bytebuf b = { 0 };
+		struct ipc_msg m;
+		struct ipc_error e;
+		char path[512];
+		int r;
+
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+		cr_assert_eq(th_read_file(path, &b), 0, "%s", path);
+		r = ipc_msg_parse(b.p, b.len, &m, &e);
+		if (!strncmp(de->d_name, "bad-", 4)) {
+			cr_assert_neq(r, 0, "%s must be refused", de->d_name);
+			bad++;
+		} else {
+			cr_assert_eq(r, 0, "%s: %s", de->d_name, e.msg);
+			good++;
+		}
+		ipc_msg_free(&m);
+		bb_free(&b);
+	}
+	closedir(d);
+	cr_assert_geq(good, 10, "the corpus holds the real messages (%d)", good);
+	cr_assert_geq(bad, 1);
+}
+
+/* ====================================================================== */
+/* the server over real sockets                                            */
+/* ====================================================================== */
+
+static unsigned long long proc_starttime(void)
+{
+	struct bytebuf b = { 0 };
+	char *p, *save = NULL, *tok;
+	unsigned long long v = 0;
+	int field = 3;
+
+	cr_assert_eq(th_read_file("/proc/self/stat", &b), 0);
+	p = strrchr((char *)b.p, ')');
+	for (tok = strtok_r(p + 1, " ", &save); tok; tok = strtok_r(NULL, " ", &save), field++)
+		if (field == 22) {
+			v = strtoull(tok, NULL, 10);
+			break;
+		}
+	bb_free(&b);
+	return v;
+}
+
+Test(ipc, default_socket_answers_process_info, .timeout = 60)
+{
+	struct bytebuf b = { 0 }, cmd = { 0 };
+	struct stat st;
+	char want[256];
+	size_t off, i;
+	int v;
+
+	start_server(NULL);
+	snprintf(want, sizeof(want), "%s/dotnet-diagnostic-%d-%llu-socket", server_dir, getpid(),
+		 proc_starttime());
+	cr_assert_str_eq(server_path, want, "named as the runtime names it");
+	cr_assert_eq(stat(want, &st), 0, "%s exists", want);
+	cr_assert(S_ISSOCK(st.st_mode));
+	cr_assert_eq(st.st_mode & 0777, 0600, "mode %o, expected 0600", st.st_mode & 0777);
+
+	cr_assert_eq(th_read_file("/proc/self/cmdline", &cmd), 0);
+	while (cmd.len && !cmd.p[cmd.len - 1])
+		cmd.len--;
+	for (i = 0; i < cmd.len; i++)
+		if (!cmd.p[i])
+			cmd.p[i] = ' ';
+	cmd.p[cmd.len] = 0;
+
+	for (v = 1; v <= 3; v++) {
+		static const uint8_t ids[] = { 0, 0x00, 0x04, 0x08 };
+		struct reply *r;
+		uint8_t zero[16] = { 0 };
+		char *s;
+
+		build_simple(&b, 0x04, ids[v]);
+		r = roundtrip(server_path, &b);
+		cr_assert(r->ok && r->set == 0xFF && r->id == 0x00, "ProcessInfo%d: OK", v);
+		off = v == 3 ? 4 : 0;
+		if (v == 3)
+			cr_assert_eq(rd32(r->payload), 1);
+		cr_assert_eq(rd64(r->payload + off), (uint64_t)getpid());
+		cr_assert_neq(memcmp(r->payload + off + 8, zero, 16), 0, "a random cookie");
+		off += 24;
+		s = rdstr(r, &off);
+		cr_assert_str_eq(s, (char *)cmd.p, "the command line, arguments joined by spaces");
+		free(s);
+		expect_str(r, &off, "Linux");
+		s = rdstr(r, &off);
+#if defined(__x86_64__)
+		cr_assert_str_eq(s, "x64");
+#elif defined(__aarch64__)
+		cr_assert_str_eq(s, "arm64");
+#endif
+		free(s);
+		if (v >= 2) {
+			s = rdstr(r, &off);
+			cr_assert_str_eq(s, program_invocation_short_name);
+			free(s);
+			expect_str(r, &off, "ringpipe 0.1.0");
+		}
+		if (v == 3) {
+			s = rdstr(r, &off);
+#if defined(__x86_64__) && defined(__GLIBC__)
+			cr_assert_str_eq(s, "linux-x64");
+#endif
+			free(s);
+		}
+		cr_assert_eq(off, r->len);
+		free(r);
+	}
+	end_server();
+	cr_assert_neq(access(want, F_OK), 0, "the socket is unlinked at stop");
+	bb_free(&b);
+	bb_free(&cmd);
+}
+
+Test(ipc, collect2_streams_and_stop_tracing_ends_it, .timeout = 120)
+{
+	struct rp_event *ev = test_event("Test-Ipc-Collect");
+	struct collect_req c = { .version = 2, .buffer_mb = 16, .format = 1, .rundown = true,
+				 .nprov = 2, .prov = { { "Test-Ipc-Collect", 0x10, 4, "" },
+						       { "Some-Other-Provider", 0, 5, "a=b" } } };
+	struct stream st = { 0 };
+	uint64_t id, n = 20000 / SCALE, got;
+	int64_t lost;
+
+	start_server(NULL);
+	cr_assert(!rp_event_enabled(ev));
+	st.fd = collect(server_path, &c, &id);
+	wait_enabled(ev, true, "CollectTracing2 enables the provider");
+	cr_assert_eq(pthread_create(&st.th, NULL, stream_main, &st), 0);
+	cr_assert_eq(write_events(ev, 1, n), n, "a 16 MiB session captures every event");
+	/* a second connection stops it: the stream ends with EOF */
+	stop_tracing(server_path, id);
+	pthread_join(st.th, NULL);
+	close(st.fd);
+	cr_assert(!rp_event_enabled(ev), "stopped");
+	got = count_events(&st.got, "Test-Ipc-Collect", &lost, NULL);
+	cr_assert_eq(got, n, "%" PRIu64 " of %" PRIu64 " events in the stream", got, n);
+	cr_assert_eq(lost, 0);
+	check_alive(server_path, "a whole session");
+	bb_free(&st.got);
+	end_server();
+}
+
+/* Writes until the first write that does not return 0, at most max. */
+static uint64_t write_until_drop(struct rp_event *ev, uint64_t max, uint64_t *ok)
+{
+	struct ev_payload p = { 0 };
+	uint64_t i;
+
+	*ok = 0;
+	for (i = 1; i <= max; i++) {
+		p.counter = i;
+		if (rp_event_write(ev, &p, sizeof(p)))
+			return i;
+		(*ok)++;
+	}
+	return 0;
+}
+
+static bool some_block_slot(void)
+{
+	bool found = false;
+	int i;
+
+	pthread_mutex_lock(&rp_control_lock);
+	for (i = 0; i < RP_MAX_SESSIONS; i++)
+		if (rp_slots[i].state == SLOT_RUNNING && rp_slots[i].block)
+			found = true;
+	pthread_mutex_unlock(&rp_control_lock);
+	return found;
+}
+
+Test(ipc, collect6_block_mode_loses_nothing_to_a_slow_reader, .timeout = 300)
+{
+	struct rp_event *ev = test_event("Test-Ipc-Block");
+	struct collect_req c = { .version = 6, .buffer_mb = 1, .format = 1, .stackwalk = false,
+				 .mode = 1, .nprov = 1, .prov = { { "Test-Ipc-Block", 0, 5, NULL } } };
+	struct stream st = { .chunk = 4096, .delay = 300 };
+	uint64_t id, n = SCALE > 1 ? 100000 : 200000, ok, got, first_drop;
+	int64_t lost;
+
+	start_server(NULL);
+
+	/* Drop (mode 0) for contrast: the same slow reader makes writes drop */
+	c.mode = 0;
+	st.fd = collect(server_path, &c, &id);
+	wait_enabled(ev, true, "CollectTracing6 Drop session");
+	cr_assert(!some_block_slot(), "mode 0 is a Drop session");
+	cr_assert_eq(pthread_create(&st.th, NULL, stream_main, &st), 0);
+	first_drop = write_until_drop(ev, 20 * n, &ok);
+	cr_assert_gt(first_drop, 0, "a 1 MiB Drop session behind a slow reader drops");
+	stop_tracing(server_path, id);
+	pthread_join(st.th, NULL);
+	close(st.fd);
+	wait_enabled(ev, false, "the Drop session ended");
+	bb_free(&st.got);
+
+	/* Block (mode 1): more than the buffer holds, nothing lost */
+	memset(&st, 0, sizeof(st));
+	st.chunk = 4096;
+	st.delay = 300;
+	c.mode = 1;
+	st.fd = collect(server_path, &c, &id);
+	wait_enabled(ev, true, "CollectTracing6 Block session");
+	cr_assert(some_block_slot(), "mode 1 is a Block session");
+	cr_assert_eq(pthread_create(&st.th, NULL, stream_main, &st), 0);
+	ok = write_events(ev, 1, n);
+	cr_assert_eq(ok, n, "Block: every write succeeds (%" PRIu64 " of %" PRIu64 ")", ok, n);
+	stop_tracing(server_path, id);
+	pthread_join(st.th, NULL);
+	close(st.fd);
+	cr_assert_gt(n * sizeof(struct ev_payload), 1u << 20,
+		     "the payloads alone are more than the 1 MiB buffer holds");
+	got = count_events(&st.got, "Test-Ipc-Block", &lost, NULL);
+	cr_assert_eq(got, n, "Block: %" PRIu64 " of %" PRIu64 " events arrived", got, n);
+	cr_assert_eq(lost, 0);
+	bb_free(&st.got);
+	end_server();
+}
+
+Test(ipc, collect6_bad_buffering_mode_is_bad_encoding, .timeout = 60)
+{
+	struct collect_req c = { .version = 6, .buffer_mb = 1, .format = 1, .mode = 7, .nprov = 1,
+				 .prov = { { "Test-Ipc-Mode", 0, 5, NULL } } };
+	struct bytebuf b = { 0 };
+	struct reply *r;
+
+	start_server(NULL);
+	build_collect(&b, &c);
+	r = roundtrip(server_path, &b);
+	expect_error(r, HR_BAD_ENCODING, "CollectTracing6 with buffering mode 7");
+	free(r);
+	check_alive(server_path, "buffering mode 7");
+	bb_free(&b);
+	end_server();
+}
+
+Test(ipc, unsupported_sessions_are_declined, .timeout = 60)
+{
+	struct collect_req c = { .version = 2, .buffer_mb = 1, .format = 0, .nprov = 1,
+				 .prov = { { "Test-Ipc-NetPerf", 0, 5, NULL } } };
+	struct bytebuf b = { 0 };
+	struct reply *r;
+
+	start_server(NULL);
+	build_collect(&b, &c);
+	r = roundtrip(server_path, &b);
+	expect_error(r, HR_NOT_SUPPORTED, "the NetPerf format");
+	free(r);
+
+	/* a user_events session (CollectTracing5, type 1) */
+	req_begin(&b, 0x02, 0x06);
+	w32(&b, 1);
+	w64(&b, 0);
+	w32(&b, 1);
+	w64(&b, 0);
+	w32(&b, 4);
+	wstr(&b, "P");
+	wstr(&b, NULL);
+	w8(&b, 0);
+	w32(&b, 0);
+	wstr(&b, "tp");
+	w32(&b, 0);
+	req_end(&b);
+	r = roundtrip(server_path, &b);
+	expect_error(r, HR_NOT_SUPPORTED, "a user_events session");
+	free(r);
+	check_alive(server_path, "declined sessions");
+	bb_free(&b);
+	end_server();
+}
+
+Test(ipc, no_free_session_slot_is_a_fail_reply, .timeout = 120)
+{
+	struct collect_req c = { .version = 2, .buffer_mb = 1, .format = 1, .nprov = 1,
+				 .prov = { { "Test-Ipc-Full", 0, 5, NULL } } };
+	struct rp_provider_config pc = { .name = "Test-Ipc-Full-Local" };
+	struct rp_session_opts so = { .sz = sizeof(so), .providers = &pc, .nproviders = 1,
+				      .path = "/dev/null", .buffer_bytes = 64 << 10 };
+	struct rp_session *s[RP_MAX_SESSIONS];
+	struct bytebuf b = { 0 };
+	struct reply *r;
+	int i;
+
+	start_server(NULL);
+	for (i = 0; i < RP_MAX_SESSIONS; i++) {
+		s[i] = rp_session_start(&so);
+		cr_assert_not_null(s[i], "session %d: %s", i, rp_last_error());
+	}
+	build_collect(&b, &c);
+	r = roundtrip(server_path, &b);
+	expect_error(r, 0x80004005u, "CollectTracing with 64 sessions running");
+	free(r);
+	for (i = 0; i < RP_MAX_SESSIONS; i++)
+		rp_session_stop(s[i]);
+	check_alive(server_path, "64 sessions");
+	bb_free(&b);
+	end_server();
+}
+
+/* Sends raw bytes, optionally half-closes, and reads what comes back. */
+static struct reply *raw_exchange(const char *path, const void *p, size_t n, bool shut)
+{
+	struct reply *r = malloc(sizeof(*r));
+	int fd = cl_connect(path);
+
+	if (n)
+		cl_send(fd, p, n);
+	if (shut)
+		shutdown(fd, SHUT_WR);
+	read_reply(fd, r);
+	close(fd);
+	return r;
+}
+
+Test(ipc, bad_input_gets_an_error_and_the_server_keeps_serving, .timeout = 120)
+{
+	struct collect_req ok = { .version = 2, .buffer_mb = 16, .format = 1, .nprov = 1,
+				  .prov = { { "P", 0, 4, "" } } };
+	struct bytebuf b = { 0 };
+	struct reply *r;
+	uint8_t *junk;
+	int fd;
+
+	start_server(NULL);
+
+	build_collect(&b, &ok);
+	r = raw_exchange(server_path, b.p, 10, true);
+	expect_error(r, HR_BAD_ENCODING, "a truncated header");
+	free(r);
+	check_alive(server_path, "a truncated header");
+
+	/* size says 65535, 30 bytes come, then the client half-closes */
+	b.p[14] = 0xFF, b.p[15] = 0xFF;
+	r = raw_exchange(server_path, b.p, 30, true);
+	expect_error(r, HR_BAD_ENCODING, "an oversized size field");
+	free(r);
+	check_alive(server_path, "an oversized size field");
+
+	b.p[14] = 4, b.p[15] = 0;
+	r = raw_exchange(server_path, b.p, b.len, false);
+	expect_error(r, HR_BAD_ENCODING, "a size field under 20");
+	free(r);
+	check_alive(server_path, "a size field under 20");
+
+	build_collect(&b, &ok);
+	b.p[0] = 'd';
+	r = raw_exchange(server_path, b.p, b.len, false);
+	expect_error(r, HR_UNKNOWN_MAGIC, "a wrong magic");
+	free(r);
+	check_alive(server_path, "a wrong magic");
+
+	build_collect(&b, &ok);
+	memcpy(b.p + 20 + 4 + 4 + 1 + 4 + 8 + 4, "\xFF\xFF\xFF\xFF", 4);
+	r = raw_exchange(server_path, b.p, b.len, false);
+	expect_error(r, HR_BAD_ENCODING, "an absurd string length");
+	free(r);
+	check_alive(server_path, "an absurd string length");
+
+	build_simple(&b, 0x42, 0x01);
+	r = raw_exchange(server_path, b.p, b.len, false);
+	expect_error(r, HR_UNKNOWN_COMMAND, "an unknown command set");
+	free(r);
+	check_alive(server_path, "an unknown command set");
+
+	build_simple(&b, 0x01, 0x03);
+	r = raw_exchange(server_path, b.p, b.len, false);
+	expect_error(r, HR_UNKNOWN_COMMAND, "GenerateCoreDump3 (tools fall back, then give up)");
+	free(r);
+
+	build_simple(&b, 0x02, 0x01);	/* StopTracing without its id */
+	r = raw_exchange(server_path, b.p, b.len, false);
+	expect_error(r, HR_BAD_ENCODING, "StopTracing without an id");
+	free(r);
+
+	/* 64 KiB of garbage */
+	junk = malloc(65536);
+	for (size_t i = 0; i < 65536; i++)
+		junk[i] = (uint8_t)(i * 7919u >> 3);
+	fd = cl_connect(server_path);
+	/* the server answers after 20 bytes and may close before all is sent */
+	for (size_t off = 0; off < 65536;) {
+		ssize_t k = send(fd, junk + off, 65536 - off, MSG_NOSIGNAL);
+
+		if (k <= 0)
+			break;
+		off += (size_t)k;
+	}
+	r = malloc(sizeof(*r));
+	read_reply(fd, r);
+	close(fd);
+	expect_error(r, HR_UNKNOWN_MAGIC, "64 KiB of garbage");
+	free(r);
+	free(junk);
+	check_alive(server_path, "64 KiB of garbage");
+
+	/* a probe: connect and close */
+	fd = cl_connect(server_path);
+	close(fd);
+	check_alive(server_path, "a connect-and-close probe");
+	bb_free(&b);
+	end_server();
+}
+
+Test(ipc, a_silent_client_times_out_without_blocking_others, .timeout = 60)
+{
+	struct timespec t0, t1;
+	struct reply *r = malloc(sizeof(*r));
+	double secs;
+	int fd;
+
+	rp_ipc_read_timeout_ms = 500;
+	start_server(NULL);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	fd = cl_connect(server_path);
+	/* others are served while it says nothing */
+	check_alive(server_path, "a silent client connected");
+	read_reply(fd, r);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+	expect_error(r, HR_BAD_ENCODING, "a client that sent nothing");
+	cr_assert_geq(secs, 0.4, "the server waited for the request (%.2f s)", secs);
+	cr_assert_lt(secs, 10.0, "the server gave up on the silent client (%.2f s)", secs);
+	cr_assert_eq(read(fd, r->payload, 1), 0, "then closed the connection");
+	close(fd);
+	free(r);
+	check_alive(server_path, "a silent client");
+	end_server();
+}
+
+Test(ipc, a_client_vanishing_mid_stream_ends_its_session, .timeout = 120)
+{
+	struct rp_event *ev = test_event("Test-Ipc-Vanish");
+	struct collect_req c = { .version = 2, .buffer_mb = 4, .format = 1, .nprov = 1,
+				 .prov = { { "Test-Ipc-Vanish", 0, 5, NULL } } };
+	struct stream st = { .limit = 4096 };
+	uint64_t id, k = 1;
+	int i;
+
+	start_server(NULL);
+	st.fd = collect(server_path, &c, &id);
+	wait_enabled(ev, true, "the session started");
+	cr_assert_eq(pthread_create(&st.th, NULL, stream_main, &st), 0);
+	write_events(ev, k, 10000);
+	k += 10000;
+	pthread_join(st.th, NULL);
+	close(st.fd);	/* the tool is killed */
+	for (i = 0; i < 2000 && rp_event_enabled(ev); i++) {
+		write_events(ev, k, 100);
+		k += 100;
+		usleep(5000);
+	}
+	cr_assert(!rp_event_enabled(ev), "the session of a vanished client ends");
+	check_alive(server_path, "a client vanishing mid-stream");
+	/* and the id is gone: StopTracing is still answered OK, as the runtime does */
+	stop_tracing(server_path, id);
+	bb_free(&st.got);
+	end_server();
+}
+
+Test(ipc, server_stop_ends_running_sessions, .timeout = 120)
+{
+	struct rp_event *ev = test_event("Test-Ipc-ServerStop");
+	struct collect_req c = { .version = 4, .buffer_mb = 8, .format = 1, .rundown_kw = 0,
+				 .stackwalk = true, .nprov = 1,
+				 .prov = { { "Test-Ipc-ServerStop", 0, 5, NULL } } };
+	struct stream st = { 0 };
+	uint64_t id;
+	char path[128];
+
+	start_server(NULL);
+	strcpy(path, server_path);
+	st.fd = collect(server_path, &c, &id);
+	wait_enabled(ev, true, "CollectTracing4 session");
+	cr_assert_eq(pthread_create(&st.th, NULL, stream_main, &st), 0);
+	cr_assert_eq(write_events(ev, 1, 1000), 1000);
+	end_server();
+	cr_assert(!rp_event_enabled(ev), "stopping the server stops its sessions");
+	pthread_join(st.th, NULL);
+	close(st.fd);
+	cr_assert_eq(count_events(&st.got, "Test-Ipc-ServerStop", NULL, NULL), 1000,
+		     "the stream was flushed and ended");
+	cr_assert_neq(access(path, F_OK), 0, "the socket is gone");
+	bb_free(&st.got);
+}
+
+Test(ipc, server_stop_is_bounded_by_a_reader_that_stopped_reading, .timeout = 120)
+{
+	struct rp_event *ev = test_event("Test-Ipc-Stalled");
+	struct collect_req c = { .version = 2, .buffer_mb = 1, .format = 1, .nprov = 1,
+				 .prov = { { "Test-Ipc-Stalled", 0, 5, NULL } } };
+	struct timespec t0, t1;
+	uint64_t id;
+	double secs;
+	int fd, i;
+
+	rp_ipc_stop_grace_ms = 300;
+	start_server(NULL);
+	fd = collect(server_path, &c, &id);	/* and never reads the stream */
+	wait_enabled(ev, true, "the session started");
+	/* fill the socket buffers so the drainer blocks writing */
+	for (i = 0; i < 50; i++) {
+		write_events(ev, (uint64_t)i * 20000 + 1, 20000);
+		usleep(2000);
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	end_server();
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+	cr_assert(!rp_event_enabled(ev), "the session is stopped");
+	cr_assert_lt(secs, 10.0, "stop returned after %.2f s despite the stalled reader", secs);
+	close(fd);
+}
+
+Test(ipc, disabled_by_the_environment, .timeout = 60)
+{
+	static const char *const vars[][2] = {
+		{ "DOTNET_EnableDiagnostics", "0" },
+		{ "RINGPIPE_ENABLE_DIAGNOSTICS", "0" },
+		{ "DOTNET_EnableDiagnostics_IPC", "0" },
+		{ "COMPlus_EnableDiagnostics", "0" },
+	};
+	char *dir = th_tmpdir();
+	size_t i;
+
+	setenv("TMPDIR", dir, 1);
+	for (i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+		struct rp_ipc_opts o = { .sz = sizeof(o) };
+		struct dirent *de;
+		DIR *d;
+		int n = 0;
+
+		setenv(vars[i][0], vars[i][1], 1);
+		cr_assert_eq(rp_ipc_server_start(&o), -ECANCELED, "%s=0 turns the server off",
+			     vars[i][0]);
+		d = opendir(dir);
+		while ((de = readdir(d)))
+			n += de->d_name[0] != '.';
+		closedir(d);
+		cr_assert_eq(n, 0, "%s=0: no socket is created", vars[i][0]);
+		unsetenv(vars[i][0]);
+	}
+	setenv("RINGPIPE_ENABLE_DIAGNOSTICS", "maybe", 1);
+	cr_assert_eq(rp_ipc_server_start(NULL), -EINVAL);
+	cr_assert(strstr(rp_last_error(), "RINGPIPE_ENABLE_DIAGNOSTICS=maybe"), "%s",
+		  rp_last_error());
+	setenv("RINGPIPE_ENABLE_DIAGNOSTICS", "1", 1);
+	setenv("DOTNET_EnableDiagnostics", "1", 1);
+	cr_assert_eq(rp_ipc_server_start(NULL), 0, "%s", rp_last_error());
+	rp_ipc_server_stop();
+	th_rmdir(dir);
+}
+
+struct start_arg {
+	struct rp_ipc_opts opts;
+	int ret;
+	int returned;		/* atomic */
+};
+
+static void *start_main(void *arg)
+{
+	struct start_arg *a = arg;
+
+	a->ret = rp_ipc_server_start(&a->opts);
+	__atomic_store_n(&a->returned, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+static int listen_at(const char *path)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	strcpy(a.sun_path, path);
+	cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0, "bind %s", path);
+	cr_assert_eq(listen(fd, 8), 0);
+	return fd;
+}
+
+/* Accepts the runtime's connection and checks its advertise; fd or -1. */
+static int accept_advertise(int lfd, uint8_t cookie[16])
+{
+	struct pollfd pf = { .fd = lfd, .events = POLLIN };
+	struct timeval tv = { .tv_sec = 20 };
+	uint8_t adv[34];
+	uint64_t pid;
+	int fd;
+
+	if (poll(&pf, 1, 10000) != 1)
+		return -1;
+	fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+	cr_assert_geq(fd, 0);
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	/* the tool wants all 34 bytes within 250 ms */
+	cr_assert_eq(read_exact(fd, adv, 34), 34, "a 34-byte advertise");
+	cr_assert_eq(memcmp(adv, "ADVR_V1\0", 8), 0, "advertise magic");
+	memcpy(cookie, adv + 8, 16);
+	memcpy(&pid, adv + 24, 8);
+	cr_assert_eq(pid, (uint64_t)getpid(), "advertised pid");
+	cr_assert_eq(adv[32] | adv[33], 0);
+	return fd;
+}
+
+Test(ipc, connect_port_advertises_and_suspends_until_resume, .timeout = 120)
+{
+	struct start_arg a = { .opts = { .sz = sizeof(a.opts) } };
+	struct bytebuf b = { 0 };
+	struct reply *r = malloc(sizeof(*r));
+	uint8_t cookie[16], cookie2[16];
+	char *dir = th_tmpdir(), port[256], *spec;
+	pthread_t th;
+	int lfd, fd;
+
+	setenv("TMPDIR", dir, 1);
+	snprintf(port, sizeof(port), "%s/tool.sock", dir);
+	lfd = listen_at(port);
+	cr_assert(asprintf(&spec, "%s,connect,suspend", port) > 0);
+	a.opts.ports = spec;
+	cr_assert_eq(pthread_create(&th, NULL, start_main, &a), 0);
+
+	fd = accept_advertise(lfd, cookie);
+	cr_assert_geq(fd, 0, "the runtime connected to the tool's socket");
+	usleep(200000);
+	cr_assert(!__atomic_load_n(&a.returned, __ATOMIC_ACQUIRE),
+		  "start waits for ResumeRuntime on a suspend port");
+
+	build_simple(&b, 0x04, 0x01);	/* ResumeRuntime on that connection */
+	cl_send(fd, b.p, b.len);
+	read_reply(fd, r);
+	cr_assert(r->ok && r->id == 0x00 && r->size == 24 && rd32(r->payload) == 0,
+		  "ResumeRuntime: OK with code 0");
+	close(fd);
+	pthread_join(th, NULL);
+	cr_assert_eq(a.ret, 0, "start returned %d after ResumeRuntime: %s", a.ret, rp_last_error());
+
+	/* one command per connection: the runtime connects and advertises again */
+	fd = accept_advertise(lfd, cookie2);
+	cr_assert_geq(fd, 0, "a new advertised connection after the command");
+	cr_assert_eq(memcmp(cookie, cookie2, 16), 0, "the same cookie every time");
+	build_simple(&b, 0x04, 0x00);
+	cl_send(fd, b.p, b.len);
+	read_reply(fd, r);
+	cr_assert(r->ok && r->id == 0x00, "ProcessInfo over the reverse connection");
+	cr_assert_eq(memcmp(r->payload + 8, cookie, 16), 0, "ProcessInfo carries the cookie");
+	close(fd);
+
+	/* the tool hangs up an idle connection: the runtime comes back */
+	fd = accept_advertise(lfd, cookie2);
+	cr_assert_geq(fd, 0);
+	close(fd);
+	fd = accept_advertise(lfd, cookie2);
+	cr_assert_geq(fd, 0, "reconnects after a hang-up");
+	close(fd);
+
+	/* the default listen port exists alongside */
+	rp_ipc_default_path(server_path, sizeof(server_path));
+	check_alive(server_path, "a reverse session");
+	rp_ipc_server_stop();
+	close(lfd);
+	free(spec);
+	free(r);
+	bb_free(&b);
+	th_rmdir(dir);
+}
+
+Test(ipc, stop_releases_a_suspended_start, .timeout = 60)
+{
+	struct start_arg a = { .opts = { .sz = sizeof(a.opts), .no_default_port = true } };
+	char *dir = th_tmpdir(), *spec;
+	pthread_t th;
+
+	cr_assert(asprintf(&spec, "%s/nobody-listens.sock", dir) > 0);
+	a.opts.ports = spec;
+	cr_assert_eq(pthread_create(&th, NULL, start_main, &a), 0);
+	usleep(200000);
+	cr_assert(!__atomic_load_n(&a.returned, __ATOMIC_ACQUIRE), "suspended");
+	rp_ipc_server_stop();
+	pthread_join(th, NULL);
+	cr_assert_eq(a.ret, -ECANCELED, "a stopped server's start returns -ECANCELED (%d)", a.ret);
+	free(spec);
+	th_rmdir(dir);
+}
+
+Test(ipc, listen_ports_and_env_precedence, .timeout = 60)
+{
+	char *dir, extra[256], *spec;
+	struct stat st;
+
+	dir = th_tmpdir();
+	setenv("TMPDIR", dir, 1);
+	snprintf(extra, sizeof(extra), "%s/extra.sock", dir);
+	cr_assert(asprintf(&spec, "%s,listen,nosuspend", extra) > 0);
+	setenv("DOTNET_DiagnosticPorts", "/x,bogus-tag", 1);
+	setenv("RINGPIPE_DIAGNOSTIC_PORTS", spec, 1);
+	cr_assert_eq(rp_ipc_server_start(NULL), 0, "RINGPIPE_DIAGNOSTIC_PORTS wins: %s",
+		     rp_last_error());
+	cr_assert_eq(stat(extra, &st), 0, "the listen port exists");
+	cr_assert_eq(st.st_mode & 0777, 0600);
+	check_alive(extra, "a configured listen port");
+	rp_ipc_default_path(server_path, sizeof(server_path));
+	check_alive(server_path, "the default port next to a listen port");
+	cr_assert_eq(rp_ipc_server_start(NULL), -EBUSY, "one server per process");
+	rp_ipc_server_stop();
+	rp_ipc_server_stop();	/* twice is fine */
+	cr_assert_neq(access(extra, F_OK), 0, "listen ports are unlinked at stop");
+
+	unsetenv("RINGPIPE_DIAGNOSTIC_PORTS");
+	cr_assert_eq(rp_ipc_server_start(NULL), -EINVAL);
+	cr_assert(strstr(rp_last_error(), "DOTNET_DiagnosticPorts") &&
+		  strstr(rp_last_error(), "bogus-tag"), "%s", rp_last_error());
+	unsetenv("DOTNET_DiagnosticPorts");
+	{
+		struct rp_ipc_opts o = { .sz = sizeof(o), .no_default_port = true };
+
+		cr_assert_eq(rp_ipc_server_start(&o), -EINVAL, "no port at all");
+	}
+	/* a stale socket file at a listen path is replaced */
+	{
+		int fd = listen_at(extra);
+		struct rp_ipc_opts o = { .sz = sizeof(o), .ports = spec, .no_default_port = true };
+
+		close(fd);
+		cr_assert_eq(rp_ipc_server_start(&o), 0, "%s", rp_last_error());
+		check_alive(extra, "a replaced stale socket");
+		rp_ipc_server_stop();
+	}
+	free(spec);
+	th_rmdir(dir);
+}
+
+Test(ipc, process_environment_and_set_environment_variable, .timeout = 60)
+{
+	struct bytebuf b = { 0 }, cont = { 0 };
+	struct reply *r = malloc(sizeof(*r));
+	uint32_t n, count, i;
+	size_t off;
+	bool found = false;
+	char buf[65536];
+	ssize_t k;
+	int fd;
+
+	setenv("RP_IPC_TEST_VAR", "hello=world", 1);
+	start_server(NULL);
+	build_simple(&b, 0x04, 0x02);
+	fd = cl_connect(server_path);
+	cl_send(fd, b.p, b.len);
+	read_reply(fd, r);
+	cr_assert(r->ok && r->id == 0x00 && r->size == 26, "ProcessEnvironment: OK, size 26");
+	n = rd32(r->payload);
+	cr_assert_eq(r->payload[4] | r->payload[5], 0);
+	while ((k = read(fd, buf, sizeof(buf))) > 0)
+		bb_append(&cont, buf, (size_t)k);
+	close(fd);
+	cr_assert_eq(cont.len, n, "the continuation is nIncomingBytes long and then EOF");
+	count = rd32(cont.p);
+	cr_assert_gt(count, 0);
+	r->len = cont.len;
+	memcpy(r->payload, cont.p, cont.len < sizeof(r->payload) ? cont.len : sizeof(r->payload));
+	cr_assert_lt(cont.len, sizeof(r->payload), "test environment fits");
+	off = 4;
+	for (i = 0; i < count; i++) {
+		char *s = rdstr(r, &off);
+
+		cr_assert(strchr(s, '='), "every entry is NAME=VALUE: %s", s);
+		found |= !strcmp(s, "RP_IPC_TEST_VAR=hello=world");
+		free(s);
+	}
+	cr_assert_eq(off, cont.len);
+	cr_assert(found, "our variable is in the environment");
+
+	req_begin(&b, 0x04, 0x03);
+	wstr(&b, "RP_IPC_SET");
+	wstr(&b, "v1");
+	req_end(&b);
+	free(r);
+	r = roundtrip(server_path, &b);
+	cr_assert(r->ok && r->id == 0x00 && r->size == 24, "SetEnvironmentVariable: OK");
+	cr_assert_str_eq(getenv("RP_IPC_SET") ? getenv("RP_IPC_SET") : "(unset)", "v1");
+	free(r);
+	req_begin(&b, 0x04, 0x03);
+	wstr(&b, "RP_IPC_SET");
+	wstr(&b, NULL);
+	req_end(&b);
+	r = roundtrip(server_path, &b);
+	cr_assert(r->ok && r->id == 0x00, "SetEnvironmentVariable with a null value");
+	cr_assert_null(getenv("RP_IPC_SET"), "a null value unsets");
+	free(r);
+	bb_free(&b);
+	bb_free(&cont);
+	end_server();
+}
+
+Test(ipc, a_forked_child_leaves_the_parents_server_alone, .timeout = 60)
+{
+	int st;
+	pid_t pid;
+
+	start_server(NULL);
+	pid = fork();
+	if (pid == 0) {
+		alarm(30);
+		rp_ipc_server_stop();	/* the child has no server: a no-op */
+#if !defined(__SANITIZE_THREAD__) && !defined(__SANITIZE_ADDRESS__)
+		/* and may start its own (the sanitizers' allocators are not safe
+		 * to use from new threads after a multithreaded fork) */
+		if (rp_ipc_server_start(NULL))
+			_exit(5);
+		rp_ipc_server_stop();
+#endif
+		_exit(access(server_path, F_OK) ? 4 : 0);
+	}
+	cr_assert_gt(pid, 0);
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status 0x%x", st);
+	cr_assert_eq(access(server_path, F_OK), 0, "the parent's socket survives the child");
+	check_alive(server_path, "a fork");
+	end_server();
+}
+
+Test(ipc, many_clients_at_once, .timeout = 120)
+{
+	enum { N = 24 };
+	struct rp_event *ev = test_event("Test-Ipc-Many");
+	struct collect_req c = { .version = 3, .buffer_mb = 2, .format = 1, .nprov = 1,
+				 .prov = { { "Test-Ipc-Many", 0, 5, NULL } } };
+	struct stream st[4];
+	uint64_t ids[4];
+	int i, fds[N];
+
+	start_server(NULL);
+	/* idle clients hold connections while sessions start and others are served */
+	for (i = 0; i < N; i++)
+		fds[i] = cl_connect(server_path);
+	for (i = 0; i < 4; i++) {
+		memset(&st[i], 0, sizeof(st[i]));
+		st[i].fd = collect(server_path, &c, &ids[i]);
+		cr_assert_eq(pthread_create(&st[i].th, NULL, stream_main, &st[i]), 0);
+	}
+	wait_sessions(ev, 4, "four sessions run");
+	cr_assert_eq(write_events(ev, 1, 500), 500);
+	for (i = 0; i < 4; i++)
+		stop_tracing(server_path, ids[i]);
+	for (i = 0; i < 4; i++) {
+		pthread_join(st[i].th, NULL);
+		close(st[i].fd);
+		cr_assert_eq(count_events(&st[i].got, "Test-Ipc-Many", NULL, NULL), 500,
+			     "session %d got every event", i);
+		bb_free(&st[i].got);
+	}
+	for (i = 0; i < N; i++)
+		close(fds[i]);
+	check_alive(server_path, "many clients");
+	end_server();
+}

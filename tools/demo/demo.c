@@ -1,0 +1,512 @@
+// SPDX-License-Identifier: MIT
+/*
+ * ringpipe-demo: a minimal "runtime" that .NET's diagnostic tools and
+ * `ringpipe collect` can attach to.
+ *
+ * It starts ringpipe's diagnostics IPC server (rp_ipc_server_start), so it
+ * shows up in `dotnet-trace ps` / `ringpipe ps`, and defines two providers:
+ *
+ *   Ringpipe-Demo            Tick (id 1): Counter u64, Thread u32, Text string
+ *                            WorkStart (id 2, opcode Start) / WorkStop (id 3,
+ *                            opcode Stop): WorkId u64 -- TraceEvent names them
+ *                            Work/Start and Work/Stop
+ *   Ringpipe-Demo-Counters   EventCounters, published every N seconds while a
+ *                            session enables the provider with the argument
+ *                            EventCounterIntervalSec=N (what dotnet-counters
+ *                            sends): "working-set" (Mean, MB) and "ticks/sec"
+ *                            (Sum: Tick events written in the interval)
+ *
+ * The EventCounters payload has the shape the .NET runtime writes and
+ * dotnet-counters parses: one unnamed struct field holding a struct named
+ * "Payload" with the counter's fields.
+ *
+ * Each of T threads writes RATE Tick events per second and, around every
+ * tenth tick, a Work/Start - Work/Stop pair. Runs for --duration seconds
+ * (0: until SIGINT/SIGTERM), then prints "ticks N", the Tick events written.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ringpipe/ringpipe.h"
+
+#define DEMO_MAX_THREADS 256u
+#define DEMO_MAX_RATE 10000000u
+#define DEMO_MAX_DURATION (100u * 365 * 86400)
+
+static const char demo_usage[] =
+"usage: ringpipe-demo [--duration SECONDS] [--rate EVENTS_PER_SEC] [--threads N]\n"
+"\n"
+"Starts ringpipe's diagnostics IPC server, prints its pid and socket, and lets\n"
+"N threads (default 1, at most 256) write RATE Tick events per second each\n"
+"(default 10, at most 10000000) to the provider Ringpipe-Demo, with a\n"
+"Work/Start - Work/Stop pair around every tenth tick. The provider\n"
+"Ringpipe-Demo-Counters publishes EventCounters (working-set, ticks/sec)\n"
+"when enabled with EventCounterIntervalSec=N. Runs for SECONDS (default 0:\n"
+"until SIGINT or SIGTERM), then prints \"ticks N\".\n";
+
+/* ---- state ---------------------------------------------------------------- */
+
+static int demo_stop;				/* atomic: set by signals and main */
+static uint64_t demo_ticks;			/* atomic: Tick events written */
+
+static struct rp_event *ev_tick, *ev_work_start, *ev_work_stop;
+static struct rp_event *ev_counter_mean, *ev_counter_sum;
+
+static pthread_mutex_t ctr_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t ctr_cond = PTHREAD_COND_INITIALIZER;
+static uint32_t ctr_interval_s[RP_MAX_SESSIONS];	/* 0: session publishes nothing */
+
+struct demo_thread {
+	pthread_t th;
+	uint32_t index;
+	uint64_t rate;
+};
+
+static bool stopping(void)
+{
+	return __atomic_load_n(&demo_stop, __ATOMIC_RELAXED);
+}
+
+static void request_stop(void)
+{
+	__atomic_store_n(&demo_stop, 1, __ATOMIC_RELAXED);
+}
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	request_stop();
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void sleep_ns(uint64_t ns)
+{
+	struct timespec ts = { (time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull) };
+
+	nanosleep(&ts, NULL);
+}
+
+/* ---- payloads ------------------------------------------------------------- */
+
+struct pbuf {
+	uint8_t b[1024];
+	size_t n;
+};
+
+static void put(struct pbuf *p, const void *v, size_t n)
+{
+	if (p->n + n <= sizeof(p->b)) {
+		memcpy(p->b + p->n, v, n);
+		p->n += n;
+	}
+}
+
+/* ASCII as a NUL-terminated UTF-16LE string. */
+static void put_str(struct pbuf *p, const char *s)
+{
+	do {
+		uint16_t u = (uint8_t)*s;
+
+		put(p, &u, 2);
+	} while (*s++);
+}
+
+static void put_f64(struct pbuf *p, double v) { put(p, &v, 8); }
+static void put_f32(struct pbuf *p, float v) { put(p, &v, 4); }
+static void put_u64(struct pbuf *p, uint64_t v) { put(p, &v, 8); }
+static void put_u32(struct pbuf *p, uint32_t v) { put(p, &v, 4); }
+
+/* ---- providers -------------------------------------------------------------- */
+
+static const struct rp_field tick_fields[] = {
+	{ "Counter", RP_TYPE_U64, 0, 0, NULL },
+	{ "Thread", RP_TYPE_U32, 0, 0, NULL },
+	{ "Text", RP_TYPE_STRING, 0, 0, NULL },
+};
+
+static const struct rp_field work_fields[] = {
+	{ "WorkId", RP_TYPE_U64, 0, 0, NULL },
+};
+
+/* The fields of a Mean counter's payload, in the runtime's order. */
+static const struct rp_field mean_fields[] = {
+	{ "Name", RP_TYPE_STRING, 0, 0, NULL },
+	{ "DisplayName", RP_TYPE_STRING, 0, 0, NULL },
+	{ "Mean", RP_TYPE_F64, 0, 0, NULL },
+	{ "StandardDeviation", RP_TYPE_F64, 0, 0, NULL },
+	{ "Count", RP_TYPE_I32, 0, 0, NULL },
+	{ "Min", RP_TYPE_F64, 0, 0, NULL },
+	{ "Max", RP_TYPE_F64, 0, 0, NULL },
+	{ "IntervalSec", RP_TYPE_F32, 0, 0, NULL },
+	{ "Series", RP_TYPE_STRING, 0, 0, NULL },
+	{ "CounterType", RP_TYPE_STRING, 0, 0, NULL },
+	{ "Metadata", RP_TYPE_STRING, 0, 0, NULL },
+	{ "DisplayUnits", RP_TYPE_STRING, 0, 0, NULL },
+};
+
+/* ... and of an incrementing (Sum) counter's. */
+static const struct rp_field sum_fields[] = {
+	{ "Name", RP_TYPE_STRING, 0, 0, NULL },
+	{ "DisplayName", RP_TYPE_STRING, 0, 0, NULL },
+	{ "DisplayRateTimeScale", RP_TYPE_STRING, 0, 0, NULL },
+	{ "Increment", RP_TYPE_F64, 0, 0, NULL },
+	{ "IntervalSec", RP_TYPE_F32, 0, 0, NULL },
+	{ "Metadata", RP_TYPE_STRING, 0, 0, NULL },
+	{ "Series", RP_TYPE_STRING, 0, 0, NULL },
+	{ "CounterType", RP_TYPE_STRING, 0, 0, NULL },
+	{ "DisplayUnits", RP_TYPE_STRING, 0, 0, NULL },
+};
+
+static const struct rp_field mean_payload[] = {
+	{ "Payload", RP_TYPE_OBJECT, 0, sizeof(mean_fields) / sizeof(mean_fields[0]), mean_fields },
+};
+static const struct rp_field sum_payload[] = {
+	{ "Payload", RP_TYPE_OBJECT, 0, sizeof(sum_fields) / sizeof(sum_fields[0]), sum_fields },
+};
+static const struct rp_field mean_top[] = { { "", RP_TYPE_OBJECT, 0, 1, mean_payload } };
+static const struct rp_field sum_top[] = { { "", RP_TYPE_OBJECT, 0, 1, sum_payload } };
+
+/* EventCounterIntervalSec from "key=value;..." args; 0 when absent or bad. */
+static uint32_t interval_arg(const char *args)
+{
+	static const char key[] = "EventCounterIntervalSec=";
+	const char *p = args;
+
+	while (p && *p) {
+		if (!strncmp(p, key, sizeof(key) - 1)) {
+			char *end;
+			double v = strtod(p + sizeof(key) - 1, &end);
+
+			if ((*end == 0 || *end == ';') && v >= 1 && v <= 86400)
+				return (uint32_t)v;
+			return 0;
+		}
+		p = strchr(p, ';');
+		if (p)
+			p++;
+	}
+	return 0;
+}
+
+static void counters_enable(struct rp_provider *provider, int session_id, bool enabled,
+			    uint64_t keywords, uint8_t level, const char *args, void *ctx)
+{
+	(void)provider, (void)keywords, (void)level, (void)ctx;
+	if (session_id < 0 || session_id >= RP_MAX_SESSIONS)
+		return;
+	pthread_mutex_lock(&ctr_lock);
+	ctr_interval_s[session_id] = enabled ? interval_arg(args) : 0;
+	pthread_cond_broadcast(&ctr_cond);
+	pthread_mutex_unlock(&ctr_lock);
+}
+
+static struct rp_event *new_event(struct rp_provider *p, uint32_t id, const char *name,
+				  uint8_t level, uint8_t opcode, const struct rp_field *f,
+				  uint16_t nf)
+{
+	struct rp_event_opts o = { .sz = sizeof(o), .id = id, .name = name, .level = level,
+				   .opcode = opcode, .nfields = nf, .fields = f };
+
+	return rp_event_new(p, &o);
+}
+
+static int define_providers(void)
+{
+	struct rp_provider_opts po = { .sz = sizeof(po), .name = "Ringpipe-Demo" };
+	struct rp_provider *demo, *ctr;
+
+	demo = rp_provider_new(&po);
+	po.name = "Ringpipe-Demo-Counters";
+	po.enable_cb = counters_enable;
+	ctr = rp_provider_new(&po);
+	if (!demo || !ctr)
+		return -1;
+	ev_tick = new_event(demo, 1, "Tick", 4, 0, tick_fields, 3);
+	ev_work_start = new_event(demo, 2, "WorkStart", 4, 1, work_fields, 1);
+	ev_work_stop = new_event(demo, 3, "WorkStop", 4, 2, work_fields, 1);
+	ev_counter_mean = new_event(ctr, 1, "EventCounters", 0, 0, mean_top, 1);
+	ev_counter_sum = new_event(ctr, 2, "EventCounters", 0, 0, sum_top, 1);
+	return ev_tick && ev_work_start && ev_work_stop && ev_counter_mean && ev_counter_sum ?
+		0 : -1;
+}
+
+/* ---- counters ------------------------------------------------------------- */
+
+static double working_set_mb(void)
+{
+	unsigned long size = 0, rss = 0;
+	FILE *f = fopen("/proc/self/statm", "re");
+
+	if (!f)
+		return 0;
+	if (fscanf(f, "%lu %lu", &size, &rss) != 2)
+		rss = 0;
+	fclose(f);
+	return (double)rss * (double)sysconf(_SC_PAGESIZE) / 1e6;
+}
+
+static void publish(uint32_t interval_s, double elapsed_s, uint64_t ticks)
+{
+	char series[64];
+	struct pbuf p = { .n = 0 };
+	double ws = working_set_mb();
+
+	snprintf(series, sizeof(series), "Interval=%u", interval_s * 1000);
+	put_str(&p, "working-set");
+	put_str(&p, "Working Set");
+	put_f64(&p, ws);
+	put_f64(&p, 0.0);
+	put_u32(&p, 1);
+	put_f64(&p, ws);
+	put_f64(&p, ws);
+	put_f32(&p, (float)elapsed_s);
+	put_str(&p, series);
+	put_str(&p, "Mean");
+	put_str(&p, "");
+	put_str(&p, "MB");
+	rp_event_write(ev_counter_mean, p.b, p.n);
+
+	p.n = 0;
+	put_str(&p, "ticks/sec");
+	put_str(&p, "Ticks");
+	put_str(&p, "00:00:01");
+	put_f64(&p, (double)ticks);
+	put_f32(&p, (float)elapsed_s);
+	put_str(&p, "");
+	put_str(&p, series);
+	put_str(&p, "Sum");
+	put_str(&p, "");
+	rp_event_write(ev_counter_sum, p.b, p.n);
+}
+
+/* Publishes at the shortest interval any session asked for. */
+static void *counters_main(void *arg)
+{
+	uint64_t last = now_ns(), last_ticks = __atomic_load_n(&demo_ticks, __ATOMIC_RELAXED);
+
+	(void)arg;
+	while (!stopping()) {
+		uint32_t interval = 0;
+		uint64_t now;
+		int i;
+
+		pthread_mutex_lock(&ctr_lock);
+		for (i = 0; i < RP_MAX_SESSIONS; i++)
+			if (ctr_interval_s[i] && (!interval || ctr_interval_s[i] < interval))
+				interval = ctr_interval_s[i];
+		if (!interval) {
+			struct timespec ts;
+
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_nsec += 100 * 1000000L;
+			if (ts.tv_nsec >= 1000000000L)
+				ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+			pthread_cond_timedwait(&ctr_cond, &ctr_lock, &ts);
+			pthread_mutex_unlock(&ctr_lock);
+			last = now_ns();
+			last_ticks = __atomic_load_n(&demo_ticks, __ATOMIC_RELAXED);
+			continue;
+		}
+		pthread_mutex_unlock(&ctr_lock);
+		now = now_ns();
+		if (now - last >= (uint64_t)interval * 1000000000ull) {
+			uint64_t t = __atomic_load_n(&demo_ticks, __ATOMIC_RELAXED);
+
+			publish(interval, (double)(now - last) / 1e9, t - last_ticks);
+			last = now;
+			last_ticks = t;
+		}
+		sleep_ns(20 * 1000000ull);
+	}
+	return NULL;
+}
+
+/* ---- writers ------------------------------------------------------------- */
+
+static void *writer_main(void *arg)
+{
+	struct demo_thread *t = arg;
+	uint64_t start = now_ns(), n = 0, work = 0;
+	char text[64];
+
+	while (!stopping()) {
+		uint64_t due = (now_ns() - start) / 1000 * t->rate / 1000000;
+
+		for (; n < due && !stopping(); n++) {
+			struct pbuf p = { .n = 0 };
+			bool pair = n % 10 == 9;
+			uint64_t id = ((uint64_t)t->index << 48) | work;
+
+			if (pair && rp_event_enabled(ev_work_start))
+				rp_event_write(ev_work_start, &id, 8);
+			put_u64(&p, n + 1);
+			put_u32(&p, t->index);
+			snprintf(text, sizeof(text), "tick %" PRIu64 " of thread %u", n + 1, t->index);
+			put_str(&p, text);
+			if (rp_event_enabled(ev_tick))
+				rp_event_write(ev_tick, p.b, p.n);
+			__atomic_add_fetch(&demo_ticks, 1, __ATOMIC_RELAXED);
+			if (pair) {
+				if (rp_event_enabled(ev_work_stop))
+					rp_event_write(ev_work_stop, &id, 8);
+				work++;
+			}
+		}
+		/* sleep until the next tick is due, at most 10 ms */
+		{
+			uint64_t next = start + (n + 1) * 1000000000ull / t->rate, now = now_ns();
+
+			if (next > now)
+				sleep_ns(next - now < 10000000ull ? next - now : 10000000ull);
+		}
+	}
+	return NULL;
+}
+
+/* ---- main ------------------------------------------------------------------ */
+
+static int usage_err(const char *fmt, const char *arg)
+{
+	fprintf(stderr, "ringpipe-demo: ");
+	fprintf(stderr, fmt, arg);
+	fputc('\n', stderr);
+	return 2;
+}
+
+static int parse_num(const char *s, uint64_t max, uint64_t *out)
+{
+	char *end;
+
+	if (!s || *s < '0' || *s > '9')
+		return -1;
+	errno = 0;
+	*out = strtoull(s, &end, 10);
+	return errno || *end || *out > max ? -1 : 0;
+}
+
+/* Our socket: $TMPDIR (or /tmp)/dotnet-diagnostic-<pid>-*-socket. */
+static void print_socket(void)
+{
+	const char *tmp = getenv("TMPDIR");
+	char prefix[64], dir[4096];
+	struct dirent *de;
+	bool found = false;
+	DIR *d;
+
+	snprintf(dir, sizeof(dir), "%s", tmp && *tmp ? tmp : "/tmp");
+	snprintf(prefix, sizeof(prefix), "dotnet-diagnostic-%d-", (int)getpid());
+	d = opendir(dir);
+	while (d && (de = readdir(d))) {
+		if (!strncmp(de->d_name, prefix, strlen(prefix))) {
+			printf("socket %s%s%s\n", dir, dir[strlen(dir) - 1] == '/' ? "" : "/",
+			       de->d_name);
+			found = true;
+			break;
+		}
+	}
+	if (d)
+		closedir(d);
+	if (!found)
+		printf("socket none (only the configured diagnostic ports)\n");
+}
+
+int main(int argc, char **argv)
+{
+	uint64_t duration = 0, rate = 10, threads = 1, start;
+	struct demo_thread *t;
+	pthread_t ctr_th;
+	struct sigaction sa;
+	int i, rc;
+	uint32_t k, started = 0;
+
+	for (i = 1; i < argc; i++) {
+		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+
+		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+			fputs(demo_usage, stdout);
+			return 0;
+		}
+		if (strcmp(a, "--duration") && strcmp(a, "--rate") && strcmp(a, "--threads"))
+			return usage_err("unknown option '%s' (see --help)", a);
+		if (!v)
+			return usage_err("option '%s' needs a value", a);
+		i++;
+		if (!strcmp(a, "--duration") && parse_num(v, DEMO_MAX_DURATION, &duration))
+			return usage_err("--duration takes whole seconds (0: until a signal), not '%s'",
+					 v);
+		if (!strcmp(a, "--rate") && (parse_num(v, DEMO_MAX_RATE, &rate) || !rate))
+			return usage_err("--rate must be 1..10000000 events per second, not '%s'", v);
+		if (!strcmp(a, "--threads") &&
+		    (parse_num(v, DEMO_MAX_THREADS, &threads) || !threads))
+			return usage_err("--threads must be 1..256, not '%s'", v);
+	}
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	printf("pid %d\n", (int)getpid());
+	if (define_providers()) {
+		fprintf(stderr, "ringpipe-demo: cannot define the providers: %s\n", rp_last_error());
+		return 1;
+	}
+	/* With a suspend-mode port this returns once a tool sent ResumeRuntime. */
+	rc = rp_ipc_server_start(NULL);
+	if (rc == -ECANCELED) {
+		printf("socket none (diagnostics disabled)\n");
+	} else if (rc) {
+		fprintf(stderr, "ringpipe-demo: cannot start the diagnostics server: %s\n",
+			*rp_last_error() ? rp_last_error() : strerror(-rc));
+		return 1;
+	} else {
+		print_socket();
+	}
+
+	t = calloc(threads, sizeof(*t));
+	if (!t || pthread_create(&ctr_th, NULL, counters_main, NULL)) {
+		fprintf(stderr, "ringpipe-demo: cannot start threads\n");
+		rp_ipc_server_stop();
+		return 1;
+	}
+	for (k = 0; k < threads; k++) {
+		t[k].index = k;
+		t[k].rate = rate;
+		if (pthread_create(&t[k].th, NULL, writer_main, &t[k])) {
+			fprintf(stderr, "ringpipe-demo: cannot start writer thread %u\n", k);
+			request_stop();
+			break;
+		}
+		started++;
+	}
+	start = now_ns();
+	while (!stopping() && (!duration || now_ns() - start < duration * 1000000000ull))
+		sleep_ns(10 * 1000000ull);
+	request_stop();
+	for (k = 0; k < started; k++)
+		pthread_join(t[k].th, NULL);
+	pthread_join(ctr_th, NULL);
+	rp_ipc_server_stop();
+	printf("ticks %" PRIu64 "\n", __atomic_load_n(&demo_ticks, __ATOMIC_RELAXED));
+	free(t);
+	return started == threads ? 0 : 1;
+}
