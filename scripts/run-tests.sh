@@ -9,6 +9,8 @@ OUT=${OUT:-.output/default}
 OUTPUT=${OUTPUT:-.output}
 FUZZ_SECONDS=${FUZZ_SECONDS:-20}
 export RINGPIPE_TOOL=${RINGPIPE_TOOL:-$PWD/$OUT/ringpipe}
+export RINGPIPE_DEMO=${RINGPIPE_DEMO:-$PWD/$OUT/ringpipe-demo}
+export RINGPIPE_DOTNET_TOOLS=${RINGPIPE_DOTNET_TOOLS:-$PWD/$OUTPUT/dotnet-tools}
 export RINGPIPE_INTEROP_DLL=${RINGPIPE_INTEROP_DLL:-$PWD/$OUTPUT/interop/TraceDump.dll}
 if [ -z "${RINGPIPE_SHARED:-}" ]; then
 	RINGPIPE_SHARED=$(cd .. && pwd)/shared

@@ -13,6 +13,9 @@
  *
  * A malformed value is reported on stderr, naming the variable and what was
  * wrong, and the startup session is not started; the program runs on.
+ *
+ * RINGPIPE_ENABLE_DIAGNOSTICS=1, RINGPIPE_DIAGNOSTIC_PORTS or
+ * DOTNET_DiagnosticPorts also start the diagnostics IPC server here.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -183,9 +186,31 @@ static void startup_fail(const char *var, const char *val, const char *why)
 	fprintf(stderr, "ringpipe: %s=%s: %s; the startup session was not started\n", var, val, why);
 }
 
+/*
+ * The diagnostics server starts by itself when the environment asks for it:
+ * RINGPIPE_ENABLE_DIAGNOSTICS=1, or diagnostic ports configured (then a
+ * suspend port holds the program here, before main(), until a tool resumes it,
+ * as the .NET runtime does).
+ */
+static void startup_ipc(void)
+{
+	const char *en = getenv("RINGPIPE_ENABLE_DIAGNOSTICS");
+	int err;
+
+	if (!(en && !strcmp(en, "1")) && !getenv("RINGPIPE_DIAGNOSTIC_PORTS") &&
+	    !getenv("DOTNET_DiagnosticPorts"))
+		return;
+	err = rp_ipc_server_start(NULL);
+	if (err && err != -ECANCELED && err != -EBUSY)
+		fprintf(stderr, "ringpipe: the diagnostics server did not start: %s\n",
+			*rp_last_error() ? rp_last_error() : strerror(-err));
+}
+
 void rp_startup_session(void)
 {
 	const char *out = getenv("RINGPIPE_OUTPUT"), *v;
+
+	startup_ipc();
 	struct rp_session_opts so = { .sz = sizeof(so), .fd = -1 };
 	struct rp_provider_config *prov = NULL;
 	char err[256], path[4096];

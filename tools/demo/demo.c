@@ -472,6 +472,8 @@ int main(int argc, char **argv)
 	}
 	/* With a suspend-mode port this returns once a tool sent ResumeRuntime. */
 	rc = rp_ipc_server_start(NULL);
+	if (rc == -EBUSY)
+		rc = 0;		/* started already by the startup configuration */
 	if (rc == -ECANCELED) {
 		printf("socket none (diagnostics disabled)\n");
 	} else if (rc) {
