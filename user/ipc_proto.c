@@ -16,6 +16,7 @@
 #include <strings.h>
 
 #include "ipc.h"
+#include "utf.h"
 
 /* ---- errors ------------------------------------------------------------ */
 
@@ -100,30 +101,6 @@ static int rd_bool(struct rd *r, bool *v, const char *what)
 	return e;
 }
 
-/* Appends code point cp as UTF-8; returns the bytes written. */
-static size_t utf8_put(char *o, uint32_t cp)
-{
-	if (cp < 0x80) {
-		o[0] = (char)cp;
-		return 1;
-	}
-	if (cp < 0x800) {
-		o[0] = (char)(0xC0 | (cp >> 6));
-		o[1] = (char)(0x80 | (cp & 0x3F));
-		return 2;
-	}
-	if (cp < 0x10000) {
-		o[0] = (char)(0xE0 | (cp >> 12));
-		o[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-		o[2] = (char)(0x80 | (cp & 0x3F));
-		return 3;
-	}
-	o[0] = (char)(0xF0 | (cp >> 18));
-	o[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-	o[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-	o[3] = (char)(0x80 | (cp & 0x3F));
-	return 4;
-}
 
 /*
  * A protocol string as UTF-8. Count 0 is null: *out = NULL. Otherwise the
@@ -606,43 +583,11 @@ void ipc_advertise_put(uint8_t out[IPC_ADVERTISE_SIZE], const uint8_t cookie[16]
 	out[32] = out[33] = 0;
 }
 
-/* Next code point of UTF-8 text at *p; invalid or overlong bytes give
- * U+FFFD and advance by one. */
-static uint32_t utf8_next(const unsigned char **p)
-{
-	const unsigned char *s = *p;
-	uint32_t c = s[0], min;
-	int n, i;
-
-	if (c < 0x80) {
-		*p = s + 1;
-		return c;
-	}
-	if ((c & 0xE0) == 0xC0)
-		n = 1, c &= 0x1F, min = 0x80;
-	else if ((c & 0xF0) == 0xE0)
-		n = 2, c &= 0x0F, min = 0x800;
-	else if ((c & 0xF8) == 0xF0)
-		n = 3, c &= 0x07, min = 0x10000;
-	else
-		goto bad;
-	for (i = 1; i <= n; i++) {
-		if ((s[i] & 0xC0) != 0x80)
-			goto bad;	/* also stops at the NUL */
-		c = c << 6 | (s[i] & 0x3F);
-	}
-	if (c < min || c > 0x10FFFF || (c >= 0xD800 && c < 0xE000))
-		goto bad;
-	*p = s + n + 1;
-	return c;
-bad:
-	*p = s + 1;
-	return 0xFFFD;
-}
 
 int ipc_string_put(struct bytebuf *b, const char *s, size_t max_units)
 {
 	const unsigned char *p = (const unsigned char *)(s ? s : "");
+	const unsigned char *pend = p + strlen((const char *)p);
 	size_t start, units = 0;
 	uint32_t count;
 
@@ -651,7 +596,7 @@ int ipc_string_put(struct bytebuf *b, const char *s, size_t max_units)
 	start = b->len;
 	bb_u32(b, 0);		/* patched below */
 	while (*p) {
-		uint32_t c = utf8_next(&p);
+		uint32_t c = utf8_next(&p, pend);
 
 		if (bb_reserve(b, 4))
 			return -ENOMEM;

@@ -9,8 +9,7 @@
 #include <string.h>
 
 #include "nettrace.h"
-
-void nt_utf16_to_utf8(struct bytebuf *b, const uint8_t *s, size_t units);
+#include "utf.h"
 
 void nt_json_string(struct bytebuf *out, const char *s, size_t n)
 {
@@ -160,7 +159,7 @@ static bool dump_value(struct bytebuf *out, struct pl *pl, const struct nt_rtype
 			units++;
 		}
 		pl->pos += 2;
-		nt_utf16_to_utf8(&s, pl->p + start, units);
+		utf16le_to_utf8(&s, pl->p + start, units);
 		nt_json_string(out, (const char *)s.p, s.len);
 		bb_free(&s);
 		return true;

@@ -28,6 +28,7 @@
 
 #include "hmap.h"
 #include "nettrace.h"
+#include "utf.h"
 
 #define MAX_FIELD_DEPTH 16
 
@@ -190,57 +191,6 @@ static int rdvar64(struct nt_reader *r, struct cur *c, uint64_t *v, const char *
 	return rdvar(r, c, v, 10, what);
 }
 
-/* Appends one code point as UTF-8. */
-static void put_utf8(struct bytebuf *b, uint32_t c)
-{
-	if (c < 0x80) {
-		bb_u8(b, (uint8_t)c);
-	} else if (c < 0x800) {
-		bb_u8(b, (uint8_t)(0xc0 | (c >> 6)));
-		bb_u8(b, (uint8_t)(0x80 | (c & 0x3f)));
-	} else if (c < 0x10000) {
-		bb_u8(b, (uint8_t)(0xe0 | (c >> 12)));
-		bb_u8(b, (uint8_t)(0x80 | ((c >> 6) & 0x3f)));
-		bb_u8(b, (uint8_t)(0x80 | (c & 0x3f)));
-	} else {
-		bb_u8(b, (uint8_t)(0xf0 | (c >> 18)));
-		bb_u8(b, (uint8_t)(0x80 | ((c >> 12) & 0x3f)));
-		bb_u8(b, (uint8_t)(0x80 | ((c >> 6) & 0x3f)));
-		bb_u8(b, (uint8_t)(0x80 | (c & 0x3f)));
-	}
-}
-
-/*
- * Converts UTF-16LE code units to UTF-8 (unpaired surrogates become U+FFFD).
- * Shared with the JSON dumper.
- */
-void nt_utf16_to_utf8(struct bytebuf *b, const uint8_t *s, size_t units);
-
-void nt_utf16_to_utf8(struct bytebuf *b, const uint8_t *s, size_t units)
-{
-	size_t i;
-
-	if (bb_reserve(b, units * 3 + 1))
-		return;
-	for (i = 0; i < units; i++) {
-		uint32_t c = (uint32_t)s[2 * i] | (uint32_t)s[2 * i + 1] << 8;
-
-		if (c >= 0xd800 && c < 0xdc00 && i + 1 < units) {
-			uint32_t d = (uint32_t)s[2 * i + 2] | (uint32_t)s[2 * i + 3] << 8;
-
-			if (d >= 0xdc00 && d < 0xe000) {
-				c = 0x10000 + ((c - 0xd800) << 10) + (d - 0xdc00);
-				i++;
-			} else {
-				c = 0xfffd;
-			}
-		} else if (c >= 0xd800 && c < 0xe000) {
-			c = 0xfffd;
-		}
-		put_utf8(b, c);
-	}
-}
-
 /* Reads a NUL-terminated UTF-16LE string into a new UTF-8 C string. */
 static int rd_utf16z(struct nt_reader *r, struct cur *c, char **out, const char *what)
 {
@@ -255,7 +205,7 @@ static int rd_utf16z(struct nt_reader *r, struct cur *c, char **out, const char 
 		c->pos += 2;
 		units++;
 	}
-	nt_utf16_to_utf8(&b, c->p + start, units);
+	utf16le_to_utf8(&b, c->p + start, units);
 	c->pos += 2;
 	if (bb_append(&b, "", 1)) {
 		bb_free(&b);

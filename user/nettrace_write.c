@@ -29,6 +29,7 @@
 
 #include "hmap.h"
 #include "nettrace.h"
+#include "utf.h"
 
 #define NT_V5_BLOCK_VERSION 2
 #define NT_DEFAULT_BLOCK (96u * 1024)
@@ -270,38 +271,6 @@ static int emit_block(struct nt_writer *w, const char *v5_type, int v6_kind,
 }
 
 /* ---- strings ---------------------------------------------------------- */
-
-/* Decodes one UTF-8 code point; invalid input yields U+FFFD. */
-static uint32_t utf8_next(const uint8_t **ps, const uint8_t *end)
-{
-	const uint8_t *s = *ps;
-	uint32_t c = *s++, need = 0, min = 0;
-
-	if (c < 0x80) {
-		*ps = s;
-		return c;
-	} else if ((c & 0xe0) == 0xc0) {
-		c &= 0x1f; need = 1; min = 0x80;
-	} else if ((c & 0xf0) == 0xe0) {
-		c &= 0x0f; need = 2; min = 0x800;
-	} else if ((c & 0xf8) == 0xf0) {
-		c &= 0x07; need = 3; min = 0x10000;
-	} else {
-		*ps = s;
-		return 0xfffd;
-	}
-	while (need--) {
-		if (s >= end || (*s & 0xc0) != 0x80) {
-			*ps = s;
-			return 0xfffd;
-		}
-		c = (c << 6) | (*s++ & 0x3f);
-	}
-	*ps = s;
-	if (c < min || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff))
-		return 0xfffd;
-	return c;
-}
 
 /* Appends `s` as UTF-16LE with a NUL terminator. */
 static int put_utf16z(struct bytebuf *b, const char *str)

@@ -1,0 +1,83 @@
+// SPDX-License-Identifier: MIT
+#include "utf.h"
+
+uint32_t utf8_next(const uint8_t **ps, const uint8_t *end)
+{
+	const uint8_t *s = *ps;
+	uint32_t c = *s++, need, min;
+
+	if (c < 0x80) {
+		*ps = s;
+		return c;
+	} else if ((c & 0xe0) == 0xc0) {
+		c &= 0x1f; need = 1; min = 0x80;
+	} else if ((c & 0xf0) == 0xe0) {
+		c &= 0x0f; need = 2; min = 0x800;
+	} else if ((c & 0xf8) == 0xf0) {
+		c &= 0x07; need = 3; min = 0x10000;
+	} else {
+		*ps = s;
+		return 0xfffd;
+	}
+	while (need--) {
+		if (s >= end || (*s & 0xc0) != 0x80) {
+			*ps = s;
+			return 0xfffd;
+		}
+		c = (c << 6) | (*s++ & 0x3f);
+	}
+	*ps = s;
+	if (c < min || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff))
+		return 0xfffd;
+	return c;
+}
+
+size_t utf8_put(char *o, uint32_t cp)
+{
+	if (cp < 0x80) {
+		o[0] = (char)cp;
+		return 1;
+	}
+	if (cp < 0x800) {
+		o[0] = (char)(0xc0 | (cp >> 6));
+		o[1] = (char)(0x80 | (cp & 0x3f));
+		return 2;
+	}
+	if (cp < 0x10000) {
+		o[0] = (char)(0xe0 | (cp >> 12));
+		o[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
+		o[2] = (char)(0x80 | (cp & 0x3f));
+		return 3;
+	}
+	o[0] = (char)(0xf0 | (cp >> 18));
+	o[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
+	o[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
+	o[3] = (char)(0x80 | (cp & 0x3f));
+	return 4;
+}
+
+void utf16le_to_utf8(struct bytebuf *b, const uint8_t *s, size_t units)
+{
+	size_t i;
+
+	if (bb_reserve(b, units * 3 + 1))
+		return;
+	for (i = 0; i < units; i++) {
+		uint32_t c = (uint32_t)s[2 * i] | (uint32_t)s[2 * i + 1] << 8;
+
+		if (c >= 0xd800 && c < 0xdc00 && i + 1 < units) {
+			uint32_t d = (uint32_t)s[2 * i + 2] | (uint32_t)s[2 * i + 3] << 8;
+
+			if (d >= 0xdc00 && d < 0xe000) {
+				c = 0x10000 + ((c - 0xd800) << 10) + (d - 0xdc00);
+				i++;
+			} else {
+				c = 0xfffd;
+			}
+		} else if (c >= 0xd800 && c < 0xe000) {
+			c = 0xfffd;
+		}
+		/* 3 bytes reserved per unit; a pair (2 units) needs only 4 */
+		b->len += utf8_put((char *)b->p + b->len, c);
+	}
+}
