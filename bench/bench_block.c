@@ -58,28 +58,13 @@
 #include "ring.h"
 #include "ringpipe/ringpipe.h"
 #include "session.h"
+#include "bench_event.h"
 
 #define MAX_REPS 8
 #define NWRITERS 2
-#define PAYLOAD 32u
 #define BIG_BUFFER (512ull << 20)
 #define SMALL_BUFFER (1ull << 20)
 
-struct small {
-	uint64_t counter;
-	uint32_t thread;
-	uint32_t extra;
-	uint16_t name[8];		/* "ringpip" + NUL, UTF-16 */
-} __attribute__((packed));
-
-_Static_assert(sizeof(struct small) == PAYLOAD, "the benchmark event is 32 bytes");
-
-static const struct rp_field small_fields[] = {
-	{ "Counter", RP_TYPE_U64, 0, 0, NULL },
-	{ "Thread", RP_TYPE_U32, 0, 0, NULL },
-	{ "Extra", RP_TYPE_U32, 0, 0, NULL },
-	{ "Name", RP_TYPE_STRING, 0, 0, NULL },
-};
 
 static const char provider_name[] = "Bench-Block";
 static unsigned int reps = 5;
@@ -122,44 +107,11 @@ static void unpin(void)
 	pthread_setaffinity_np(pthread_self(), sizeof(allowed_cpus), &allowed_cpus);
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
 static int cmp_u64(const void *a, const void *b)
 {
 	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
 
 	return x < y ? -1 : x > y;
-}
-
-struct stat3 {
-	double med, min, max;
-};
-
-static struct stat3 summarize(const double *in, unsigned int n)
-{
-	double v[MAX_REPS];
-	struct stat3 s;
-
-	memcpy(v, in, n * sizeof(*v));
-	qsort(v, n, sizeof(*v), cmp_double);
-	s.min = v[0];
-	s.max = v[n - 1];
-	s.med = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-	return s;
-}
-
-static uint64_t total_drops(const struct rp_session_stats *st)
-{
-	uint64_t n = 0;
-
-	for (int r = 0; r < RP_DROP_REASON_NR; r++)
-		n += st->dropped[r];
-	return n;
 }
 
 /* ---- the admit hook ------------------------------------------------------ */

@@ -57,28 +57,13 @@
 #include "ring.h"
 #include "ringpipe/ringpipe.h"
 #include "session.h"
+#include "bench_event.h"
 
 #define MAX_REPS 8
-#define PAYLOAD 32u
 #define REC_BYTES 64u			/* 32-byte record header + payload */
 #define FLOOR_RING (64ull << 20)	/* 1M records of 64 bytes */
 #define MAX_FLOOR_RINGS 64
 
-struct small {
-	uint64_t counter;
-	uint32_t thread;
-	uint32_t extra;
-	uint16_t name[8];		/* "ringpip" + NUL, UTF-16 */
-} __attribute__((packed));
-
-_Static_assert(sizeof(struct small) == PAYLOAD, "the benchmark event is 32 bytes");
-
-static const struct rp_field small_fields[] = {
-	{ "Counter", RP_TYPE_U64, 0, 0, NULL },
-	{ "Thread", RP_TYPE_U32, 0, 0, NULL },
-	{ "Extra", RP_TYPE_U32, 0, 0, NULL },
-	{ "Name", RP_TYPE_STRING, 0, 0, NULL },
-};
 
 static unsigned int reps = 7;
 static bool quick;
@@ -128,37 +113,6 @@ static void small_fill(struct small *s, uint64_t counter, uint32_t thread)
 	s->extra = 0;
 	for (int i = 0; i < 8; i++)
 		s->name[i] = (uint16_t)name[i];
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-struct stat3 {
-	double med, min, max;
-};
-
-static struct stat3 summarize(double *v, unsigned int n)
-{
-	struct stat3 s;
-
-	qsort(v, n, sizeof(*v), cmp_double);
-	s.min = v[0];
-	s.max = v[n - 1];
-	s.med = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-	return s;
-}
-
-static uint64_t total_drops(const struct rp_session_stats *st)
-{
-	uint64_t n = 0;
-
-	for (int r = 0; r < RP_DROP_REASON_NR; r++)
-		n += st->dropped[r];
-	return n;
 }
 
 static void die(const char *what)
