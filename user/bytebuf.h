@@ -43,6 +43,8 @@ static inline void bb_put(struct bytebuf *b, const void *src, size_t n)
 
 static inline int bb_append(struct bytebuf *b, const void *src, size_t n)
 {
+	if (!n)
+		return 0;	/* b->p may still be NULL: no memcpy(NULL, ...) */
 	if (bb_reserve(b, n))
 		return -1;
 	bb_put(b, src, n);

@@ -297,7 +297,10 @@ static int put_utf16z(struct bytebuf *b, const char *str)
 
 static int put_str8(struct bytebuf *b, const char *s)
 {
-	size_t n = s ? strlen(s) : 0;
+	size_t n;
+
+	s = s ? s : "";
+	n = strlen(s);
 
 	if (bb_reserve(b, n + 5))
 		return -ENOMEM;
