@@ -895,7 +895,6 @@ static int parse_event_block(struct nt_reader *r, struct cur *c)
 	struct rthread *th;
 	uint16_t hsize, flags;
 	bool compressed;
-	size_t first;
 
 	NEED(r, c, 4, "event block header");
 	hsize = rd16(c);
@@ -909,7 +908,6 @@ static int parse_event_block(struct nt_reader *r, struct cur *c)
 		return fail(r, c->pos, "event block holds no event");
 
 	memset(&h, 0, sizeof(h));
-	first = c->pos;
 	{
 		/* the reader takes the first event's capture thread as current */
 		struct cur t = *c;
@@ -922,7 +920,6 @@ static int parse_event_block(struct nt_reader *r, struct cur *c)
 		if (!th)
 			return fail_nomem(r);
 	}
-	(void)first;
 
 	while (c->pos < c->end) {
 		struct nt_rec rec;
@@ -936,13 +933,9 @@ static int parse_event_block(struct nt_reader *r, struct cur *c)
 			return fail(r, off, "event payload of %u bytes runs past the block end (%zu bytes left)",
 				    h.size, c->end - c->pos);
 		if (h.sorted) {
-			size_t idx;
-
 			th = get_or_add_thread(r, h.capture, (int32_t)((uint32_t)h.seq - 1));
 			if (!th)
 				return fail_nomem(r);
-			idx = (size_t)(th - r->rthreads);
-			(void)idx;
 		}
 		notify_dropped(r, th->seq, (int32_t)((uint32_t)h.seq - 1));
 		th->seq = h.seq;

@@ -476,7 +476,6 @@ static void put_header(struct eblock *eb, int format, const struct hdr_in *h)
 	const uint8_t *act = h->act ? h->act : zero_guid;
 	const uint8_t *rel = h->rel ? h->rel : zero_guid;
 	uint8_t flags = 0;
-	size_t fpos;
 
 	if (h->meta != st->meta)
 		flags |= HF_META;
@@ -501,7 +500,6 @@ static void put_header(struct eblock *eb, int format, const struct hdr_in *h)
 	if (h->size != st->size)
 		flags |= HF_SIZE;
 
-	fpos = b->len;
 	bb_u8(b, flags);
 	if (flags & HF_META)
 		bb_varu32(b, h->meta);
@@ -526,7 +524,6 @@ static void put_header(struct eblock *eb, int format, const struct hdr_in *h)
 	}
 	if (flags & HF_SIZE)
 		bb_varu32(b, h->size);
-	(void)fpos;
 
 	st->meta = h->meta;
 	st->seq = h->seq;
