@@ -97,6 +97,7 @@ static struct {
 	int waiters;			/* threads blocked in a suspended start */
 	pid_t owner;
 	bool log;
+	uint64_t max_buffer_bytes;	/* rp_ipc_opts: cap on a client's buffer; 0: none */
 } srv = { .stop_efd = -1, .reap_efd = -1 };
 
 static pthread_mutex_t ipc_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -466,8 +467,10 @@ static void do_collect(struct conn *c, const struct ipc_collect *col)
 	so.format = NT_FORMAT_V5;
 	so.buffering = col->buffering == 1 ? RP_BUFFERING_BLOCK : RP_BUFFERING_DROP;
 	so.buffer_bytes = (uint64_t)mb << 20;
+	if (srv.max_buffer_bytes && so.buffer_bytes > srv.max_buffer_bytes)
+		so.buffer_bytes = srv.max_buffer_bytes;
 	so.fd = c->fd;
-	so.rundown = col->rundown_keyword != 0;
+	so.rundown_keywords = col->rundown_keyword;
 	so.kind = RP_SESSION_STREAMING;
 	/* as the runtime does: the session collects before the reply (a client
 	 * that resumes the program right after the OK misses nothing), but the
@@ -1179,6 +1182,7 @@ RP_API int rp_ipc_server_start(const struct rp_ipc_opts *uopts)
 	srv.nports = 0;
 	srv.conns = NULL;
 	srv.nconns = srv.waiters = 0;
+	srv.max_buffer_bytes = o.max_buffer_bytes;
 	srv.log = getenv("RINGPIPE_IPC_LOG") && !strcmp(getenv("RINGPIPE_IPC_LOG"), "1");
 	if (!o.no_default_port) {
 		struct port *p = &srv.ports[srv.nports++];

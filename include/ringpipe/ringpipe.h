@@ -81,12 +81,33 @@ struct rp_event;
 typedef void (*rp_enable_fn)(struct rp_provider *provider, int session_id, bool enabled,
 			     uint64_t keywords, uint8_t level, const char *args, void *ctx);
 
+/*
+ * Called on the thread that stops a session, once for each provider the
+ * session enables, after the session stopped taking other threads' events and
+ * before its last events are drained: the place for data that belongs to the
+ * end of a session (cumulative counters, rundown). While it runs, the
+ * calling thread's events go to the stopping session only, and when a ring is
+ * full the thread waits for that session's drainer instead of dropping; it
+ * never queues behind Block-mode producers. keywords and level are what the
+ * stopping session enabled the provider with.
+ *
+ * Rundown: a session started with rundown_keywords != 0 also enables the
+ * provider named RP_RUNDOWN_PROVIDER (if one exists) with those keywords at
+ * level 5, for itself only and only while stopping; that provider's stopping
+ * callback runs last and should write the rundown.
+ */
+typedef void (*rp_session_stopping_fn)(struct rp_provider *provider, int session_id,
+				       uint64_t keywords, uint8_t level, void *ctx);
+
+#define RP_RUNDOWN_PROVIDER "Microsoft-Windows-DotNETRuntimeRundown"
+
 struct rp_provider_opts {
 	size_t sz;			/* sizeof(struct rp_provider_opts) */
 	const char *name;		/* e.g. "MyCompany-MyService" */
 	const uint8_t *guid;		/* 16 bytes, or NULL: derived from the name */
 	rp_enable_fn enable_cb;
-	void *cb_ctx;
+	void *cb_ctx;			/* passed to both callbacks */
+	rp_session_stopping_fn stopping_cb;
 };
 
 /* Providers and their events live until the process exits. */
@@ -177,7 +198,7 @@ struct rp_session_opts {
 	uint64_t buffer_bytes;		/* all rings together; 0: 16 MiB */
 	const char *path;		/* output file, or NULL to use fd */
 	int fd;				/* output fd (file or stream socket) when path is NULL */
-	bool rundown;			/* reserved for runtime rundown at stop */
+	uint64_t rundown_keywords;	/* != 0: rundown at stop (see rp_session_stopping_fn) */
 	uint32_t sp_interval_ms;	/* sequence point interval; 0: 1000 */
 	int kind;			/* enum rp_session_kind */
 	uint32_t drainer_timeout_ms;	/* Block: a drainer silent this long is dead
@@ -233,6 +254,7 @@ struct rp_ipc_opts {
 	const char *ports;		/* DOTNET_DiagnosticPorts syntax, or NULL: the
 					 * default listen socket in $TMPDIR */
 	bool no_default_port;		/* only the ports listed */
+	uint64_t max_buffer_bytes;	/* caps a client's requested buffer; 0: no cap */
 };
 
 /*
