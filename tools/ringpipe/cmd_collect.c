@@ -97,6 +97,7 @@ struct collect_cfg {
 	const char *out;
 	bool allow_loss;
 	bool rundown;
+	bool until_heap_snapshot;	/* stop once the heap snapshot's GCEnd is in */
 	uint32_t buffer_mb;
 	char **cmd;
 };
@@ -231,6 +232,10 @@ static int parse_collect_args(int argc, char **argv, struct collect_cfg *c, bool
 		}
 		if (!strcmp(a, "--no-rundown")) {
 			c->rundown = false;
+			continue;
+		}
+		if (!strcmp(a, "--until-heap-snapshot")) {	/* for ringpipe gcdump */
+			c->until_heap_snapshot = true;
 			continue;
 		}
 		if (strcmp(a, "-p") && strcmp(a, "--process-id") && strcmp(a, "--providers") &&
@@ -547,9 +552,12 @@ struct stream_result {
  * Copies the stream to out_fd until EOF, stopping the session on a signal or
  * when the duration ends. Returns 0, or 1 after an error message.
  */
+#define CO_SNAPSHOT_CHECK_MS 1000
+
 static int stream(int sfd, int out_fd, struct ipcc_endpoint *ep, uint64_t session,
-		  uint64_t duration_ms, struct stream_result *res)
+		  uint64_t duration_ms, bool until_snapshot, struct stream_result *res)
 {
+	uint64_t checked_at = 0, checked_bytes = 0;
 	struct stopper st = { .ep = ep, .session = session };
 	bool tty = isatty(STDERR_FILENO), started = false;
 	uint64_t t0 = co_now_ms(), last_progress = 0, stop_failed_at = 0;
@@ -565,7 +573,18 @@ static int stream(int sfd, int out_fd, struct ipcc_endpoint *ep, uint64_t sessio
 		int timeout = CO_PROGRESS_MS, n;
 		ssize_t got;
 
-		if (!started && (co_signals || (duration_ms && now - t0 >= duration_ms))) {
+		/* the heap snapshot's end is found by reading what arrived so far
+		 * again, at most once a second and only when it grew */
+		bool snapshot_done = false;
+
+		if (until_snapshot && !started && res->bytes != checked_bytes &&
+		    now - checked_at >= CO_SNAPSHOT_CHECK_MS) {
+			checked_at = now;
+			checked_bytes = res->bytes;
+			snapshot_done = gcdump_trace_complete(out_fd);
+		}
+		if (!started && (co_signals || snapshot_done ||
+				 (duration_ms && now - t0 >= duration_ms))) {
 			int err = pthread_create(&st.th, NULL, stopper_main, &st);
 
 			if (err) {
@@ -961,7 +980,7 @@ int cmd_collect(int argc, char **argv)
 		resume(&ep);
 	}
 
-	rc = stream(sfd, out_fd, &ep, session, c.duration_ms, &res);
+	rc = stream(sfd, out_fd, &ep, session, c.duration_ms, c.until_heap_snapshot, &res);
 	close(sfd);
 	sfd = -1;
 	if (c.pid && !res.stop_sent && !rc)

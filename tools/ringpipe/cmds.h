@@ -2,6 +2,8 @@
 #ifndef RINGPIPE_TOOL_CMDS_H
 #define RINGPIPE_TOOL_CMDS_H
 
+#include <stdbool.h>
+
 int cmd_report(int argc, char **argv);
 int cmd_dump(int argc, char **argv);
 int cmd_gen(int argc, char **argv);
@@ -9,6 +11,9 @@ int cmd_stress(int argc, char **argv);
 int cmd_ps(int argc, char **argv);
 int cmd_collect(int argc, char **argv);
 int cmd_stop(int argc, char **argv);
+int cmd_gcdump(int argc, char **argv);
+/* cmd_gcdump.c: does the trace in fd hold a complete heap snapshot yet? */
+bool gcdump_trace_complete(int fd);
 
 /* Prints "ringpipe <cmd>: <message>" to stderr; returns 1 (usage: 2). */
 int tool_err(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

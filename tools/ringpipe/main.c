@@ -31,6 +31,8 @@ static const char usage[] =
 "  collect [options] -- CMD start CMD suspended and trace it from its first event;\n"
 "                           see 'ringpipe collect --help'\n"
 "  stop -p PID --session ID stop a tracing session\n"
+"  gcdump report FILE       rebuild the heap graph of a trace's heap snapshot\n"
+"  gcdump collect -p PID    take a heap snapshot of a process, then report it\n"
 "\n"
 "  --help, -h               this text\n"
 "  --version                print the version\n"
@@ -91,6 +93,8 @@ int main(int argc, char **argv)
 		return cmd_collect(argc - 1, argv + 1);
 	if (!strcmp(cmd, "stop"))
 		return cmd_stop(argc - 1, argv + 1);
+	if (!strcmp(cmd, "gcdump"))
+		return cmd_gcdump(argc - 1, argv + 1);
 	fprintf(stderr, "ringpipe: unknown command '%s'\n\n%s", cmd, usage);
 	return 2;
 }

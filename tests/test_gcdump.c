@@ -1,0 +1,338 @@
+// SPDX-License-Identifier: MIT
+/*
+ * `ringpipe gcdump report`: a heap snapshot written through the library with
+ * the CLR schemas (a small graph whose numbers the test knows) is rebuilt
+ * exactly; a snapshot that lost a node block, whose node and edge streams
+ * disagree, or that has no GCEnd is reported as incomplete with its numbers,
+ * and no graph is printed.
+ */
+#include <inttypes.h>
+#include <string.h>
+
+#include "helpers.h"
+#include "ringpipe/ringpipe.h"
+
+static const uint8_t clr_guid[16] = { 0x23, 0x0d, 0x3c, 0xe1, 0xbc, 0xcc, 0x12, 0x4e,
+				      0x93, 0x1b, 0xd9, 0xcc, 0x2e, 0xee, 0x27, 0xe4 };
+
+enum { GC_START = 1, GC_END = 2, BULK_TYPE = 15, ROOT_EDGE = 16, NODE = 18, EDGE = 19 };
+
+static struct rp_event *ev[20];
+
+static void define_clr(void)
+{
+	static const struct { uint32_t id; uint8_t version; uint64_t kw; } defs[] = {
+		{ GC_START, 2, 0x1 }, { GC_END, 1, 0x1 }, { BULK_TYPE, 0, 0x80000 },
+		{ ROOT_EDGE, 0, 0x100000 }, { NODE, 0, 0x100000 }, { EDGE, 0, 0x100000 },
+	};
+	struct rp_provider_opts po = { .sz = sizeof(po), .name = "Microsoft-Windows-DotNETRuntime",
+				       .guid = clr_guid };
+	struct rp_provider *p = rp_provider_new(&po);
+	size_t i;
+
+	cr_assert_not_null(p, "%s", rp_last_error());
+	for (i = 0; i < sizeof(defs) / sizeof(*defs); i++) {
+		struct rp_event_opts eo = { .sz = sizeof(eo), .id = defs[i].id, .name = "",
+					    .version = defs[i].version, .level = 4,
+					    .keywords = defs[i].kw };
+
+		ev[defs[i].id] = rp_event_new(p, &eo);
+		cr_assert_not_null(ev[defs[i].id], "%s", rp_last_error());
+	}
+}
+
+static void emit(uint32_t id, const struct bytebuf *b)
+{
+	cr_assert_eq(rp_event_write(ev[id], b->p, b->len), 0);
+}
+
+static void put32(struct bytebuf *b, uint32_t v) { bb_append(b, &v, 4); }
+static void put64(struct bytebuf *b, uint64_t v) { bb_append(b, &v, 8); }
+static void put16(struct bytebuf *b, uint16_t v) { bb_append(b, &v, 2); }
+static void put8(struct bytebuf *b, uint8_t v) { bb_append(b, &v, 1); }
+
+static void gc_bracket(uint32_t id, uint32_t count)
+{
+	struct bytebuf b = { 0 };
+
+	put32(&b, count);
+	if (id == GC_START) {
+		put32(&b, 2);		/* Depth */
+		put32(&b, 1);		/* Reason: Induced */
+		put32(&b, 0);		/* Type: NonConcurrentGC */
+		put16(&b, 0);
+		put64(&b, 0);		/* ClientSequenceNumber */
+	} else {
+		put32(&b, 2);
+		put16(&b, 0);
+	}
+	emit(id, &b);
+	bb_free(&b);
+}
+
+static void bulk_types(const char *const *names, uint32_t n)
+{
+	struct bytebuf b = { 0 };
+	uint32_t i;
+
+	put32(&b, n);
+	put16(&b, 0);
+	for (i = 0; i < n; i++) {
+		const char *c;
+
+		put64(&b, 0x1000 + i);	/* TypeID */
+		put64(&b, 0x77);	/* ModuleID */
+		put32(&b, 0);
+		put32(&b, 0);
+		put8(&b, 0x12);		/* ELEMENT_TYPE_CLASS */
+		for (c = names[i]; ; c++) {
+			put16(&b, (uint16_t)*c);
+			if (!*c)
+				break;
+		}
+		put32(&b, 0);		/* no type parameters */
+	}
+	emit(BULK_TYPE, &b);
+	bb_free(&b);
+}
+
+/*
+ * The test heap: NNODES objects; object k has type k % NTYPES, size
+ * 24 + 8 * (k % NTYPES), and k % 3 edges (to objects k+1..). Nodes go out in
+ * blocks of BLOCK, edges in blocks of BLOCK too; 5 roots.
+ */
+#define NNODES 10000u
+#define NTYPES 4u
+#define BLOCK 1000u
+
+struct damage {
+	uint32_t skip_node_block;	/* 1-based; 0: none */
+	uint32_t extra_edges;		/* appended to the last edge block */
+	bool no_gc_end;
+};
+
+static void write_heap(const struct damage *d, uint64_t *edges_out)
+{
+	static const char *const names[NTYPES] = { "Demo.Order", "System.String",
+						   "Demo.Customer", "System.Object[]" };
+	struct bytebuf nodes = { 0 }, edges = { 0 }, roots = { 0 };
+	uint32_t k, nb = 0, ne = 0, node_index = 0, edge_index = 0;
+	uint64_t total_edges = 0;
+
+	gc_bracket(GC_START, 7);
+	bulk_types(names, NTYPES);
+	for (k = 0; k < NNODES; k++) {
+		uint32_t j;
+
+		if (!nb) {
+			put32(&nodes, node_index++);
+			put32(&nodes, 0);	/* Count, patched */
+			put16(&nodes, 0);
+		}
+		put64(&nodes, 0x10000 + (uint64_t)k * 64);
+		put64(&nodes, 24 + 8 * (k % NTYPES));
+		put64(&nodes, 0x1000 + k % NTYPES);
+		put64(&nodes, k % 3);
+		if (++nb == BLOCK || k + 1 == NNODES) {
+			memcpy(nodes.p + 4, &nb, 4);
+			if (!(d->skip_node_block && node_index == d->skip_node_block))
+				emit(NODE, &nodes);
+			nodes.len = 0;
+			nb = 0;
+		}
+		for (j = 0; j < k % 3; j++) {
+			if (!ne) {
+				put32(&edges, edge_index++);
+				put32(&edges, 0);
+				put16(&edges, 0);
+			}
+			put64(&edges, 0x10000 + (uint64_t)((k + 1 + j) % NNODES) * 64);
+			put32(&edges, 0);
+			total_edges++;
+			if (++ne == BLOCK) {
+				memcpy(edges.p + 4, &ne, 4);
+				emit(EDGE, &edges);
+				edges.len = 0;
+				ne = 0;
+			}
+		}
+	}
+	for (k = 0; k < d->extra_edges; k++) {
+		if (!ne) {
+			put32(&edges, edge_index++);
+			put32(&edges, 0);
+			put16(&edges, 0);
+		}
+		put64(&edges, 0x10000);
+		put32(&edges, 0);
+		ne++;
+	}
+	if (ne) {
+		memcpy(edges.p + 4, &ne, 4);
+		emit(EDGE, &edges);
+	}
+	put32(&roots, 0);
+	put32(&roots, 5);
+	put16(&roots, 0);
+	for (k = 0; k < 5; k++) {
+		put64(&roots, 0x10000 + (uint64_t)k * 64);
+		put8(&roots, (uint8_t)(k % 3));	/* stack, finalizer, handle */
+		put32(&roots, 0);
+		put64(&roots, 0xabc0 + k);
+	}
+	emit(ROOT_EDGE, &roots);
+	if (!d->no_gc_end)
+		gc_bracket(GC_END, 7);
+	*edges_out = total_edges;
+	bb_free(&nodes);
+	bb_free(&edges);
+	bb_free(&roots);
+}
+
+static void snapshot(const char *path, const struct damage *d, uint64_t *edges)
+{
+	static const struct rp_provider_config pc[] = {
+		{ .name = "Microsoft-Windows-DotNETRuntime", .keywords = 0x1980001, .level = 5 },
+	};
+	struct rp_session_opts so = { .sz = sizeof(so), .providers = pc, .nproviders = 1,
+				      .path = path, .buffer_bytes = 8 << 20,
+				      .buffering = RP_BUFFERING_BLOCK };
+	struct rp_session *s;
+
+	define_clr();
+	s = rp_session_start(&so);
+	cr_assert_not_null(s, "%s", rp_last_error());
+	write_heap(d, edges);
+	cr_assert_eq(rp_session_stop(s), 0);
+}
+
+static int report(const char *path, const char *opts, struct bytebuf *out)
+{
+	char *cmd;
+	int rc;
+
+	cr_assert(asprintf(&cmd, "'%s' gcdump report '%s' %s 2>&1", th_tool(), path, opts) > 0);
+	rc = th_run(cmd, out);
+	free(cmd);
+	bb_append(out, "", 1);
+	return rc;
+}
+
+static void expect_line(const struct bytebuf *out, const char *line)
+{
+	cr_assert_not_null(strstr((const char *)out->p, line), "missing \"%s\" in:\n%s", line,
+			   (const char *)out->p);
+}
+
+Test(gcdump, report_rebuilds_a_known_graph_exactly, .timeout = 60)
+{
+	char *dir = th_tmpdir(), path[512], line[128];
+	struct damage d = { 0 };
+	struct bytebuf out = { 0 };
+	uint64_t edges, bytes[NTYPES] = { 0 }, count[NTYPES] = { 0 };
+	static const char *const sorted[NTYPES] = { "Demo.Customer", "Demo.Order",
+						    "System.Object[]", "System.String" };
+	static const uint32_t sorted_type[NTYPES] = { 2, 0, 3, 1 };
+	uint32_t k;
+
+	snprintf(path, sizeof(path), "%s/heap.nettrace", dir);
+	snapshot(path, &d, &edges);
+	cr_assert_eq(report(path, "--all", &out), 0, "%s", (const char *)out.p);
+	snprintf(line, sizeof(line), "\nnodes %u\n", NNODES);
+	expect_line(&out, line);
+	snprintf(line, sizeof(line), "\nedges %" PRIu64 "\n", edges);
+	expect_line(&out, line);
+	expect_line(&out, "\nroots 5 (stack 2, finalizer 2, handle 1, other 0)\n");
+	snprintf(line, sizeof(line), "\ntypes %u\n", NTYPES);
+	expect_line(&out, line);
+	for (k = 0; k < NNODES; k++) {
+		count[k % NTYPES]++;
+		bytes[k % NTYPES] += 24 + 8 * (k % NTYPES);
+	}
+	{
+		/* --all lists every type by name: check the rows and their order */
+		const char *prev = NULL;
+
+		for (k = 0; k < NTYPES; k++) {
+			uint32_t t = sorted_type[k];
+			const char *at;
+
+			snprintf(line, sizeof(line), "%16" PRIu64 " %12" PRIu64 "  %s\n", bytes[t],
+				 count[t], sorted[k]);
+			at = strstr((const char *)out.p, line);
+			cr_assert_not_null(at, "missing row \"%s\" in:\n%s", line, (const char *)out.p);
+			cr_assert(!prev || at > prev, "rows sorted by name");
+			prev = at;
+		}
+	}
+	bb_free(&out);
+	th_rmdir(dir);
+}
+
+Test(gcdump, report_refuses_a_graph_that_lost_a_node_block, .timeout = 60)
+{
+	char *dir = th_tmpdir(), path[512];
+	struct damage d = { .skip_node_block = 3 };
+	struct bytebuf out = { 0 };
+	uint64_t edges;
+
+	snprintf(path, sizeof(path), "%s/heap.nettrace", dir);
+	snapshot(path, &d, &edges);
+	cr_assert_eq(report(path, "", &out), 1, "%s", (const char *)out.p);
+	expect_line(&out, "INCOMPLETE: 1 GCBulkNode events are missing (gaps in Index)");
+	expect_line(&out, "no graph printed");
+	cr_assert_null(strstr((const char *)out.p, "\ntypes "), "no type table");
+	bb_free(&out);
+	th_rmdir(dir);
+}
+
+Test(gcdump, report_refuses_disagreeing_node_and_edge_streams, .timeout = 60)
+{
+	char *dir = th_tmpdir(), path[512], line[160];
+	struct damage d = { .extra_edges = 3 };
+	struct bytebuf out = { 0 };
+	uint64_t edges;
+
+	snprintf(path, sizeof(path), "%s/heap.nettrace", dir);
+	snapshot(path, &d, &edges);
+	cr_assert_eq(report(path, "", &out), 1, "%s", (const char *)out.p);
+	snprintf(line, sizeof(line), "INCOMPLETE: the nodes own %" PRIu64
+		 " edges but the edge stream has %" PRIu64 "\n", edges, edges + 3);
+	expect_line(&out, line);
+	bb_free(&out);
+	th_rmdir(dir);
+}
+
+Test(gcdump, report_refuses_a_snapshot_without_its_gc_end, .timeout = 60)
+{
+	char *dir = th_tmpdir(), path[512];
+	struct damage d = { .no_gc_end = true };
+	struct bytebuf out = { 0 };
+	uint64_t edges;
+
+	snprintf(path, sizeof(path), "%s/heap.nettrace", dir);
+	snapshot(path, &d, &edges);
+	cr_assert_eq(report(path, "", &out), 1, "%s", (const char *)out.p);
+	expect_line(&out, "INCOMPLETE: the snapshot's GCEnd (Count 7) is missing");
+	bb_free(&out);
+	th_rmdir(dir);
+}
+
+Test(gcdump, usage_errors_say_what_is_wrong)
+{
+	struct bytebuf out = { 0 };
+	char *cmd;
+
+	cr_assert(asprintf(&cmd, "'%s' gcdump frobnicate 2>&1", th_tool()) > 0);
+	cr_assert_eq(th_run(cmd, &out), 2);
+	bb_append(&out, "", 1);
+	cr_assert_not_null(strstr((const char *)out.p, "unknown subcommand 'frobnicate'"));
+	free(cmd);
+	out.len = 0;
+	cr_assert(asprintf(&cmd, "'%s' gcdump collect 2>&1", th_tool()) > 0);
+	cr_assert_eq(th_run(cmd, &out), 2);
+	bb_append(&out, "", 1);
+	cr_assert_not_null(strstr((const char *)out.p, "collect needs -p PID"));
+	free(cmd);
+	bb_free(&out);
+}
