@@ -127,6 +127,7 @@ RP_API struct rp_provider *rp_provider_new(const struct rp_provider_opts *uopts)
 		nt_provider_guid(o.name, p->guid);
 	}
 	p->enable_cb = o.enable_cb;
+	p->stopping_cb = o.stopping_cb;
 	p->cb_ctx = o.cb_ctx;
 	{
 		/* sessions already running that name this provider enable it now */
@@ -225,6 +226,54 @@ size_t rp_enable_session(int slot, const struct session_cfg *cfg, bool enable,
 		}
 	}
 	return n;
+}
+
+size_t rp_stopping_hooks(int slot, const struct session_cfg *cfg, uint64_t rundown_keywords,
+			 struct rp_stopping_hook *hooks, size_t max)
+{
+	uint64_t bit = 1ull << slot;
+	struct rp_provider *p, *rundown = NULL;
+	size_t n = 0;
+
+	for (p = providers; p; p = p->next) {
+		const struct rp_provider_config *pc;
+
+		if (!strcmp(p->name, RP_RUNDOWN_PROVIDER)) {
+			rundown = p;
+			if (rundown_keywords)
+				continue;	/* its callback runs once, last */
+		}
+		if (!p->stopping_cb || !(p->enabled_sessions & bit) || !provider_in(p, cfg, &pc) ||
+		    n == max)
+			continue;
+		hooks[n++] = (struct rp_stopping_hook){ p, pc->keywords, pc->level };
+	}
+	if (rundown && rundown_keywords) {
+		struct rp_event *ev;
+
+		/* enabled for this session only, and only while it stops: the
+		 * rundown events reach no other session (writes of the stopping
+		 * thread are confined to it as well) */
+		for (ev = rundown->events; ev; ev = ev->next)
+			if (!ev->desc.keywords || (ev->desc.keywords & rundown_keywords))
+				__atomic_fetch_or(&ev->hot.sessions, bit, __ATOMIC_RELAXED);
+		if (rundown->stopping_cb && n < max)
+			hooks[n++] = (struct rp_stopping_hook){ rundown, rundown_keywords, 5 };
+	}
+	return n;
+}
+
+void rp_rundown_disable(int slot)
+{
+	struct rp_provider *p;
+	struct rp_event *ev;
+
+	for (p = providers; p; p = p->next) {
+		if (strcmp(p->name, RP_RUNDOWN_PROVIDER))
+			continue;
+		for (ev = p->events; ev; ev = ev->next)
+			__atomic_fetch_and(&ev->hot.sessions, ~(1ull << slot), __ATOMIC_RELAXED);
+	}
 }
 
 RP_API struct rp_event *rp_event_new(struct rp_provider *p, const struct rp_event_opts *uopts)

@@ -172,6 +172,7 @@ struct rp_session *rp_session_start_ex(const struct rp_session_opts *uopts, unsi
 	s->out_fd = -1;
 	s->format = o.format;
 	s->sp_interval_ms = o.sp_interval_ms ? o.sp_interval_ms : 1000;
+	s->rundown_keywords = o.rundown_keywords;
 	err = cfg_copy(&s->cfg, o.providers, o.nproviders);
 	if (err)
 		goto err_free;
@@ -267,6 +268,38 @@ err_free:
 	return NULL;
 }
 
+/*
+ * The end of a session, before anything is disabled: other threads' events
+ * stop reaching it (ENDING), the stopping callbacks run on this thread, whose
+ * events go to this session only, then rundown. A deferred session's drainer
+ * starts first, so these writes find room as it drains.
+ */
+static int run_stopping_hooks(struct rp_session *s, struct slot *sl)
+{
+	struct rp_stopping_hook hooks[256];
+	size_t n, i;
+	int err = 0;
+
+	if (s->deferred) {
+		err = rp_drainer_start(s);
+		if (err)
+			return err;
+	}
+	pthread_mutex_lock(&rp_control_lock);
+	/* pairs with the writers' load_acquire of the state: a writer that
+	 * sees ENDING skips the session */
+	rp_store_release(&sl->state, SLOT_ENDING);
+	n = rp_stopping_hooks(s->slot, &s->cfg, s->rundown_keywords, hooks, 256);
+	pthread_mutex_unlock(&rp_control_lock);
+	if (!n || rp_thread_begin_ending(s->slot))
+		return 0;
+	for (i = 0; i < n; i++)
+		hooks[i].provider->stopping_cb(hooks[i].provider, s->slot, hooks[i].keywords,
+					       hooks[i].level, hooks[i].provider->cb_ctx);
+	rp_thread_end_ending();
+	return 0;
+}
+
 RP_API int rp_session_stop(struct rp_session *s)
 {
 	struct rp_provider *cbs[256];
@@ -278,9 +311,11 @@ RP_API int rp_session_stop(struct rp_session *s)
 	if (!s)
 		return -EINVAL;
 	sl = &rp_slots[s->slot];
+	err = run_stopping_hooks(s, sl);
 	pthread_mutex_lock(&rp_control_lock);
 	rp_store_release(&sl->state, SLOT_STOPPING);
 	ncb = rp_enable_session(s->slot, &s->cfg, false, cbs, cfgs, 256);
+	rp_rundown_disable(s->slot);
 	pthread_mutex_unlock(&rp_control_lock);
 	fire_callbacks(s, false, cbs, cfgs, ncb);
 
@@ -289,7 +324,6 @@ RP_API int rp_session_stop(struct rp_session *s)
 		rp_session_abort_waiters(s->shm);
 	rp_writers_quiesce();
 	rp_writers_collect_finals(s);
-	err = s->deferred ? rp_drainer_start(s) : 0;
 	if (!err)
 		err = rp_drainer_stop(s);
 

@@ -27,6 +27,7 @@ enum slot_state {
 	SLOT_FREE = 0,
 	SLOT_STARTING,
 	SLOT_RUNNING,
+	SLOT_ENDING,		/* stopping callbacks run: only their thread writes */
 	SLOT_STOPPING,
 };
 
@@ -35,6 +36,7 @@ struct rp_provider {
 	uint8_t guid[16];
 	bool has_guid;
 	rp_enable_fn enable_cb;
+	rp_session_stopping_fn stopping_cb;
 	void *cb_ctx;
 	uint64_t enabled_sessions;	/* under the control lock */
 	struct rp_event *events;	/* list, under the control lock */
@@ -75,6 +77,7 @@ struct rp_session {
 	const struct rp_provider_config **held_cfgs;
 	size_t nheld_cbs;
 	uint32_t sp_interval_ms;
+	uint64_t rundown_keywords;	/* enables RP_RUNDOWN_PROVIDER at stop */
 
 	/* drainer */
 	pthread_t drainer;
@@ -118,6 +121,19 @@ size_t rp_enable_session(int slot, const struct session_cfg *cfg, bool enable,
 			 struct rp_provider **cbs, const struct rp_provider_config **cfgs,
 			 size_t max);
 
+/* Under rp_control_lock, at stop: the providers whose stopping callback must
+ * run for the session, in order, the rundown provider last (enabled for this
+ * session with rundown_keywords when they are not 0). */
+struct rp_stopping_hook {
+	struct rp_provider *provider;
+	uint64_t keywords;
+	uint8_t level;
+};
+size_t rp_stopping_hooks(int slot, const struct session_cfg *cfg, uint64_t rundown_keywords,
+			 struct rp_stopping_hook *hooks, size_t max);
+/* Under rp_control_lock: clears the session's bit from the rundown events. */
+void rp_rundown_disable(int slot);
+
 /* In a forked child: no session survives, every event is disabled. */
 void rp_events_disable_all(void);
 
@@ -126,6 +142,10 @@ void rp_events_disable_all(void);
 void rp_session_abort_waiters(struct rp_shm *shm);
 /* The calling thread never parks (rundown, drainer-side writers). */
 void rp_thread_set_no_park(bool no_park);
+/* The calling thread runs a session's stopping callbacks: its events go to
+ * that session only (even ENDING), and a full ring waits for the drainer. */
+int rp_thread_begin_ending(int slot);
+void rp_thread_end_ending(void);
 /* Test hooks: called with each ticket admitted after parking; fail the
  * thread-state allocation. */
 extern void (*rp_test_admit_hook)(uint32_t ticket);

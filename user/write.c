@@ -39,6 +39,8 @@ struct wthread {
 	uint32_t seq[RP_MAX_SESSIONS];
 	uintptr_t stack_lo, stack_hi;
 	bool no_park;		/* the rundown thread and the like never park */
+	int ending_slot;	/* slot + 1 while this thread runs that session's
+				 * stopping callbacks; 0 otherwise */
 	struct wthread *next, *prev;
 };
 
@@ -401,6 +403,52 @@ void rp_thread_set_no_park(bool no_park)
 		t->no_park = no_park;
 }
 
+int rp_thread_begin_ending(int slot)
+{
+	struct wthread *t = wt ? wt : wt_register();
+
+	if (!t)
+		return -ENOMEM;
+	t->ending_slot = slot + 1;
+	return 0;
+}
+
+void rp_thread_end_ending(void)
+{
+	if (wt)
+		wt->ending_slot = 0;
+}
+
+#define ROOM_POLL_NS 50000l	/* how often a full ring is rechecked */
+
+/*
+ * The thread running a session's stopping callbacks found its ring full.
+ * Nobody else writes to the session any more, and its drainer runs and
+ * waits on nothing this thread holds, so waiting for room cannot deadlock;
+ * the thread does not join the Block FIFO (whose producers stop may abort).
+ * Gives up (a counted drop) only when the drainer is dead or failed.
+ */
+static struct rp_shm_record *wait_room(struct rp_session *s, struct rp_shm *shm,
+				       struct rp_ring *r, uint32_t size)
+{
+	struct rp_shm_session *h = shm->hdr;
+	struct rp_shm_record *rec;
+
+	for (;;) {
+		struct timespec to = { 0, ROOM_POLL_NS };
+
+		rec = rp_ring_reserve(r, size);
+		if (rec || drainer_dead(h) || rp_load_relaxed(&s->output_error))
+			return rec;
+		if (rp_load_relaxed(&h->drainer_idle) &&
+		    __atomic_exchange_n(&h->drainer_idle, 0, __ATOMIC_ACQ_REL)) {
+			rp_add_relaxed(&h->drainer_wake, 1);
+			syscall(SYS_futex, &h->drainer_wake, FUTEX_WAKE, 1, NULL, NULL, 0);
+		}
+		nanosleep(&to, NULL);
+	}
+}
+
 /*
  * After a writer announced itself (in_write), orders that store before its
  * reads of slot states. Stop's membarrier provides the order where the kernel
@@ -453,6 +501,12 @@ static int write_slow(struct rp_event *ev, uint64_t mask, const struct iovec *io
 		if (!t)
 			return drop_alloc(mask);
 	}
+	if (rp_unlikely(t->ending_slot)) {
+		/* end-of-session data goes to the stopping session only */
+		mask &= 1ull << (t->ending_slot - 1);
+		if (!mask)
+			return 0;
+	}
 	if (o) {
 		if (o->activity_id || o->related_activity_id)
 			flags |= RP_REC_F_ACTIVITY;
@@ -480,8 +534,11 @@ static int write_slow(struct rp_event *ev, uint64_t mask, const struct iovec *io
 
 		mask &= mask - 1;
 		/* pairs with the store_release of RUNNING in rp_session_start():
-		 * the slot's rings are mapped before we use them */
-		if (rp_load_acquire(&sl->state) != SLOT_RUNNING)
+		 * the slot's rings are mapped before we use them. An ENDING
+		 * session takes events from its stopping thread only; its rings
+		 * stay mapped until that thread returns from the stop. */
+		if (rp_load_acquire(&sl->state) != SLOT_RUNNING &&
+		    t->ending_slot != i + 1)
 			continue;
 		gen = rp_load_relaxed(&sl->gen);
 		if (t->gen[i] != gen) {
@@ -492,7 +549,7 @@ static int write_slow(struct rp_event *ev, uint64_t mask, const struct iovec *io
 		shm = sl->shm;
 		r = rp_shm_current_ring(shm);
 		size = (uint32_t)rp_record_size(flags, nips, (uint16_t)len);
-		if (rp_unlikely(sl->block) && !t->no_park &&
+		if (rp_unlikely(sl->block) && !t->no_park && !t->ending_slot &&
 		    rp_load_relaxed(&shm->hdr->waiter_tail) != rp_load_relaxed(&shm->hdr->waiter_head))
 			rec = NULL;	/* producers wait already: queue behind them */
 		else
@@ -500,7 +557,9 @@ static int write_slow(struct rp_event *ev, uint64_t mask, const struct iovec *io
 		if (rp_unlikely(!rec)) {
 			unsigned int reason = size > r->max_record ? RP_DROP_TOO_BIG : RP_DROP_FULL;
 
-			if (sl->block && !t->no_park && reason == RP_DROP_FULL)
+			if (t->ending_slot == i + 1 && reason == RP_DROP_FULL)
+				rec = wait_room(sl->session, shm, r, size);
+			else if (sl->block && !t->no_park && reason == RP_DROP_FULL)
 				rec = park(t, shm, &r, size, &reason);
 			if (!rec) {
 				rp_ring_count_drop(r, reason);
