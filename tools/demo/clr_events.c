@@ -481,10 +481,11 @@ static void module_event(struct rp_event *ev, const char *name, const struct clr
 	PUT32(&p, 0);
 	PUTS(&p, "");
 	if (emit(ev, p.b, p.n))
+		/* TraceEvent's module templates do not list ClrInstanceID */
 		clr_expect("%s\tModuleID=%" PRIu64 "\tAssemblyID=%" PRIu64 "\tModuleFlags=%u"
-			   "\tModuleILPath=%s\tModuleNativePath=%s\tClrInstanceID=%u",
-			   name, m->module_id, m->assembly_id, m->flags, m->il_path, m->il_path,
-			   CLR_INSTANCE_ID);
+			   "\tModuleILPath=%s\tModuleNativePath=%s\tManagedPdbAge=0"
+			   "\tManagedPdbBuildPath=\tNativePdbAge=0\tNativePdbBuildPath=",
+			   name, m->module_id, m->assembly_id, m->flags, m->il_path, m->il_path);
 }
 
 void clr_module_load(const struct clr_module *m)

@@ -354,18 +354,30 @@ static void collect(uint32_t depth, uint32_t reason)
 
 /* ---- the heap walk ---------------------------------------------------------- */
 
-static int write_report(uint32_t count, uint64_t edges)
+struct walk_totals {
+	uint32_t count;
+	uint64_t edges;
+	uint64_t cnt[NTYPES], bytes[NTYPES];
+};
+
+/* Per-type totals, taken while the world is still stopped. */
+static void walk_totals(struct walk_totals *w)
 {
-	uint64_t cnt[NTYPES] = { 0 }, bytes[NTYPES] = { 0 };
+	uint32_t i;
+
+	memset(w->cnt, 0, sizeof(w->cnt));
+	memset(w->bytes, 0, sizeof(w->bytes));
+	for (i = 0; i < nobjs; i++) {
+		w->cnt[objs[i].type]++;
+		w->bytes[objs[i].type] += objs[i].size;
+	}
+}
+
+static int write_report(const struct walk_totals *w)
+{
 	unsigned order[NTYPES], t, u;
 	char tmp[4096];
-	uint32_t i;
 	FILE *f;
-
-	for (i = 0; i < nobjs; i++) {
-		cnt[objs[i].type]++;
-		bytes[objs[i].type] += objs[i].size;
-	}
 	for (t = 0; t < NTYPES; t++)
 		order[t] = t;
 	/* insertion sort by name (byte order): 16 types */
@@ -380,10 +392,10 @@ static int write_report(uint32_t count, uint64_t edges)
 	f = fopen(tmp, "w");
 	if (!f)
 		return -errno;
-	fprintf(f, "gc %u\nnodes %u\nedges %" PRIu64 "\nroots %u\ntypes %u\n", count, nobjs, edges,
-		nroots, (unsigned)NTYPES);
+	fprintf(f, "gc %u\nnodes %u\nedges %" PRIu64 "\nroots %u\ntypes %u\n", w->count, nobjs,
+		w->edges, nroots, (unsigned)NTYPES);
 	for (t = 0; t < NTYPES; t++)
-		fprintf(f, "type %" PRIu64 " %" PRIu64 " %s\n", cnt[order[t]], bytes[order[t]],
+		fprintf(f, "type %" PRIu64 " %" PRIu64 " %s\n", w->cnt[order[t]], w->bytes[order[t]],
 			types[order[t]].name);
 	if (fclose(f))
 		return -errno;
@@ -399,6 +411,8 @@ static struct clr_bulk bulk[CLR_BULK_NR];
  * (a type goes out when first met); the reader accepts types at any time,
  * so they all go first here.
  */
+static struct walk_totals totals;	/* walk_lock */
+
 static void heap_walk(void)
 {
 	struct clr_heap_stats hs;
@@ -449,6 +463,9 @@ static void heap_walk(void)
 			   bulk[CLR_BULK_EDGE].digest, bulk[CLR_BULK_ROOT].digest,
 			   bulk[CLR_BULK_TYPE].digest);
 
+	totals.count = count;
+	totals.edges = edges;
+	walk_totals(&totals);
 	promote(2);
 	heap_stats(&hs, 2);
 	clr_gc_end(count, 2);
@@ -457,7 +474,7 @@ static void heap_walk(void)
 	restart_world();
 	clr_gc_restart_end();
 	if (report_path) {
-		int rc = write_report(count, edges);
+		int rc = write_report(&totals);
 
 		if (rc)
 			fprintf(stderr, "ringpipe-demo: cannot write %s: %s\n", report_path,
