@@ -26,7 +26,8 @@ struct jit_entry {
 	uint32_t size, token, flags;
 	char ns[16];			/* "Demo.Jit.T<t>" */
 	char name[24];			/* "M<t>_<i>" */
-};
+	char pad[8];			/* one cache line per entry: a publish dirties one line */
+} __attribute__((aligned(64)));
 
 struct jit_table {
 	struct jit_entry *e;
@@ -70,9 +71,12 @@ int jit_init(const struct jit_opts *o)
 		return -1;
 	memset(tables, 0, sizeof(*tables) * nthreads);
 	for (t = 0; t < nthreads; t++) {
-		tables[t].e = malloc(sizeof(struct jit_entry) * (size_t)capacity);
+		tables[t].e = aligned_alloc(64, sizeof(struct jit_entry) * (size_t)capacity);
 		if (!tables[t].e)
 			return -1;
+		/* touched now, so that publishing never takes a page fault (which
+		 * would contend on the mm lock with whatever rundown is doing) */
+		memset(tables[t].e, 0, sizeof(struct jit_entry) * (size_t)capacity);
 	}
 	return 0;
 }
