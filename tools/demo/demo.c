@@ -4,12 +4,14 @@
  * `ringpipe collect` can attach to.
  *
  * It starts ringpipe's diagnostics IPC server (rp_ipc_server_start), so it
- * shows up in `dotnet-trace ps` / `ringpipe ps`, and defines two providers:
+ * shows up in `dotnet-trace ps` / `ringpipe ps`, and defines these providers:
  *
  *   Ringpipe-Demo            Tick (id 1): Counter u64, Thread u32, Text string
  *                            WorkStart (id 2, opcode Start) / WorkStop (id 3,
  *                            opcode Stop): WorkId u64 -- TraceEvent names them
  *                            Work/Start and Work/Stop
+ *                            SessionEnd (id 4): cumulative totals, written by
+ *                            the stopping callback into each stopping session
  *   Ringpipe-Demo-Counters   EventCounters, published every N seconds while a
  *                            session enables the provider with the argument
  *                            EventCounterIntervalSec=N (what dotnet-counters
@@ -19,6 +21,12 @@
  * The EventCounters payload has the shape the .NET runtime writes and
  * dotnet-counters parses: one unnamed struct field holding a struct named
  * "Payload" with the counter's fields.
+ *
+ *   Microsoft-Windows-DotNETRuntime, ...Rundown and
+ *   Microsoft-DotNETCore-SampleProfiler: the managed-runtime side, in
+ *                            clr_events.c (encoders), heap.c (heap, GCs,
+ *                            the heap walk dotnet-gcdump triggers), jit.c
+ *                            (method tables, rundown) and sampler.c
  *
  * Each of T threads writes RATE Tick events per second and, around every
  * tenth tick, a Work/Start - Work/Stop pair. Runs for --duration seconds
