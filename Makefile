@@ -121,6 +121,9 @@ $(OUT)/tests/%: tests/%.c $(STATIC_LIB) $(HDRS) | $(OUT)/tests
 # test_collect includes the CLI's IPC client
 $(OUT)/tests/test_collect: tools/ringpipe/ipc_client.c tools/ringpipe/ipc_client.h
 
+# bench_rundown compiles the demo's method tables and CLR encoders in
+$(OUT)/bench/bench_rundown: tools/demo/jit.c tools/demo/clr_events.c
+
 $(OUT)/bench/%: bench/%.c $(STATIC_LIB) $(HDRS) | $(OUT)/bench
 	$(call msg,BENCH,$@)
 	$(Q)$(CC) $(CFLAGS) -O2 -march=native $(LDFLAGS) -o $@ $< $(STATIC_LIB) $(LDLIBS)

@@ -4,12 +4,14 @@
  * `ringpipe collect` can attach to.
  *
  * It starts ringpipe's diagnostics IPC server (rp_ipc_server_start), so it
- * shows up in `dotnet-trace ps` / `ringpipe ps`, and defines two providers:
+ * shows up in `dotnet-trace ps` / `ringpipe ps`, and defines these providers:
  *
  *   Ringpipe-Demo            Tick (id 1): Counter u64, Thread u32, Text string
  *                            WorkStart (id 2, opcode Start) / WorkStop (id 3,
  *                            opcode Stop): WorkId u64 -- TraceEvent names them
  *                            Work/Start and Work/Stop
+ *                            SessionEnd (id 4): cumulative totals, written by
+ *                            the stopping callback into each stopping session
  *   Ringpipe-Demo-Counters   EventCounters, published every N seconds while a
  *                            session enables the provider with the argument
  *                            EventCounterIntervalSec=N (what dotnet-counters
@@ -19,6 +21,12 @@
  * The EventCounters payload has the shape the .NET runtime writes and
  * dotnet-counters parses: one unnamed struct field holding a struct named
  * "Payload" with the counter's fields.
+ *
+ *   Microsoft-Windows-DotNETRuntime, ...Rundown and
+ *   Microsoft-DotNETCore-SampleProfiler: the managed-runtime side, in
+ *                            clr_events.c (encoders), heap.c (heap, GCs,
+ *                            the heap walk dotnet-gcdump triggers), jit.c
+ *                            (method tables, rundown) and sampler.c
  *
  * Each of T threads writes RATE Tick events per second and, around every
  * tenth tick, a Work/Start - Work/Stop pair. Runs for --duration seconds
@@ -39,12 +47,20 @@
 
 #include "ringpipe/ringpipe.h"
 
+#include "clr_events.h"
+#include "heap.h"
+#include "jit.h"
+#include "sampler.h"
+
 #define DEMO_MAX_THREADS 256u
 #define DEMO_MAX_RATE 10000000u
 #define DEMO_MAX_DURATION (100u * 365 * 86400)
 
 static const char demo_usage[] =
 "usage: ringpipe-demo [--duration SECONDS] [--rate EVENTS_PER_SEC] [--threads N]\n"
+"                     [--heap-nodes N] [--seed S] [--alloc-threads N]\n"
+"                     [--jit-threads N] [--jit-rate N] [--max-buffer-mb N]\n"
+"                     [--heap-report FILE] [--expect FILE]\n"
 "\n"
 "Starts ringpipe's diagnostics IPC server, prints its pid and socket, and lets\n"
 "N threads (default 1, at most 256) write RATE Tick events per second each\n"
@@ -52,7 +68,25 @@ static const char demo_usage[] =
 "Work/Start - Work/Stop pair around every tenth tick. The provider\n"
 "Ringpipe-Demo-Counters publishes EventCounters (working-set, ticks/sec)\n"
 "when enabled with EventCounterIntervalSec=N. Runs for SECONDS (default 0:\n"
-"until SIGINT or SIGTERM), then prints \"ticks N\".\n";
+"until SIGINT or SIGTERM), then prints \"ticks N\".\n"
+"\n"
+"It also behaves as a small managed runtime (Microsoft-Windows-DotNETRuntime):\n"
+"  --heap-nodes N      live objects in the simulated heap (default 200000,\n"
+"                      at most 16000000)\n"
+"  --seed S            shape of the heap (default 1)\n"
+"  --alloc-threads N   threads allocating (GCAllocationTick every ~100 KB) and\n"
+"                      triggering gen0/gen1 GCs (default 2, at most 64)\n"
+"  --jit-threads N     threads publishing JIT-compiled methods (default 2)\n"
+"  --jit-rate N        methods per second per JIT thread (default 100)\n"
+"  --max-buffer-mb N   caps the buffer an IPC client may ask for (0: no cap)\n"
+"  --heap-report FILE  after each heap walk, the walk's totals and per-type\n"
+"                      counts (written to FILE.tmp, then renamed)\n"
+"  --expect FILE       appends one line per GC, bulk-header and rundown event\n"
+"                      written: the values a decoder must find\n"
+"Enabling the runtime provider with GCHeapCollect (0x800000) at level 4 or more\n"
+"(what dotnet-gcdump does) runs an induced gen-2 GC that walks the heap. A\n"
+"session with rundown gets MethodDCEndVerbose for every published method.\n"
+"Ringpipe-Demo writes SessionEnd (cumulative totals) into a stopping session.\n";
 
 /* ---- state ---------------------------------------------------------------- */
 
@@ -60,7 +94,7 @@ static int demo_stop;				/* atomic: set by signals and main */
 static uint64_t demo_ticks;			/* atomic: Tick events written */
 
 static struct rp_event *ev_tick, *ev_work_start, *ev_work_stop;
-static struct rp_event *ev_counter_mean, *ev_counter_sum;
+static struct rp_event *ev_counter_mean, *ev_counter_sum, *ev_session_end;
 
 static pthread_mutex_t ctr_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t ctr_cond = PTHREAD_COND_INITIALIZER;
@@ -145,6 +179,15 @@ static const struct rp_field work_fields[] = {
 	{ "WorkId", RP_TYPE_U64, 0, 0, NULL },
 };
 
+static const struct rp_field session_end_fields[] = {
+	{ "SessionId", RP_TYPE_U32, 0, 0, NULL },
+	{ "Ticks", RP_TYPE_U64, 0, 0, NULL },
+	{ "GCs", RP_TYPE_U64, 0, 0, NULL },
+	{ "Allocations", RP_TYPE_U64, 0, 0, NULL },
+	{ "AllocatedBytes", RP_TYPE_U64, 0, 0, NULL },
+	{ "MethodsPublished", RP_TYPE_U64, 0, 0, NULL },
+};
+
 /* The fields of a Mean counter's payload, in the runtime's order. */
 static const struct rp_field mean_fields[] = {
 	{ "Name", RP_TYPE_STRING, 0, 0, NULL },
@@ -217,6 +260,36 @@ static void counters_enable(struct rp_provider *provider, int session_id, bool e
 	pthread_mutex_unlock(&ctr_lock);
 }
 
+/*
+ * Ringpipe-Demo's stopping callback: totals that belong to the end of a
+ * session. The library calls it once per stopping session that enables the
+ * provider, on the stopping thread, whose events then go to that session
+ * only; so each session gets its SessionEnd exactly once.
+ */
+static void demo_stopping(struct rp_provider *provider, int session_id, uint64_t keywords,
+			  uint8_t level, void *ctx)
+{
+	uint64_t ticks = __atomic_load_n(&demo_ticks, __ATOMIC_RELAXED);
+	uint64_t gcs = heap_gc_count(), allocs = heap_alloc_count(), bytes = heap_alloc_bytes();
+	uint64_t methods = jit_published();
+	uint32_t sid = (uint32_t)session_id;
+	struct pbuf p = { .n = 0 };
+
+	(void)provider, (void)keywords, (void)level, (void)ctx;
+	put_u32(&p, sid);
+	put_u64(&p, ticks);
+	put_u64(&p, gcs);
+	put_u64(&p, allocs);
+	put_u64(&p, bytes);
+	put_u64(&p, methods);
+	if (rp_event_enabled(ev_session_end) && rp_event_write(ev_session_end, p.b, p.n) == 0)
+		clr_expect("SessionEnd\tSessionId=%u\tTicks=%" PRIu64 "\tGCs=%" PRIu64
+			   "\tAllocations=%" PRIu64 "\tAllocatedBytes=%" PRIu64
+			   "\tMethodsPublished=%" PRIu64, sid, ticks, gcs, allocs, bytes, methods);
+	fprintf(stderr, "session-end session %d: ticks %" PRIu64 " gcs %" PRIu64 " allocations %"
+		PRIu64 " methods %" PRIu64 "\n", session_id, ticks, gcs, allocs, methods);
+}
+
 static struct rp_event *new_event(struct rp_provider *p, uint32_t id, const char *name,
 				  uint8_t level, uint8_t opcode, const struct rp_field *f,
 				  uint16_t nf)
@@ -229,11 +302,18 @@ static struct rp_event *new_event(struct rp_provider *p, uint32_t id, const char
 
 static int define_providers(void)
 {
-	struct rp_provider_opts po = { .sz = sizeof(po), .name = "Ringpipe-Demo" };
+	struct rp_provider_opts po = { .sz = sizeof(po), .name = "Ringpipe-Demo",
+				       .stopping_cb = demo_stopping };
 	struct rp_provider *demo, *ctr;
+	struct clr_callbacks cb = { .runtime_enable = heap_runtime_enable,
+				    .sampler_enable = sampler_enable,
+				    .rundown_stopping = jit_rundown_stopping };
 
+	if (clr_events_init(&cb))
+		return -1;
 	demo = rp_provider_new(&po);
 	po.name = "Ringpipe-Demo-Counters";
+	po.stopping_cb = NULL;
 	po.enable_cb = counters_enable;
 	ctr = rp_provider_new(&po);
 	if (!demo || !ctr)
@@ -243,8 +323,10 @@ static int define_providers(void)
 	ev_work_stop = new_event(demo, 3, "WorkStop", 4, 2, work_fields, 1);
 	ev_counter_mean = new_event(ctr, 1, "EventCounters", 0, 0, mean_top, 1);
 	ev_counter_sum = new_event(ctr, 2, "EventCounters", 0, 0, sum_top, 1);
-	return ev_tick && ev_work_start && ev_work_stop && ev_counter_mean && ev_counter_sum ?
-		0 : -1;
+	ev_session_end = new_event(demo, 4, "SessionEnd", 4, 0, session_end_fields,
+				   sizeof(session_end_fields) / sizeof(session_end_fields[0]));
+	return ev_tick && ev_work_start && ev_work_stop && ev_counter_mean && ev_counter_sum &&
+		ev_session_end ? 0 : -1;
 }
 
 /* ---- counters ------------------------------------------------------------- */
@@ -427,14 +509,40 @@ static void print_socket(void)
 		printf("socket none (only the configured diagnostic ports)\n");
 }
 
+/* Numeric options: name, limits, where the value goes. */
+struct num_opt {
+	const char *name;
+	uint64_t min, max;
+	uint64_t *val;
+	const char *what;
+};
+
 int main(int argc, char **argv)
 {
 	uint64_t duration = 0, rate = 10, threads = 1, start;
+	uint64_t heap_nodes = 200000, seed = 1, alloc_threads = 2, jit_threads = 2, jit_rate = 100;
+	uint64_t max_buffer_mb = 0;
+	const char *report = NULL, *expect = NULL;
+	const struct num_opt nums[] = {
+		{ "--duration", 0, DEMO_MAX_DURATION, &duration, "whole seconds (0: until a signal)" },
+		{ "--rate", 1, DEMO_MAX_RATE, &rate, "1..10000000 events per second" },
+		{ "--threads", 1, DEMO_MAX_THREADS, &threads, "1..256" },
+		{ "--heap-nodes", 1, HEAP_MAX_NODES, &heap_nodes, "1..16000000 objects" },
+		{ "--seed", 0, UINT64_MAX, &seed, "a number" },
+		{ "--alloc-threads", 0, HEAP_MAX_ALLOC_THREADS, &alloc_threads, "0..64" },
+		{ "--jit-threads", 0, JIT_MAX_THREADS, &jit_threads, "0..64" },
+		{ "--jit-rate", 0, 1000000, &jit_rate, "0..1000000 methods per second (0: no limit)" },
+		{ "--max-buffer-mb", 0, 1048576, &max_buffer_mb, "0..1048576 MB (0: no cap)" },
+	};
+	struct heap_opts ho = { .nodes = 0 };
+	struct jit_opts jo = { .threads = 0 };
+	struct rp_ipc_opts io = { .sz = sizeof(io) };
 	struct demo_thread *t;
 	pthread_t ctr_th;
 	struct sigaction sa;
 	int i, rc;
 	uint32_t k, started = 0;
+	size_t n;
 
 	for (i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -443,19 +551,23 @@ int main(int argc, char **argv)
 			fputs(demo_usage, stdout);
 			return 0;
 		}
-		if (strcmp(a, "--duration") && strcmp(a, "--rate") && strcmp(a, "--threads"))
+		for (n = 0; n < sizeof(nums) / sizeof(nums[0]); n++)
+			if (!strcmp(a, nums[n].name))
+				break;
+		if (n == sizeof(nums) / sizeof(nums[0]) && strcmp(a, "--heap-report") &&
+		    strcmp(a, "--expect"))
 			return usage_err("unknown option '%s' (see --help)", a);
 		if (!v)
 			return usage_err("option '%s' needs a value", a);
 		i++;
-		if (!strcmp(a, "--duration") && parse_num(v, DEMO_MAX_DURATION, &duration))
-			return usage_err("--duration takes whole seconds (0: until a signal), not '%s'",
-					 v);
-		if (!strcmp(a, "--rate") && (parse_num(v, DEMO_MAX_RATE, &rate) || !rate))
-			return usage_err("--rate must be 1..10000000 events per second, not '%s'", v);
-		if (!strcmp(a, "--threads") &&
-		    (parse_num(v, DEMO_MAX_THREADS, &threads) || !threads))
-			return usage_err("--threads must be 1..256, not '%s'", v);
+		if (!strcmp(a, "--heap-report")) {
+			report = v;
+		} else if (!strcmp(a, "--expect")) {
+			expect = v;
+		} else if (parse_num(v, nums[n].max, nums[n].val) || *nums[n].val < nums[n].min) {
+			fprintf(stderr, "ringpipe-demo: %s takes %s, not '%s'\n", a, nums[n].what, v);
+			return 2;
+		}
 	}
 
 	memset(&sa, 0, sizeof(sa));
@@ -466,12 +578,34 @@ int main(int argc, char **argv)
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	printf("pid %d\n", (int)getpid());
+	if (clr_expect_open(expect)) {
+		fprintf(stderr, "ringpipe-demo: cannot open %s: %s\n", expect, strerror(errno));
+		return 1;
+	}
+	ho.nodes = heap_nodes;
+	ho.seed = seed;
+	ho.alloc_threads = (uint32_t)alloc_threads;
+	ho.report = report;
+	jo.threads = (uint32_t)jit_threads;
+	jo.capacity = 1u << 16;
+	jo.rate = (uint32_t)jit_rate;
+	if (heap_init(&ho) || jit_init(&jo)) {
+		fprintf(stderr, "ringpipe-demo: out of memory for the heap or the method tables\n");
+		return 1;
+	}
 	if (define_providers()) {
 		fprintf(stderr, "ringpipe-demo: cannot define the providers: %s\n", rp_last_error());
 		return 1;
 	}
+	sampler_set_threads((uint32_t)(threads + alloc_threads + jit_threads), 2);
+	/* the sampler and the allocators run before any session can ask for them */
+	if (sampler_start() || heap_start() || jit_start()) {
+		fprintf(stderr, "ringpipe-demo: cannot start the runtime's threads\n");
+		return 1;
+	}
 	/* With a suspend-mode port this returns once a tool sent ResumeRuntime. */
-	rc = rp_ipc_server_start(NULL);
+	io.max_buffer_bytes = max_buffer_mb << 20;
+	rc = rp_ipc_server_start(&io);
 	if (rc == -EBUSY)
 		rc = 0;		/* started already by the startup configuration */
 	if (rc == -ECANCELED) {
@@ -507,7 +641,11 @@ int main(int argc, char **argv)
 	for (k = 0; k < started; k++)
 		pthread_join(t[k].th, NULL);
 	pthread_join(ctr_th, NULL);
+	/* sessions stop (rundown, SessionEnd) while the runtime still runs */
 	rp_ipc_server_stop();
+	jit_stop();
+	heap_stop();
+	sampler_stop();
 	printf("ticks %" PRIu64 "\n", __atomic_load_n(&demo_ticks, __ATOMIC_RELAXED));
 	free(t);
 	return started == threads ? 0 : 1;

@@ -5,6 +5,10 @@
 //   dotnet TraceDump.dll dump     FILE   one JSON object per event, then a summary line
 //   dotnet TraceDump.dll counts   FILE   "<Provider>/<EventName>\t<count>" sorted ordinally, then "#lost\t<N>"
 //   dotnet TraceDump.dll tracelog FILE   converts through TraceLog (.etlx) and counts the events
+//   dotnet TraceDump.dll clr      FILE   CLR runtime/rundown and Ringpipe-Demo events, one line each:
+//                                         "<EventName>\t<Field>=<value>..." (TraceEvent's payload names)
+//   dotnet TraceDump.dll heap     FILE   the last heap dump (induced gen-2 GCStart .. GCEnd), decoded
+//                                         element by element through TraceEvent's typed accessors
 //
 // Exit status: 0 = read to the end, 1 = TraceEvent threw, 2 = bad usage.
 
@@ -27,9 +31,10 @@ internal static class Program
     private static int Main(string[] args)
     {
         bool threads = args.Length == 3 && args[0] == "threads";
-        if (!threads && (args.Length != 2 || (args[0] != "dump" && args[0] != "counts" && args[0] != "tracelog")))
+        if (!threads && (args.Length != 2 || (args[0] != "dump" && args[0] != "counts" && args[0] != "tracelog"
+                                              && args[0] != "clr" && args[0] != "heap")))
         {
-            Console.Error.WriteLine("usage: TraceDump dump|counts|tracelog FILE | threads FILE FIELD");
+            Console.Error.WriteLine("usage: TraceDump dump|counts|tracelog|clr|heap FILE | threads FILE FIELD");
             return 2;
         }
 
@@ -42,6 +47,8 @@ internal static class Program
                 case "dump": return Dump(args[1], stdout);
                 case "counts": return Counts(args[1], stdout);
                 case "threads": return Threads(args[1], args[2], stdout);
+                case "clr": return Clr(args[1], stdout);
+                case "heap": return Heap(args[1], stdout);
                 default: return TraceLogCheck(args[1], stdout);
             }
         }
@@ -381,6 +388,218 @@ internal static class Program
             output.Write(key + "\t" + counts[key].ToString(CultureInfo.InvariantCulture) + "\n");
         output.Write("#nofield\t" + nofield.ToString(CultureInfo.InvariantCulture) + "\n");
         output.Write("#order_violations\t" + violations.ToString(CultureInfo.InvariantCulture) + "\n");
+        output.Write("#lost\t" + lost.ToString(CultureInfo.InvariantCulture) + "\n");
+        if (error != null)
+        {
+            output.Flush();
+            Console.Error.WriteLine("TraceDump: " + error);
+            return 1;
+        }
+        return 0;
+    }
+
+    // ------------------------------------------------------------------ clr
+
+    // One line per event of the CLR runtime and rundown providers and of
+    // Ringpipe-Demo's SessionEnd: the event name, then every payload field
+    // TraceEvent's template knows, as Name=value (integers, enums and pointers
+    // in decimal, strings as they are). Ends with "#lost\tN".
+    private static int Clr(string file, StreamWriter output)
+    {
+        var sb = new StringBuilder(512);
+        string error = Read(file, evt =>
+        {
+            string p = evt.ProviderName;
+            if (p != "Microsoft-Windows-DotNETRuntime" && p != "Microsoft-Windows-DotNETRuntimeRundown"
+                && !(p == "Ringpipe-Demo" && evt.EventName == "SessionEnd"))
+                return;
+            sb.Clear();
+            sb.Append(evt.EventName);
+            string[] names = evt.PayloadNames ?? Array.Empty<string>();
+            for (int i = 0; i < names.Length; i++)
+            {
+                sb.Append('\t').Append(names[i]).Append('=');
+                object v = evt.PayloadValue(i);
+                if (v is string s) sb.Append(s);
+                else AppendValue(sb, v, evt.PointerSize);
+            }
+            sb.Append('\n');
+            output.Write(sb);
+        }, out int lost);
+        output.Write("#lost\t" + lost.ToString(CultureInfo.InvariantCulture) + "\n");
+        if (error != null)
+        {
+            output.Flush();
+            Console.Error.WriteLine("TraceDump: " + error);
+            return 1;
+        }
+        return 0;
+    }
+
+    // ------------------------------------------------------------------ heap
+
+    // The same order-sensitive fold ringpipe-demo computes over what it writes
+    // (tools/demo/clr_events.c, clr_digest_step).
+    private static ulong Fold(ulong digest, ulong position, ulong value)
+    {
+        unchecked
+        {
+            digest ^= value + position * 0x9e3779b97f4a7c15UL;
+            return digest * 0x100000001b3UL;
+        }
+    }
+
+    private sealed class Stream
+    {
+        public ulong Digest = 0xcbf29ce484222325UL, Elements;
+        public int NextIndex, IndexGaps;
+        public void Reset() { Digest = 0xcbf29ce484222325UL; Elements = 0; NextIndex = 0; IndexGaps = 0; }
+        public void Block(int index) { if (index != NextIndex) IndexGaps++; NextIndex = index + 1; }
+    }
+
+    // Decodes the bulk heap-dump events of the last complete dump window (an
+    // induced, non-concurrent gen-2 GCStart up to the GCEnd with its Count)
+    // through TraceEvent's typed accessors, and prints what ringpipe-demo's
+    // --heap-report holds, computed from the decoded elements:
+    //   gc C / nodes N / edges E / roots R / types T / type <count> <bytes> <name>...
+    // then "digest nodes=.. edges=.. roots=.. types=.." (the fold over every
+    // element), "index-gaps N" (blocks whose Index did not follow the previous
+    // one), "edge-targets-unknown N" (edges to no node) and "#lost N".
+    private static int Heap(string file, StreamWriter output)
+    {
+        var typeNames = new Dictionary<ulong, string>();
+        var nodes = new List<(ulong addr, ulong size, ulong type)>();
+        var edgeTargets = new List<ulong>();
+        long roots = 0, edgeCountSum = 0;
+        var sn = new Stream(); var se = new Stream(); var sr = new Stream(); var st = new Stream();
+        bool inWindow = false; int windowCount = -1;
+        string last = null;
+        EventPipeEventSource source = null;
+        string error = null;
+        int lost = 0;
+        try
+        {
+            source = new EventPipeEventSource(file);
+            var clr = source.Clr;
+            clr.GCStart += d =>
+            {
+                if (d.Depth >= 2 && (int)d.Reason == 1 && (int)d.Type == 0)
+                {
+                    inWindow = true; windowCount = d.Count;
+                    nodes.Clear(); edgeTargets.Clear(); roots = 0; edgeCountSum = 0;
+                    sn.Reset(); se.Reset(); sr.Reset(); st.Reset();
+                }
+            };
+            clr.TypeBulkType += d =>
+            {
+                for (int i = 0; i < d.Count; i++)
+                {
+                    var v = d.Values(i);
+                    typeNames[(ulong)v.TypeID] = v.TypeName;
+                    if (!inWindow) continue;
+                    ulong pos = st.Elements++;
+                    st.Digest = Fold(st.Digest, pos, (ulong)v.TypeID);
+                    st.Digest = Fold(st.Digest, pos, (ulong)v.ModuleID);
+                    st.Digest = Fold(st.Digest, pos, (ulong)(uint)v.Flags);
+                    st.Digest = Fold(st.Digest, pos, (ulong)v.CorElementType);
+                    foreach (char c in v.TypeName) st.Digest = Fold(st.Digest, pos, (ulong)c);
+                }
+            };
+            clr.GCBulkNode += d =>
+            {
+                if (!inWindow) return;
+                sn.Block(d.Index);
+                for (int i = 0; i < d.Count; i++)
+                {
+                    var v = d.Values(i);
+                    ulong pos = sn.Elements++;
+                    sn.Digest = Fold(sn.Digest, pos, (ulong)v.Address);
+                    sn.Digest = Fold(sn.Digest, pos, (ulong)v.Size);
+                    sn.Digest = Fold(sn.Digest, pos, (ulong)v.TypeID);
+                    sn.Digest = Fold(sn.Digest, pos, (ulong)v.EdgeCount);
+                    nodes.Add(((ulong)v.Address, (ulong)v.Size, (ulong)v.TypeID));
+                    edgeCountSum += (long)v.EdgeCount;
+                }
+            };
+            clr.GCBulkEdge += d =>
+            {
+                if (!inWindow) return;
+                se.Block(d.Index);
+                for (int i = 0; i < d.Count; i++)
+                {
+                    var v = d.Values(i);
+                    se.Digest = Fold(se.Digest, se.Elements++, (ulong)v.Target);
+                    edgeTargets.Add((ulong)v.Target);
+                }
+            };
+            clr.GCBulkRootEdge += d =>
+            {
+                if (!inWindow) return;
+                sr.Block(d.Index);
+                for (int i = 0; i < d.Count; i++)
+                {
+                    var v = d.Values(i);
+                    ulong pos = sr.Elements++;
+                    sr.Digest = Fold(sr.Digest, pos, (ulong)v.RootedNodeAddress);
+                    sr.Digest = Fold(sr.Digest, pos, (ulong)(int)v.GCRootKind);
+                    sr.Digest = Fold(sr.Digest, pos, (ulong)(uint)v.GCRootFlag);
+                    sr.Digest = Fold(sr.Digest, pos, (ulong)v.GCRootID);
+                    roots++;
+                }
+            };
+            clr.GCStop += d =>
+            {
+                if (!inWindow || d.Count != windowCount) return;
+                inWindow = false;
+                var perType = new Dictionary<ulong, (long n, ulong bytes)>();
+                var addrs = new HashSet<ulong>();
+                foreach (var nd in nodes)
+                {
+                    perType.TryGetValue(nd.type, out var c);
+                    perType[nd.type] = (c.n + 1, c.bytes + nd.size);
+                    addrs.Add(nd.addr);
+                }
+                long unknown = 0;
+                foreach (ulong t in edgeTargets) if (!addrs.Contains(t)) unknown++;
+                var lines = new List<string>();
+                foreach (var kv in typeNames)
+                {
+                    perType.TryGetValue(kv.Key, out var c);
+                    lines.Add(kv.Value + "\u0001" + c.n.ToString(CultureInfo.InvariantCulture) + " "
+                              + c.bytes.ToString(CultureInfo.InvariantCulture));
+                }
+                lines.Sort(StringComparer.Ordinal);
+                var sb = new StringBuilder();
+                var inv = CultureInfo.InvariantCulture;
+                sb.Append("gc ").Append(windowCount.ToString(inv)).Append('\n');
+                sb.Append("nodes ").Append(nodes.Count.ToString(inv)).Append('\n');
+                sb.Append("edges ").Append(edgeTargets.Count.ToString(inv)).Append('\n');
+                sb.Append("roots ").Append(roots.ToString(inv)).Append('\n');
+                sb.Append("types ").Append(typeNames.Count.ToString(inv)).Append('\n');
+                foreach (string l in lines)
+                {
+                    int k = l.IndexOf('\u0001');
+                    sb.Append("type ").Append(l.Substring(k + 1)).Append(' ').Append(l.Substring(0, k)).Append('\n');
+                }
+                sb.Append("digest nodes=").Append(sn.Digest.ToString(inv)).Append(" edges=").Append(se.Digest.ToString(inv))
+                  .Append(" roots=").Append(sr.Digest.ToString(inv)).Append(" types=").Append(st.Digest.ToString(inv)).Append('\n');
+                sb.Append("index-gaps ").Append((sn.IndexGaps + se.IndexGaps + sr.IndexGaps).ToString(inv)).Append('\n');
+                sb.Append("edge-count-sum ").Append(edgeCountSum.ToString(inv)).Append('\n');
+                sb.Append("edge-targets-unknown ").Append(unknown.ToString(inv)).Append('\n');
+                last = sb.ToString();
+            };
+            source.Process();
+            lost = source.EventsLost;
+        }
+        catch (Exception e)
+        {
+            error = e.Message;
+        }
+        finally
+        {
+            try { source?.Dispose(); } catch { }
+        }
+        output.Write(last ?? "no-heap-dump\n");
         output.Write("#lost\t" + lost.ToString(CultureInfo.InvariantCulture) + "\n");
         if (error != null)
         {

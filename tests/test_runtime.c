@@ -1,0 +1,478 @@
+// SPDX-License-Identifier: MIT
+/*
+ * ringpipe-demo as a managed runtime, judged by TraceEvent.
+ *
+ * decode: a session through the demo's IPC socket (`ringpipe collect`, the
+ * GCHeapSnapshot keywords dotnet-gcdump uses, rundown on) captures ordinary
+ * GCs, an induced gen-2 GC with a heap walk, rundown and SessionEnd.
+ * TraceEvent's CLR parsers (TraceDump "clr") must decode every such event
+ * with the field values the demo says it wrote (--expect), and the bulk
+ * events' elements, decoded one by one through TraceEvent's typed accessors
+ * (TraceDump "heap"), must add up to the demo's --heap-report and fold to
+ * the same digest.
+ *
+ * rundown: 8 JIT threads publish methods throughout; every method published
+ * before rundown began appears exactly once, none twice, and every
+ * MethodDCEndVerbose carries the fields derived from its MethodID (nothing
+ * torn).
+ *
+ * Without dotnet or the TraceEvent dumper these skip with the reason, unless
+ * RINGPIPE_REQUIRE_INTEROP=1.
+ */
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <sys/wait.h>
+
+#include "helpers.h"
+
+static const char *demo_bin(void)
+{
+	return th_env("RINGPIPE_DEMO", ".output/default/ringpipe-demo");
+}
+
+struct demo {
+	pid_t pid;
+	char *dir;
+	char out[512], err[512];
+};
+
+static char *fmt(const char *f, ...) __attribute__((format(printf, 1, 2)));
+static char *fmt(const char *f, ...)
+{
+	va_list ap;
+	char *s = NULL;
+
+	va_start(ap, f);
+	cr_assert(vasprintf(&s, f, ap) > 0);
+	va_end(ap);
+	return s;
+}
+
+/* Starts the demo with argv (NULL-terminated); returns once its socket exists. */
+static void demo_start(struct demo *d, const char *dir, char *const extra[])
+{
+	char *argv[40];
+	int n = 0, i;
+
+	d->dir = (char *)dir;
+	snprintf(d->out, sizeof(d->out), "%s/demo.out", dir);
+	snprintf(d->err, sizeof(d->err), "%s/demo.err", dir);
+	argv[n++] = (char *)"ringpipe-demo";
+	for (i = 0; extra[i] && n < 38; i++)
+		argv[n++] = extra[i];
+	argv[n] = NULL;
+	d->pid = fork();
+	if (d->pid == 0) {
+		int fo = open(d->out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		int fe = open(d->err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+
+		dup2(fo, 1);
+		dup2(fe, 2);
+		execv(demo_bin(), argv);
+		_exit(127);
+	}
+	cr_assert_gt(d->pid, 0);
+	for (i = 0; i < 1000; i++) {
+		struct bytebuf b = { 0 };
+		bool up;
+
+		th_read_file(d->out, &b);
+		up = b.p && strstr((char *)b.p, "socket ");
+		bb_free(&b);
+		if (up)
+			return;
+		usleep(10000);
+	}
+	cr_assert_fail("ringpipe-demo did not start its diagnostics server");
+}
+
+static void demo_stop(struct demo *d)
+{
+	int st;
+
+	kill(d->pid, SIGTERM);
+	waitpid(d->pid, &st, 0);
+	cr_assert(WIFEXITED(st), "ringpipe-demo did not exit cleanly");
+}
+
+/* `ringpipe collect` from the demo into path, with rundown. */
+static void collect(struct demo *d, const char *providers, int seconds, const char *path)
+{
+	struct bytebuf out = { 0 };
+	char *cmd = fmt("'%s' collect -p %d --providers '%s' --duration %d -o '%s' 2>&1", th_tool(),
+			(int)d->pid, providers, seconds, path);
+	int rc = th_run(cmd, &out);
+
+	cr_assert_eq(rc, 0, "%s: exit %d: %s", cmd, rc, out.p ? (char *)out.p : "");
+	free(cmd);
+	bb_free(&out);
+}
+
+static void tracedump(const char *dll, const char *mode, const char *path, struct bytebuf *out)
+{
+	char *cmd = fmt("dotnet '%s' %s '%s'", dll, mode, path);
+	int rc = th_run(cmd, out);
+
+	cr_assert_eq(rc, 0, "TraceDump %s %s failed (exit %d): %.2000s", mode, path, rc,
+		     out->p ? (char *)out->p : "");
+	free(cmd);
+}
+
+/* ---- lines of "Name\tKey=Value\t..." ---------------------------------------- */
+
+struct lines {
+	char **v;
+	size_t n;
+	bool *used;
+};
+
+/* Splits text (modified in place) into lines, skipping "#..." and empty ones. */
+static void split(char *text, struct lines *l)
+{
+	size_t cap = 0;
+	char *save = NULL, *s;
+
+	l->v = NULL;
+	l->n = 0;
+	for (s = strtok_r(text, "\n", &save); s; s = strtok_r(NULL, "\n", &save)) {
+		if (!*s || *s == '#')
+			continue;
+		if (l->n == cap) {
+			cap = cap ? cap * 2 : 1024;
+			l->v = realloc(l->v, cap * sizeof(*l->v));
+			cr_assert(l->v);
+		}
+		l->v[l->n++] = s;
+	}
+	l->used = calloc(l->n + 1, 1);
+}
+
+static size_t name_len(const char *line)
+{
+	const char *t = strchr(line, '\t');
+
+	return t ? (size_t)(t - line) : strlen(line);
+}
+
+/* The value of key in line (up to the next tab), or NULL. */
+static const char *field(const char *line, const char *key, size_t *len)
+{
+	size_t kl = strlen(key);
+	const char *p = strchr(line, '\t');
+
+	while (p) {
+		p++;
+		if (!strncmp(p, key, kl) && p[kl] == '=') {
+			const char *v = p + kl + 1, *e = strchr(v, '\t');
+
+			*len = e ? (size_t)(e - v) : strlen(v);
+			return v;
+		}
+		p = strchr(p, '\t');
+	}
+	return NULL;
+}
+
+/* Does decoded line `got` have the name and every Key=Value of `want`? */
+static bool matches(const char *want, const char *got)
+{
+	size_t nl = name_len(want);
+	const char *p;
+
+	if (nl != name_len(got) || strncmp(want, got, nl))
+		return false;
+	for (p = strchr(want, '\t'); p; p = strchr(p + 1, '\t')) {
+		const char *eq = strchr(p + 1, '='), *end = strchr(p + 1, '\t'), *v;
+		char key[128];
+		size_t vl, wl;
+
+		if (!eq || (end && eq > end) || (size_t)(eq - p - 1) >= sizeof(key))
+			return false;
+		memcpy(key, p + 1, (size_t)(eq - p - 1));
+		key[eq - p - 1] = 0;
+		wl = end ? (size_t)(end - eq - 1) : strlen(eq + 1);
+		v = field(got, key, &vl);
+		if (!v || vl != wl || strncmp(v, eq + 1, wl))
+			return false;
+	}
+	return true;
+}
+
+static size_t count_named(const struct lines *l, const char *name)
+{
+	size_t i, n = 0, k = strlen(name);
+
+	for (i = 0; i < l->n; i++)
+		if (name_len(l->v[i]) == k && !strncmp(l->v[i], name, k))
+			n++;
+	return n;
+}
+
+static const char *text(struct bytebuf *b)
+{
+	return b->p ? (const char *)b->p : "";
+}
+
+/* ---- decode -------------------------------------------------------------- */
+
+Test(runtime, traceevent_decodes_gc_heap_dump_and_rundown_as_written, .timeout = 240)
+{
+	TH_NEED_TRACEDUMP(dll);
+	struct bytebuf clr = { 0 }, heap = { 0 }, expect = { 0 }, report = { 0 };
+	struct lines got, want;
+	struct demo d;
+	char *dir = th_tmpdir(), *trace, *exp, *rep;
+	char *args[] = { "--heap-nodes", "3000", "--alloc-threads", "1", "--jit-threads", "1",
+			 "--jit-rate", "50", "--rate", "20", "--duration", "120",
+			 "--expect", NULL, "--heap-report", NULL, NULL };
+	static const char *const must[] = {
+		"GC/Triggered", "GC/SuspendEEStart", "GC/SuspendEEStop", "GC/Start", "GC/Stop",
+		"GC/HeapStats", "GC/RestartEEStart", "GC/RestartEEStop", "GC/AllocationTick",
+		"Type/BulkType", "GC/BulkNode", "GC/BulkEdge", "GC/BulkRootEdge",
+		"Method/DCStopInit", "Method/DCStopVerbose", "Loader/ModuleDCStop",
+		"Loader/AssemblyDCStop", "Loader/AppDomainDCStop", "Runtime/Start",
+		"Method/DCStopComplete", "SessionEnd",
+	};
+	size_t i, j, unmatched = 0;
+	const char *dig, *end;
+
+	cr_assert(dir);
+	trace = fmt("%s/t.nettrace", dir);
+	exp = fmt("%s/expect.txt", dir);
+	rep = fmt("%s/heap-report.txt", dir);
+	args[13] = exp;
+	args[15] = rep;
+	demo_start(&d, dir, args);
+	/* GCHeapSnapshot at Verbose, as dotnet-gcdump asks; Verbose also brings
+	 * GCAllocationTick (level 5) */
+	collect(&d, "Microsoft-Windows-DotNETRuntime:0x1980001:5,Ringpipe-Demo:0:4", 4, trace);
+	demo_stop(&d);
+
+	tracedump(dll, "clr", trace, &clr);
+	cr_assert(strstr(text(&clr), "#lost\t0\n"), "events lost: %.300s", text(&clr));
+	cr_assert_eq(th_read_file(exp, &expect), 0);
+	split((char *)clr.p, &got);
+	split((char *)expect.p, &want);
+	for (i = 0; i < sizeof(must) / sizeof(must[0]); i++)
+		cr_assert_gt(count_named(&got, must[i]), 0, "no %s in the trace", must[i]);
+	cr_assert_eq(count_named(&got, "SessionEnd"), 1, "SessionEnd must come exactly once");
+
+	/* every decoded event is one the demo wrote, with these values */
+	for (i = 0; i < got.n; i++) {
+		for (j = 0; j < want.n; j++)
+			if (!want.used[j] && matches(want.v[j], got.v[i]))
+				break;
+		cr_assert(j < want.n, "TraceEvent decoded an event the demo did not write with "
+			  "these values:\n  %s", got.v[i]);
+		want.used[j] = true;
+	}
+	/* and what the demo wrote is there: only ordinary GC events racing the
+	 * end of the session may be missing */
+	for (j = 0; j < want.n; j++) {
+		if (want.used[j] || !strncmp(want.v[j], "heap-digest\t", 12))
+			continue;
+		cr_assert(!strncmp(want.v[j], "GC/", 3) && strncmp(want.v[j], "GC/Bulk", 7),
+			  "written but not decoded: %s", want.v[j]);
+		unmatched++;
+	}
+	cr_assert_leq(unmatched, 12, "%zu GC events written but not in the trace", unmatched);
+
+	/* the bulk elements, decoded through TraceEvent's typed accessors */
+	tracedump(dll, "heap", trace, &heap);
+	cr_assert_eq(th_read_file(rep, &report), 0, "no heap report");
+	cr_assert(report.len > 0 && !strncmp(text(&heap), text(&report), report.len),
+		  "TraceEvent's heap dump:\n%s\ndiffers from the demo's report:\n%s", text(&heap),
+		  text(&report));
+	cr_assert(strstr(text(&heap), "\nindex-gaps 0\n"), "%s", text(&heap));
+	cr_assert(strstr(text(&heap), "\nedge-targets-unknown 0\n"), "%s", text(&heap));
+	dig = strstr(text(&heap), "\ndigest ");
+	cr_assert(dig);
+	dig += 8;
+	end = strchr(dig, '\n');
+	{
+		/* "digest nodes=A edges=B roots=C types=D" vs the expect file's
+		 * "heap-digest\tgc=N\tnodes=A\tedges=B\troots=C\ttypes=D" */
+		const char *h = NULL;
+		char a[256], b[256];
+		size_t k;
+
+		/* split() cut the expect file into lines */
+		for (k = 0; k < want.n && !h; k++)
+			if (!strncmp(want.v[k], "heap-digest\t", 12))
+				h = want.v[k];
+		cr_assert(h, "the demo wrote no heap-digest line");
+		h = strstr(h, "nodes=");
+		cr_assert(h && end);
+		snprintf(a, sizeof(a), "%.*s", (int)(end - dig), dig);
+		snprintf(b, sizeof(b), "%s", h);
+		for (k = 0; b[k]; k++)
+			if (b[k] == '\t')
+				b[k] = ' ';
+		cr_assert_str_eq(a, b, "element digests differ: TraceEvent %s, demo %s", a, b);
+	}
+	/* the walk's GC bracket: an induced, non-concurrent gen-2 GC */
+	{
+		const char *g = strstr(text(&report), "gc ");
+		char want_start[128];
+
+		cr_assert(g);
+		snprintf(want_start, sizeof(want_start), "GC/Start\tCount=%d\tDepth=2\tReason=1\tType=0",
+			 atoi(g + 3));
+		for (i = 0; i < got.n && !matches(want_start, got.v[i]); i++)
+			;
+		cr_assert(i < got.n, "no %s", want_start);
+	}
+
+	free(got.v), free(got.used), free(want.v), free(want.used);
+	bb_free(&clr), bb_free(&heap), bb_free(&expect), bb_free(&report);
+	free(trace), free(exp), free(rep);
+	th_rmdir(dir);
+}
+
+/* ---- rundown ------------------------------------------------------------- */
+
+struct rundown_run {
+	struct bytebuf clr, err;
+	struct lines got;
+	uint64_t before, emitted;
+	uint32_t per_thread[64];
+	unsigned nthreads;
+};
+
+/* 8 JIT threads publishing throughout; a session with rundown stops meanwhile. */
+static void rundown_run(const char *dll, struct rundown_run *r)
+{
+	char *dir = th_tmpdir(), *trace;
+	char *args[] = { "--heap-nodes", "1000", "--alloc-threads", "0", "--jit-threads", "8",
+			 "--jit-rate", "2000", "--duration", "120", NULL };
+	struct demo d;
+	const char *p;
+	int sid;
+
+	cr_assert(dir);
+	memset(r, 0, sizeof(*r));
+	trace = fmt("%s/t.nettrace", dir);
+	demo_start(&d, dir, args);
+	collect(&d, "Microsoft-Windows-DotNETRuntime:0x1:4", 2, trace);
+	demo_stop(&d);
+	cr_assert_eq(th_read_file(d.err, &r->err), 0);
+	p = strstr(text(&r->err), "rundown session ");
+	cr_assert(p, "the demo printed no rundown line: %s", text(&r->err));
+	cr_assert_eq(sscanf(p, "rundown session %d: published-before %" SCNu64 " emitted %" SCNu64,
+			    &sid, &r->before, &r->emitted), 3, "%s", p);
+	p = strstr(p, "per-thread-before ");
+	cr_assert(p);
+	p += strlen("per-thread-before ");
+	while (r->nthreads < 64) {
+		char *e;
+
+		r->per_thread[r->nthreads++] = (uint32_t)strtoul(p, &e, 10);
+		if (*e != ',')
+			break;
+		p = e + 1;
+	}
+	cr_assert_eq(r->nthreads, 8);
+	cr_assert_gt(r->before, 1000, "too few methods published before rundown: %" PRIu64,
+		     r->before);
+	tracedump(dll, "clr", trace, &r->clr);
+	cr_assert(strstr(text(&r->clr), "#lost\t0\n"), "events lost");
+	split((char *)r->clr.p, &r->got);
+	free(trace);
+	th_rmdir(dir);
+}
+
+static void rundown_free(struct rundown_run *r)
+{
+	free(r->got.v);
+	free(r->got.used);
+	bb_free(&r->clr);
+	bb_free(&r->err);
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+Test(runtime, rundown_lists_each_method_published_before_it_exactly_once, .timeout = 240)
+{
+	TH_NEED_TRACEDUMP(dll);
+	struct rundown_run r;
+	uint64_t *ids, n = 0, i;
+	uint32_t seen[8] = { 0 };
+
+	rundown_run(dll, &r);
+	ids = calloc(r.got.n + 1, sizeof(*ids));
+	cr_assert(ids);
+	for (i = 0; i < r.got.n; i++) {
+		const char *v;
+		size_t len;
+
+		if (strncmp(r.got.v[i], "Method/DCStopVerbose\t", 21))
+			continue;
+		v = field(r.got.v[i], "MethodID", &len);
+		cr_assert(v, "%s", r.got.v[i]);
+		ids[n++] = strtoull(v, NULL, 10);
+	}
+	cr_assert_eq(n, r.emitted, "the demo wrote %" PRIu64 " MethodDCEndVerbose, TraceEvent "
+		     "decoded %" PRIu64, r.emitted, n);
+	cr_assert_geq(n, r.before);
+	qsort(ids, n, sizeof(*ids), cmp_u64);
+	for (i = 0; i < n; i++) {
+		uint64_t t = (ids[i] >> 40) - 1, idx = ids[i] & ((1ull << 40) - 1);
+
+		cr_assert(i == 0 || ids[i] != ids[i - 1], "MethodID %" PRIu64 " appears twice", ids[i]);
+		cr_assert_lt(t, 8, "MethodID %" PRIu64 " names no JIT thread", ids[i]);
+		/* sorted: each thread's indices must run 0, 1, 2, ... without a hole */
+		cr_assert_eq(idx, seen[t], "thread %" PRIu64 ": method %" PRIu64 " missing", t,
+			     (uint64_t)seen[t]);
+		seen[t]++;
+	}
+	for (i = 0; i < 8; i++)
+		cr_assert_geq(seen[i], r.per_thread[i], "thread %" PRIu64 " published %u methods "
+			      "before rundown began, rundown listed %u", i, r.per_thread[i], seen[i]);
+	free(ids);
+	rundown_free(&r);
+}
+
+Test(runtime, rundown_method_events_are_never_torn, .timeout = 240)
+{
+	TH_NEED_TRACEDUMP(dll);
+	struct rundown_run r;
+	size_t i, checked = 0;
+
+	rundown_run(dll, &r);
+	for (i = 0; i < r.got.n; i++) {
+		const char *line = r.got.v[i];
+		uint64_t id, t, idx;
+		char want[512];
+		const char *v;
+		size_t len;
+
+		if (strncmp(line, "Method/DCStopVerbose\t", 21))
+			continue;
+		v = field(line, "MethodID", &len);
+		cr_assert(v);
+		id = strtoull(v, NULL, 10);
+		t = (id >> 40) - 1;
+		idx = id & ((1ull << 40) - 1);
+		/* every field follows from (thread, index): see tools/demo/jit.c */
+		snprintf(want, sizeof(want),
+			 "Method/DCStopVerbose\tMethodID=%" PRIu64 "\tModuleID=%" PRIu64
+			 "\tMethodStartAddress=%" PRIu64 "\tMethodSize=%" PRIu64
+			 "\tMethodToken=%" PRIu64 "\tMethodFlags=8\tMethodNamespace=Demo.Jit.T%" PRIu64
+			 "\tMethodName=M%" PRIu64 "_%" PRIu64
+			 "\tMethodSignature=void  (int32,class System.String)\tReJITID=0",
+			 id, (uint64_t)0x7f3a10100000ull, (uint64_t)(0x7f3b00000000ull + (t << 32) + idx * 256),
+			 16 + idx % 200, (uint64_t)(0x06000000ull | (idx & 0xffffff)), t, t, idx);
+		cr_assert(matches(want, line), "torn or wrong method event:\n  got  %s\n  want %s",
+			  line, want);
+		checked++;
+	}
+	cr_assert_eq(checked, r.emitted);
+	rundown_free(&r);
+}
