@@ -144,4 +144,29 @@ static inline bool th_require_interop(void)
 		}                                                               \
 	} while (0)
 
+/* Where make deps installs dotnet-trace, dotnet-counters, dotnet-gcdump
+ * (absolute: tests run the tools from temporary directories). */
+static inline const char *th_dotnet_tools(void)
+{
+	static char abs[4096];
+	const char *d = th_env("RINGPIPE_DOTNET_TOOLS", ".output/dotnet-tools");
+
+	return realpath(d, abs) ? abs : d;
+}
+
+/* Skips (or fails, with RINGPIPE_REQUIRE_INTEROP=1) without the .NET tool. */
+#define TH_NEED_DOTNET_TOOL(name)                                               \
+	do {                                                                    \
+		char *p_;                                                       \
+		cr_assert(asprintf(&p_, "%s/%s", th_dotnet_tools(), name) > 0); \
+		if (access(p_, X_OK)) {                                         \
+			if (th_require_interop())                               \
+				cr_assert_fail("RINGPIPE_REQUIRE_INTEROP=1 but %s is not " \
+					       "installed (make deps installs it)", p_); \
+			cr_skip_test("%s is not installed (make deps installs it with " \
+				     "dotnet)", p_);                            \
+		}                                                               \
+		free(p_);                                                       \
+	} while (0)
+
 #endif /* RINGPIPE_TEST_HELPERS_H */

@@ -11,32 +11,10 @@
 
 #include "helpers.h"
 
-static const char *tools_dir(void)
-{
-	static char abs[4096];
-	const char *d = th_env("RINGPIPE_DOTNET_TOOLS", ".output/dotnet-tools");
-
-	/* absolute: the commands below run from a temporary directory */
-	return realpath(d, abs) ? abs : d;
-}
-
 static const char *demo_bin(void)
 {
 	return th_env("RINGPIPE_DEMO", ".output/default/ringpipe-demo");
 }
-
-#define NEED_TOOL(name)                                                                 \
-	do {                                                                            \
-		char *p_;                                                               \
-		cr_assert(asprintf(&p_, "%s/%s", tools_dir(), name) > 0);              \
-		if (access(p_, X_OK)) {                                                 \
-			if (th_require_interop())                                       \
-				cr_assert_fail("RINGPIPE_REQUIRE_INTEROP=1 but %s is not installed " \
-					       "(make deps installs it)", p_);          \
-			cr_skip_test("%s is not installed (make deps installs it with dotnet)", p_); \
-		}                                                                       \
-		free(p_);                                                               \
-	} while (0)
 
 struct demo {
 	pid_t pid;
@@ -98,11 +76,11 @@ Test(dotnet_tools, dotnet_trace_ps_and_collect_see_a_ringpipe_process, .timeout 
 	struct bytebuf out = { 0 }, c = { 0 };
 	char *dir, *cmd, pidstr[32];
 
-	NEED_TOOL("dotnet-trace");
+	TH_NEED_DOTNET_TOOL("dotnet-trace");
 	dir = th_tmpdir();
 	demo_start(&d, "500");
 	snprintf(pidstr, sizeof(pidstr), " %d ", d.pid);
-	cr_assert(asprintf(&cmd, "%s/dotnet-trace ps", tools_dir()) > 0);
+	cr_assert(asprintf(&cmd, "%s/dotnet-trace ps", th_dotnet_tools()) > 0);
 	cr_assert_eq(th_run(cmd, &out), 0);
 	cr_assert(strstr((char *)out.p, pidstr) && strstr((char *)out.p, "ringpipe-demo"),
 		  "dotnet-trace ps does not list pid %d: %s", d.pid, (char *)out.p);
@@ -110,7 +88,7 @@ Test(dotnet_tools, dotnet_trace_ps_and_collect_see_a_ringpipe_process, .timeout 
 
 	out.len = 0;
 	cr_assert(asprintf(&cmd, "cd %s && %s/dotnet-trace collect -p %d --providers Ringpipe-Demo "
-			   "--duration 00:00:03 -o %s/drop.nettrace 2>&1", dir, tools_dir(), d.pid, dir) > 0);
+			   "--duration 00:00:03 -o %s/drop.nettrace 2>&1", dir, th_dotnet_tools(), d.pid, dir) > 0);
 	cr_assert_eq(th_run(cmd, &out), 0, "dotnet-trace collect: %s", (char *)out.p);
 	free(cmd);
 	cr_assert(asprintf(&cmd, "%s/drop.nettrace", dir) > 0);
@@ -123,7 +101,7 @@ Test(dotnet_tools, dotnet_trace_ps_and_collect_see_a_ringpipe_process, .timeout 
 	out.len = c.len = 0;
 	cr_assert(asprintf(&cmd, "cd %s && %s/dotnet-trace collect -p %d --providers Ringpipe-Demo "
 			   "--buffering-mode Block --duration 00:00:02 -o %s/block.nettrace 2>&1",
-			   dir, tools_dir(), d.pid, dir) > 0);
+			   dir, th_dotnet_tools(), d.pid, dir) > 0);
 	cr_assert_eq(th_run(cmd, &out), 0, "dotnet-trace collect --buffering-mode Block: %s",
 		     (char *)out.p);
 	free(cmd);
@@ -145,13 +123,13 @@ Test(dotnet_tools, dotnet_counters_reads_the_demo_counters, .timeout = 120)
 	struct bytebuf out = { 0 }, csv = { 0 };
 	char *dir, *cmd, *path;
 
-	NEED_TOOL("dotnet-counters");
+	TH_NEED_DOTNET_TOOL("dotnet-counters");
 	dir = th_tmpdir();
 	demo_start(&d, "200");
 	cr_assert(asprintf(&path, "%s/counters.csv", dir) > 0);
 	cr_assert(asprintf(&cmd, "%s/dotnet-counters collect -p %d --counters Ringpipe-Demo-Counters "
 			   "--refresh-interval 1 --duration 00:00:04 --format csv -o %s 2>&1 </dev/null",
-			   tools_dir(), d.pid, path) > 0);
+			   th_dotnet_tools(), d.pid, path) > 0);
 	cr_assert_eq(th_run(cmd, &out), 0, "dotnet-counters: %s", (char *)out.p);
 	cr_assert_eq(th_read_file(path, &csv), 0, "no CSV written: %s", (char *)out.p);
 	cr_assert(strstr((char *)csv.p, "Ringpipe-Demo-Counters,Working Set"),

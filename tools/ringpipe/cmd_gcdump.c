@@ -361,16 +361,25 @@ static int map_file(const char *path, int fd, void **map, size_t *len)
 	return 0;
 }
 
-bool gcdump_trace_complete(int fd)
+bool gcdump_trace_complete(int out_fd)
 {
 	struct heap h = { 0 };
+	char path[64], err[8];
 	void *map;
 	size_t len;
-	char err[8];
 	bool done;
+	int fd;
 
-	if (map_file("trace", fd, &map, &len) || !map)
+	/* the output is open write-only: map it through a read-only open */
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", out_fd);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
 		return false;
+	if (map_file("trace", fd, &map, &len) || !map) {
+		close(fd);
+		return false;
+	}
+	close(fd);
 	heap_read(&h, map, len, true, err, sizeof(err));
 	done = h.closed;
 	munmap(map, len);
