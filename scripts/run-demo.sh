@@ -1,9 +1,15 @@
 #!/usr/bin/env bash
-# `make run`: the main job on the built-in demo. Four threads write two
-# million events through the public API into a Block-mode session whose
-# rings hold only 1 MiB: producers park instead of dropping, the io_uring
-# drainer streams nettrace to a file, and the trace is reported by ringpipe
-# and (when the .NET SDK is here) by TraceEvent, which must count every event.
+# `make run`: the main job on the built-in demo.
+#  1. Four threads write two million events through the public API into a
+#     Block-mode session whose rings hold only 1 MiB: producers park instead
+#     of dropping, the io_uring drainer streams nettrace to a file, and the
+#     trace is reported by ringpipe and (with the .NET SDK) by TraceEvent.
+#  2. ringpipe-demo, a simulated managed runtime, holds a 500,000-object heap
+#     with its buffer capped at 1 MB. `ringpipe gcdump collect` opens a Block
+#     session through its diagnostics socket: the runtime walks its heap
+#     inside the enable callback, the walk waits for the drainer instead of
+#     dropping, rundown runs at the stop, and the heap graph is rebuilt from
+#     the trace. dotnet-gcdump does the same when make deps installed it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-.output/default}
@@ -18,4 +24,27 @@ if command -v dotnet >/dev/null 2>&1 && [ -f .output/interop/TraceDump.dll ]; th
 	echo
 	echo "== TraceEvent reads the same file (events per provider/event, then EventsLost)"
 	dotnet .output/interop/TraceDump.dll counts "$TRACE"
+fi
+
+echo
+echo "== ringpipe-demo: a managed heap of 500000 objects, IPC buffers capped at 1 MB"
+"$OUT"/ringpipe-demo --heap-nodes 500000 --max-buffer-mb 1 --duration 300 \
+	--heap-report .output/demo-heap.txt >.output/demo-runtime.out 2>.output/demo-runtime.err &
+DEMO=$!
+trap 'kill $DEMO 2>/dev/null; wait $DEMO 2>/dev/null || true' EXIT
+for _ in $(seq 100); do
+	grep -q socket .output/demo-runtime.out 2>/dev/null && break
+	sleep 0.05
+done
+echo "== ringpipe gcdump collect -p $DEMO (Block session, heap walk, rundown, report)"
+"$OUT"/ringpipe gcdump collect -p "$DEMO" -o .output/demo-heap.nettrace
+echo
+echo "== what the demo says it walked (.output/demo-heap.txt)"
+head -5 .output/demo-heap.txt
+GCDUMP=.output/dotnet-tools/dotnet-gcdump
+if [ -x "$GCDUMP" ]; then
+	echo
+	echo "== dotnet-gcdump collect -p $DEMO, then dotnet-gcdump report (top rows)"
+	"$GCDUMP" collect -p "$DEMO" -o .output/demo.gcdump >/dev/null
+	"$GCDUMP" report .output/demo.gcdump | head -12
 fi
