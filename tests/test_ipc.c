@@ -224,30 +224,14 @@ static struct reply *roundtrip(const char *path, const struct bytebuf *req)
 	return r;
 }
 
-static uint32_t rd32(const uint8_t *p)
-{
-	uint32_t v;
-
-	memcpy(&v, p, 4);
-	return v;
-}
-
-static uint64_t rd64(const uint8_t *p)
-{
-	uint64_t v;
-
-	memcpy(&v, p, 8);
-	return v;
-}
-
 static void expect_error(const struct reply *r, uint32_t hr, const char *what)
 {
 	cr_assert(r->ok, "%s: expected an error reply, got none", what);
 	cr_assert_eq(r->set, 0xFF, "%s: reply set 0x%x", what, r->set);
 	cr_assert_eq(r->id, 0xFF, "%s: expected an error reply, got id 0x%x", what, r->id);
 	cr_assert_eq(r->size, 24, "%s: error reply size %u", what, r->size);
-	cr_assert_eq(rd32(r->payload), hr, "%s: HRESULT 0x%08x, expected 0x%08x", what,
-		     rd32(r->payload), hr);
+	cr_assert_eq(le32_get(r->payload), hr, "%s: HRESULT 0x%08x, expected 0x%08x", what,
+		     le32_get(r->payload), hr);
 }
 
 /* A protocol string from a reply, as ASCII ('?' for anything else). */
@@ -257,7 +241,7 @@ static char *rdstr(const struct reply *r, size_t *off)
 	char *s;
 
 	cr_assert_leq(*off + 4, r->len, "string count inside the payload");
-	n = rd32(r->payload + *off);
+	n = le32_get(r->payload + *off);
 	*off += 4;
 	cr_assert_geq(n, 1, "a server never sends string count 0");
 	cr_assert_leq(*off + 2 * (size_t)n, r->len, "string inside the payload");
@@ -291,7 +275,7 @@ static void check_alive(const char *path, const char *after)
 	r = roundtrip(path, &b);
 	cr_assert(r->ok && r->set == 0xFF && r->id == 0x00,
 		  "after %s the server must still answer ProcessInfo", after);
-	cr_assert_eq(rd64(r->payload), (uint64_t)getpid(), "ProcessInfo pid after %s", after);
+	cr_assert_eq(le64_get(r->payload), (uint64_t)getpid(), "ProcessInfo pid after %s", after);
 	free(r);
 	bb_free(&b);
 }
@@ -407,7 +391,7 @@ static int collect(const char *path, const struct collect_req *c, uint64_t *id)
 	cr_assert(r->ok && r->set == 0xFF && r->id == 0x00 && r->size == 28,
 		  "CollectTracing%d: OK with a u64 (set 0x%x id 0x%x size %u)", c->version, r->set,
 		  r->id, r->size);
-	*id = rd64(r->payload);
+	*id = le64_get(r->payload);
 	cr_assert_neq(*id, 0, "session ids are never 0");
 	free(r);
 	bb_free(&b);
@@ -422,7 +406,7 @@ static void stop_tracing(const char *path, uint64_t id)
 	build_stop(&b, id);
 	r = roundtrip(path, &b);
 	cr_assert(r->ok && r->id == 0x00 && r->size == 28, "StopTracing: OK with the id");
-	cr_assert_eq(rd64(r->payload), id, "StopTracing echoes the id");
+	cr_assert_eq(le64_get(r->payload), id, "StopTracing echoes the id");
 	free(r);
 	bb_free(&b);
 }
@@ -662,16 +646,16 @@ Test(ipc, proto_utf16_strings)
 
 	/* and back: UTF-8 in, UTF-16 out, invalid bytes as U+FFFD */
 	cr_assert_eq(ipc_string_put(&s, "\xC3\xA9\xF0\x9F\x98\x80\xFFz", SIZE_MAX), 0);
-	n = rd32(s.p);
+	n = le32_get(s.p);
 	cr_assert_eq(n, 6, "é, a pair, U+FFFD, z, NUL: %u units", n);
 	cr_assert_eq(memcmp(s.p + 4, "\xE9\x00\x3D\xD8\x00\xDE\xFD\xFF\x7A\x00\x00\x00", 12), 0);
 	/* a cut never splits the pair */
 	s.len = 0;
 	cr_assert_eq(ipc_string_put(&s, "a\xF0\x9F\x98\x80", 2), 0);
-	cr_assert_eq(rd32(s.p), 2, "'a' and the NUL; the pair does not fit");
+	cr_assert_eq(le32_get(s.p), 2, "'a' and the NUL; the pair does not fit");
 	s.len = 0;
 	cr_assert_eq(ipc_string_put(&s, NULL, SIZE_MAX), 0);
-	cr_assert_eq(rd32(s.p), 1, "NULL goes out as \"\" (count 1), never count 0");
+	cr_assert_eq(le32_get(s.p), 1, "NULL goes out as \"\" (count 1), never count 0");
 	bb_free(&s);
 	bb_free(&b);
 }
@@ -862,10 +846,10 @@ Test(ipc, proto_replies)
 		memcpy(r->payload, b.p + 20, r->len);
 		off = 0;
 		if (v == 3) {
-			cr_assert_eq(rd32(r->payload), 1, "ProcessInfo3 version field");
+			cr_assert_eq(le32_get(r->payload), 1, "ProcessInfo3 version field");
 			off = 4;
 		}
-		cr_assert_eq(rd64(r->payload + off), 4242);
+		cr_assert_eq(le64_get(r->payload + off), 4242);
 		cr_assert_eq(r->payload[off + 8], 0xAB);
 		off += 24;
 		expect_str(r, &off, "/bin/app --flag");
@@ -905,9 +889,9 @@ Test(ipc, proto_replies)
 		cr_assert_eq(ipc_environment_encode(&b, &cont, env), 0);
 		cr_assert_eq(b.len, 26);
 		cr_assert_eq(b.p[14], 26);
-		cr_assert_eq(rd32(b.p + 20), cont.len, "nIncomingBytes is the continuation's length");
+		cr_assert_eq(le32_get(b.p + 20), cont.len, "nIncomingBytes is the continuation's length");
 		cr_assert_eq(cont.len, 4 + (4 + 8) + (4 + 6));
-		cr_assert_eq(rd32(cont.p), 2);
+		cr_assert_eq(le32_get(cont.p), 2);
 	}
 	{
 		uint8_t adv[34], cookie[16];
@@ -916,7 +900,7 @@ Test(ipc, proto_replies)
 		ipc_advertise_put(adv, cookie, 77);
 		cr_assert_eq(memcmp(adv, "ADVR_V1\0", 8), 0);
 		cr_assert_eq(adv[8], 0x5A);
-		cr_assert_eq(rd64(adv + 24), 77);
+		cr_assert_eq(le64_get(adv + 24), 77);
 		cr_assert_eq(adv[32] | adv[33], 0);
 	}
 	bb_free(&cont);
@@ -1050,8 +1034,8 @@ Test(ipc, default_socket_answers_process_info, .timeout = 60)
 		cr_assert(r->ok && r->set == 0xFF && r->id == 0x00, "ProcessInfo%d: OK", v);
 		off = v == 3 ? 4 : 0;
 		if (v == 3)
-			cr_assert_eq(rd32(r->payload), 1);
-		cr_assert_eq(rd64(r->payload + off), (uint64_t)getpid());
+			cr_assert_eq(le32_get(r->payload), 1);
+		cr_assert_eq(le64_get(r->payload + off), (uint64_t)getpid());
 		cr_assert_neq(memcmp(r->payload + off + 8, zero, 16), 0, "a random cookie");
 		off += 24;
 		s = rdstr(r, &off);
@@ -1602,7 +1586,7 @@ Test(ipc, connect_port_advertises_and_suspends_until_resume, .timeout = 120)
 	build_simple(&b, 0x04, 0x01);	/* ResumeRuntime on that connection */
 	cl_send(fd, b.p, b.len);
 	read_reply(fd, r);
-	cr_assert(r->ok && r->id == 0x00 && r->size == 24 && rd32(r->payload) == 0,
+	cr_assert(r->ok && r->id == 0x00 && r->size == 24 && le32_get(r->payload) == 0,
 		  "ResumeRuntime: OK with code 0");
 	close(fd);
 	pthread_join(th, NULL);
@@ -1721,13 +1705,13 @@ Test(ipc, process_environment_and_set_environment_variable, .timeout = 60)
 	cl_send(fd, b.p, b.len);
 	read_reply(fd, r);
 	cr_assert(r->ok && r->id == 0x00 && r->size == 26, "ProcessEnvironment: OK, size 26");
-	n = rd32(r->payload);
+	n = le32_get(r->payload);
 	cr_assert_eq(r->payload[4] | r->payload[5], 0);
 	while ((k = read(fd, buf, sizeof(buf))) > 0)
 		bb_append(&cont, buf, (size_t)k);
 	close(fd);
 	cr_assert_eq(cont.len, n, "the continuation is nIncomingBytes long and then EOF");
-	count = rd32(cont.p);
+	count = le32_get(cont.p);
 	cr_assert_gt(count, 0);
 	r->len = cont.len;
 	memcpy(r->payload, cont.p, cont.len < sizeof(r->payload) ? cont.len : sizeof(r->payload));

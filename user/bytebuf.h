@@ -35,6 +35,23 @@ static inline int bb_reserve(struct bytebuf *b, size_t n)
 	return bb_grow(b, n);
 }
 
+/* Little-endian loads from unaligned bytes (x86-64 and arm64 are LE). */
+static inline uint32_t le32_get(const void *p)
+{
+	uint32_t v;
+
+	memcpy(&v, p, 4);
+	return v;
+}
+
+static inline uint64_t le64_get(const void *p)
+{
+	uint64_t v;
+
+	memcpy(&v, p, 8);
+	return v;
+}
+
 static inline void bb_put(struct bytebuf *b, const void *src, size_t n)
 {
 	memcpy(b->p + b->len, src, n);

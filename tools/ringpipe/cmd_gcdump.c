@@ -99,22 +99,6 @@ struct heap {
 
 static const char *stream_name[3] = { "GCBulkNode", "GCBulkEdge", "GCBulkRootEdge" };
 
-static uint32_t rd32(const uint8_t *p)
-{
-	uint32_t v;
-
-	memcpy(&v, p, 4);
-	return v;
-}
-
-static uint64_t rd64(const uint8_t *p)
-{
-	uint64_t v;
-
-	memcpy(&v, p, 8);
-	return v;
-}
-
 static struct type_stat *type_get(struct heap *h, uint64_t id)
 {
 	uint64_t ix;
@@ -150,7 +134,7 @@ static void on_bulk_type(struct heap *h, const uint8_t *p, uint32_t len)
 		h->malformed++;
 		return;
 	}
-	count = rd32(p);
+	count = le32_get(p);
 	q = p + 6;
 	for (i = 0; i < count; i++) {
 		struct type_stat *t;
@@ -164,7 +148,7 @@ static void on_bulk_type(struct heap *h, const uint8_t *p, uint32_t len)
 			h->malformed++;
 			return;
 		}
-		id = rd64(q);
+		id = le64_get(q);
 		q += 25;
 		slen = utf16z_len(q, end);
 		if (!slen || end - q < (ptrdiff_t)slen + 4) {
@@ -183,7 +167,7 @@ static void on_bulk_type(struct heap *h, const uint8_t *p, uint32_t len)
 				bb_free(&b);
 		}
 		q += slen;
-		nparams = rd32(q);
+		nparams = le32_get(q);
 		q += 4;
 		if ((uint64_t)(end - q) < (uint64_t)nparams * 8) {
 			h->malformed++;
@@ -197,13 +181,13 @@ static void on_bulk_type(struct heap *h, const uint8_t *p, uint32_t len)
 static int bulk_header(struct heap *h, int stream, const uint8_t *p, uint32_t len,
 		       uint32_t elem, uint32_t *count)
 {
-	uint32_t index = rd32(p);
+	uint32_t index = le32_get(p);
 
 	if (len < BULK_HDR) {
 		h->malformed++;
 		return -1;
 	}
-	*count = rd32(p + 4);
+	*count = le32_get(p + 4);
 	if ((uint64_t)*count * elem > len - BULK_HDR) {
 		h->malformed++;
 		return -1;
@@ -229,14 +213,14 @@ static void on_event(struct heap *h, const struct nt_rec *rec)
 		return;
 	case EV_GC_START:
 		/* Count u32, Depth u32, Reason u32, Type u32 */
-		if (len >= 16 && !h->open && !h->closed && rd32(p + 4) >= 2 &&
-		    rd32(p + 8) == GC_REASON_INDUCED && rd32(p + 12) == GC_TYPE_NONCONCURRENT) {
+		if (len >= 16 && !h->open && !h->closed && le32_get(p + 4) >= 2 &&
+		    le32_get(p + 8) == GC_REASON_INDUCED && le32_get(p + 12) == GC_TYPE_NONCONCURRENT) {
 			h->open = true;
-			h->gc_count = rd32(p);
+			h->gc_count = le32_get(p);
 		}
 		return;
 	case EV_GC_END:
-		if (len >= 4 && h->open && !h->closed && rd32(p) == h->gc_count)
+		if (len >= 4 && h->open && !h->closed && le32_get(p) == h->gc_count)
 			h->closed = true;
 		return;
 	case EV_BULK_NODE:
@@ -255,12 +239,12 @@ static void on_event(struct heap *h, const struct nt_rec *rec)
 			return;
 		for (i = 0; i < count; i++) {
 			const uint8_t *e = p + BULK_HDR + (size_t)i * NODE_ELEM;
-			struct type_stat *t = type_get(h, rd64(e + 16));
-			uint64_t size = rd64(e + 8);
+			struct type_stat *t = type_get(h, le64_get(e + 16));
+			uint64_t size = le64_get(e + 8);
 
 			h->nodes++;
 			h->node_bytes += size;
-			h->edges_expected += rd64(e + 24);
+			h->edges_expected += le64_get(e + 24);
 			if (t) {
 				t->count++;
 				t->bytes += size;
