@@ -3,8 +3,10 @@
  * The LTTng-UST contender of the side-by-side comparison (scripts/bench-lttng.sh
  * starts the session daemon and the recording sessions, then runs this).
  *
- *   lttng_bench producer THREADS EVENTS REPS
- *       REPS repetitions (after a warm-up of EVENTS/10) of THREADS threads,
+ *   lttng_bench producer THREADS EVENTS REPS [WARMUP]
+ *       REPS repetitions (after a warm-up of WARMUP events per thread,
+ *       default EVENTS/10: enough to touch every page of the channel's
+ *       buffers, so no timed loop pays first-touch faults) of THREADS threads,
  *       pinned one per CPU, each writing EVENTS events; prints the median,
  *       min and max of the per-repetition mean ns/event per thread.
  *   lttng_bench burst THREADS TOTAL [STOP-COMMAND]
@@ -108,7 +110,7 @@ static double run_writers(int nthreads, uint64_t n, uint64_t *first, uint64_t *l
 
 static int usage(void)
 {
-	fprintf(stderr, "usage: lttng_bench producer THREADS EVENTS REPS\n"
+	fprintf(stderr, "usage: lttng_bench producer THREADS EVENTS REPS [WARMUP]\n"
 			"       lttng_bench burst THREADS TOTAL [STOP-COMMAND]\n");
 	return 2;
 }
@@ -130,15 +132,16 @@ int main(int argc, char **argv)
 			cpus[nr_cpus++] = c;
 	printf("enabled %d\n", lttng_ust_tracepoint_enabled(ringpipe_bench, small) ? 1 : 0);
 
-	if (!strcmp(argv[1], "producer") && argc == 5) {
+	if (!strcmp(argv[1], "producer") && (argc == 5 || argc == 6)) {
 		uint64_t n = strtoull(argv[3], NULL, 10);
+		uint64_t warm = argc == 6 ? strtoull(argv[5], NULL, 10) : n / 10;
 		unsigned int reps = (unsigned int)atoi(argv[4]);
 		double v[MAX_REPS];
 		struct stat3 s;
 
 		if (!n || !reps || reps > MAX_REPS)
 			return usage();
-		run_writers(threads, n / 10 ? n / 10 : 1, &first, &last);	/* warm-up */
+		run_writers(threads, warm ? warm : 1, &first, &last);	/* warm-up */
 		for (unsigned int k = 0; k < reps; k++)
 			v[k] = run_writers(threads, n, &first, &last);
 		s = summarize(v, reps);

@@ -30,7 +30,7 @@ QUICK=$3
 WORK=$4
 
 reps=7 e2e_reps=5 n=1000000 nstack=100000 ndis=20000000
-if [ "$QUICK" = 1 ]; then reps=3 e2e_reps=2 n=200000 nstack=20000 ndis=10000000; fi
+if [ "$QUICK" = 1 ]; then reps=3 e2e_reps=2 n=500000 nstack=20000 ndis=10000000; fi
 
 skip() { echo "skip $*"; exit 0; }
 command -v dotnet >/dev/null 2>&1 || skip "the .NET SDK (dotnet) is not installed"

@@ -10,8 +10,9 @@
 #
 #   producer rows  a per-CPU, per-user UST channel in discard mode, written
 #                  to disk by the consumer daemon, 8 x 16 MiB sub-buffers per
-#                  CPU (128 MiB, as ringpipe's 256 MiB session on 2 CPUs) so
-#                  that it does not discard; 1 and 2 pinned writer threads.
+#                  CPU (128 MiB, as ringpipe's 256 MiB session on 2 CPUs;
+#                  8 x 4 MiB with --quick) so that it does not discard, gone
+#                  through once before timing; 1 and 2 pinned writer threads.
 #   disabled rows  the daemon running, no session enabling the tracepoint.
 #   end to end     1,000,000 events (2 writers) into 4 x 128 KiB sub-buffers
 #                  per CPU (1 MiB on 2 CPUs): discard mode, then
@@ -25,8 +26,10 @@ BIN=$1
 QUICK=$2
 WORK=$3
 
-reps=7 e2e_reps=5 n=1000000 ndis=20000000
-if [ "$QUICK" = 1 ]; then reps=3 e2e_reps=2 n=500000 ndis=10000000; fi
+# warm: events per thread before the timed repetitions, enough to go once
+# through the channel's pages (8 x SUB per CPU; ~44 bytes an event)
+reps=7 e2e_reps=5 n=1000000 ndis=20000000 sub=16M warm=4000000
+if [ "$QUICK" = 1 ]; then reps=3 e2e_reps=2 n=500000 ndis=10000000 sub=4M warm=1000000; fi
 
 skip() { echo "skip $*"; exit 0; }
 
@@ -90,8 +93,8 @@ echo "sessiond_rss_kb $(daemons_rss_kb)"
 
 # ---- producer cost, enabled and disabled
 for t in 1 2; do
-	session prod 16M 8 || skip "could not create a recording session (see $WORK/sessiond.log)"
-	out=$("$BIN" producer "$t" "$n" "$reps") || skip "lttng_bench producer failed"
+	session prod "$sub" 8 || skip "could not create a recording session (see $WORK/sessiond.log)"
+	out=$("$BIN" producer "$t" "$n" "$reps" "$warm") || skip "lttng_bench producer failed"
 	[ "$(val enabled <<<"$out")" = 1 ] || skip "the tracepoint was not enabled by the session"
 	lttng stop prod >/dev/null
 	echo "en$t $(val ns_med <<<"$out")"

@@ -4,13 +4,18 @@
 #
 #   scripts/run-bench.sh [--quick] [--details]
 #
-#   --quick    fewer repetitions and events (CI; well under a minute)
+#   --quick    one round (CI; well under a minute on a quiet machine)
 #   --details  afterwards, every bench/bench_* program's own tables (the
 #              ring, session, Block, sink and serializer figures)
 #
 # Each contender prints "key value" lines (bench_session --kv, bench_block
-# --e2e, scripts/bench-lttng.sh, scripts/bench-eventpipe.sh); this script
-# only puts them in the table and computes the ratios. Progress goes to
+# --e2e, scripts/bench-lttng.sh, scripts/bench-eventpipe.sh), all in their
+# --quick sizes; this script only merges and tables them and computes the
+# ratios. A full run is ROUNDS (5) rounds of every contender in turn, each
+# figure the median over the rounds (worst and best runs: the extremes):
+# on a shared 2-CPU machine load comes and goes over minutes, and rounds
+# spread it over all contenders alike instead of over whichever ran then.
+# Progress goes to
 # stderr, so stdout is the table alone. A contender that cannot run gets
 # its reason in its cells, never a number.
 set -uo pipefail
@@ -28,6 +33,8 @@ for a in "$@"; do
 done
 qarg=()
 [ $quick = 1 ] && qarg=(--quick)
+rounds=${ROUNDS:-5}
+[ $quick = 1 ] && rounds=1
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/ringpipe-bench.XXXXXX") || exit 1
 trap 'rm -rf "$work"' EXIT
@@ -39,29 +46,56 @@ load_start=$(cut -d' ' -f1 /proc/loadavg)
 run() {
 	local name=$1
 	shift
-	echo "bench: $name ..." >&2
-	if ! "$@" >"$work/$name.kv" 2>"$work/$name.err"; then
-		echo "skip failed: $(tail -1 "$work/$name.err" | tr '|' '/')" >>"$work/$name.kv"
+	echo "bench: round $r/$rounds: $name ..." >&2
+	if ! "$@" >"$work/$name.$r.kv" 2>>"$work/$name.err"; then
+		echo "skip failed: $(tail -1 "$work/$name.err" | tr '|' '/')" >>"$work/$name.$r.kv"
 	fi
 }
-run rp "$OUT/bench/bench_session" --kv "${qarg[@]}"
-run rpe "$OUT/bench/bench_block" --e2e "${qarg[@]}"
-if [ -x "$OUT/bench/lttng_bench" ]; then
-	run lt scripts/bench-lttng.sh "$OUT/bench/lttng_bench" $quick "$work/lttng"
-else
-	echo "skip not built: liblttng-ust-dev is not installed (make deps)" >"$work/lt.kv"
-fi
-run ep scripts/bench-eventpipe.sh "$OUTPUT/eventpipe-bench/EventPipeBench.dll" "$OUT/ringpipe" \
-	$quick "$work/ep"
+for r in $(seq "$rounds"); do
+	run rp "$OUT/bench/bench_session" --kv --quick
+	run rpe "$OUT/bench/bench_block" --e2e --quick
+	if [ -x "$OUT/bench/lttng_bench" ]; then
+		run lt scripts/bench-lttng.sh "$OUT/bench/lttng_bench" 1 "$work/lttng"
+	else
+		echo "skip not built: liblttng-ust-dev is not installed (make deps)" >"$work/lt.$r.kv"
+	fi
+	run ep scripts/bench-eventpipe.sh "$OUTPUT/eventpipe-bench/EventPipeBench.dll" \
+		"$OUT/ringpipe" 1 "$work/ep"
+done
 
-mode=full
-[ $quick = 1 ] && mode=quick
+# One contender's rounds into one set of lines: numbers become their median
+# over the rounds (keys ending in _max: the largest, _min: the smallest),
+# anything else keeps its first value; a round that could not run makes
+# the whole contender "skip", with its reason.
+merge() {
+	cat "$work/$1".*.kv | awk '
+	{ k = $1; $1 = ""; x = substr($0, 2)
+	  if (k == "skip" && skip == "") skip = x
+	  if (!(k in n)) order[++nk] = k
+	  vals[k, ++n[k]] = x }
+	function isnum(x) { return x ~ /^-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?$/ }
+	END {
+		if (skip != "") { print "skip", skip; exit }
+		for (i = 1; i <= nk; i++) {
+			k = order[i]; m = n[k]; numeric = 1
+			for (j = 1; j <= m; j++) { a[j] = vals[k, j]; if (!isnum(a[j])) numeric = 0 }
+			if (!numeric || m == 1) { print k, a[1]; continue }
+			for (j = 2; j <= m; j++)	# insertion sort, m is small
+				for (l = j; l > 1 && a[l - 1] + 0 > a[l] + 0; l--) { t = a[l]; a[l] = a[l - 1]; a[l - 1] = t }
+			if (k ~ /_max$/) y = a[m]
+			else if (k ~ /_min$/) y = a[1]
+			else y = m % 2 ? a[(m + 1) / 2] : (a[m / 2] + a[m / 2 + 1]) / 2
+			printf "%s %.6g\n", k, y
+		}
+	}'
+}
+
 # the raw figures stay in $OUTPUT/bench-last.kv (and the contenders' stderr
 # in $OUTPUT/bench-last.log), to look into a cell
-for f in rp rpe lt ep; do sed "s/^/$f./" "$work/$f.kv"; done >"$OUTPUT/bench-last.kv"
+for f in rp rpe lt ep; do merge $f | sed "s/^/$f./"; done >"$OUTPUT/bench-last.kv"
 for f in rp rpe lt ep; do sed "s/^/$f: /" "$work/$f.err" 2>/dev/null; done >"$OUTPUT/bench-last.log"
 awk -v cpus="$(nproc)" -v kernel="$(uname -r)" -v date="$(date -u +%Y-%m-%d)" \
-	-v mode="$mode" -v secs="$(( $(date +%s) - t_start ))" \
+	-v rounds="$rounds" -v secs="$(( $(date +%s) - t_start ))" \
 	-v load="$load_start -> $(cut -d' ' -f1 /proc/loadavg)" -v cmd="make bench${*:+ BENCH_ARGS=$*}" '
 { k = $1; $1 = ""; v[k] = substr($0, 2) }
 
@@ -109,7 +143,7 @@ END {
 	epv = has("ep.runtime") ? ".NET " v["ep.runtime"] " EventPipe" : ".NET EventPipe"
 	printf "ringpipe side by side (`%s`, %s s, load average %s): %s CPUs, kernel %s, %s; %s, %s; ",
 	       cmd, secs, load, cpus, kernel, date, ltv, epv
-	printf "medians of %s repetitions; the same 32-byte event everywhere (u64, u32, u32, a short string); ", v["rp.reps"]
+	printf "medians over %d round%s of every contender in turn, each the median of %s repetitions; the same 32-byte event everywhere (u64, u32, u32, a short string); ", rounds, (rounds > 1 ? "s" : ""), v["rp.reps"]
 	printf "producer figures are ns per event per writer thread, writers pinned one per CPU; "
 	printf "end to end: 1,000,000 events from 2 writers into a 1 MiB buffer, first write to trace complete on disk.\n\n"
 
@@ -138,7 +172,7 @@ END {
 		ep = why("ep") == "" ? num("ep.dis" t) : -1
 		printf "| producer, disabled, %d thread%s (ns/event) | %s%s | — | %s | %s | — | %s | %s | — |\n",
 		       t, (t > 1 ? "s" : ""), ns("rp", "dis" t),
-		       (t == 1 && has("rp.write_dis1") ? " (guarded by rp_event_enabled(); " v["rp.write_dis1"] " unguarded)" : " (guarded)"),
+		       (t == 1 && has("rp.write_dis1") ? " (guarded by rp_event_enabled(); " sprintf("%.2f", v["rp.write_dis1"]) " unguarded)" : " (guarded)"),
 		       ns("lt", "dis" t), ns("ep", "dis" t), cost_ratio(rp, lt), cost_ratio(rp, ep)
 	}
 	printf "| producer, enabled, 1 thread, EventPipe default: a stack walk per event (ns/event) | — | — | — | %s | — | — | — | — |\n",
@@ -172,9 +206,7 @@ END {
 	       cost_ratio(rp, lt), cost_ratio(rp, ep)
 }' "$OUTPUT/bench-last.kv"
 rc=0
-for f in rp rpe lt ep; do
-	grep -q '^skip failed' "$work/$f.kv" && rc=1
-done
+grep -q '^skip failed' "$work"/*.kv && rc=1
 
 if [ $details = 1 ]; then
 	echo

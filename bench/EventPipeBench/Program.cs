@@ -7,7 +7,7 @@
 // event as the C benchmarks and times itself.
 //
 //   EventPipeBench producer THREADS EVENTS REPS
-//       a warm-up of EVENTS/10, then REPS repetitions of THREADS threads
+//       a warm-up of EVENTS (JIT tiers, EventPipe's buffers), then REPS repetitions of THREADS threads
 //       (pinned one per CPU) writing EVENTS events each; median, min and max
 //       of the per-repetition mean ns/event per thread.
 //   EventPipeBench burst THREADS TOTAL
@@ -168,7 +168,7 @@ static class Program
             int reps = int.Parse(args[3], CultureInfo.InvariantCulture);
             if (n < 1 || reps < 1)
                 return Usage();
-            RunWriters(threads, Math.Max(1, n / 10), out wallFirst, out writeSecs);   // warm-up
+            RunWriters(threads, n, out wallFirst, out writeSecs);   // warm-up
             var v = new double[reps];
             for (int k = 0; k < reps; k++)
                 v[k] = RunWriters(threads, n, out wallFirst, out writeSecs);
@@ -177,7 +177,7 @@ static class Program
             Console.WriteLine("ns_med " + F(med));
             Console.WriteLine("ns_min " + F(v[0]));
             Console.WriteLine("ns_max " + F(v[reps - 1]));
-            Console.WriteLine("attempted " + ((n / 10 + n * reps) * threads).ToString(CultureInfo.InvariantCulture));
+            Console.WriteLine("attempted " + ((n + n * reps) * threads).ToString(CultureInfo.InvariantCulture));
         }
         else if (args[0] == "burst" && args.Length == 3)
         {
