@@ -77,7 +77,16 @@ TOOL       := $(OUT)/ringpipe
 DEMO       := $(if $(DEMO_SRCS),$(OUT)/ringpipe-demo)
 INTEROP_DLL:= $(OUTPUT)/interop/TraceDump.dll
 
-.PHONY: all lib tools tests bench run test deps install clean interop fuzz check-map
+# The contenders of `make bench`'s side-by-side table. LTTng-UST's probe
+# builds only where its headers are (liblttng-ust-dev, installed by make
+# deps): evaluated in the sub-make that `bench` starts after deps.
+LTTNG_UST   := $(shell pkg-config --exists lttng-ust 2>/dev/null && echo y)
+LTTNG_BENCH := $(if $(LTTNG_UST),$(OUT)/bench/lttng_bench)
+EP_BENCH    := $(OUTPUT)/eventpipe-bench/EventPipeBench.dll
+EP_SRCS     := $(wildcard bench/EventPipeBench/*.cs bench/EventPipeBench/*.csproj)
+
+.PHONY: all lib tools tests bench bench-bins eventpipe-bench run test deps install clean \
+	interop fuzz check-map
 
 all: lib tools
 
@@ -128,6 +137,19 @@ $(OUT)/bench/%: bench/%.c $(STATIC_LIB) $(HDRS) | $(OUT)/bench
 	$(call msg,BENCH,$@)
 	$(Q)$(CC) $(CFLAGS) -O2 -march=native $(LDFLAGS) -o $@ $< $(STATIC_LIB) $(LDLIBS)
 
+# The probe is linked in, as in a statically instrumented program.
+$(OUT)/bench/lttng_bench: bench/lttng_bench.c bench/lttng_tp.c bench/lttng_tp.h $(HDRS) | $(OUT)/bench
+	$(call msg,BENCH,$@)
+	$(Q)$(CC) $(CFLAGS) -O2 -march=native -Ibench $(LDFLAGS) -o $@ bench/lttng_bench.c \
+		bench/lttng_tp.c $$(pkg-config --libs lttng-ust) -ldl -lpthread
+
+$(EP_BENCH): $(EP_SRCS)
+	$(call msg,DOTNET,$@)
+	$(Q)if command -v $(DOTNET) >/dev/null 2>&1; then \
+		$(DOTNET) build -nologo -v q -c Release bench/EventPipeBench -o $(OUTPUT)/eventpipe-bench >$(OUTPUT)/eventpipe-bench.log 2>&1 \
+		|| { cat $(OUTPUT)/eventpipe-bench.log; exit 1; }; \
+	else echo "  SKIP     EventPipe benchmark: dotnet not found (install the .NET SDK)"; fi
+
 # libFuzzer targets always build with clang + ASan + UBSan, whatever SAN says.
 $(OUTPUT)/fuzz/%: tests/fuzz/%.c $(LIB_SRCS) $(HDRS) | $(OUTPUT)/fuzz
 	$(call msg,FUZZ,$@)
@@ -166,8 +188,17 @@ test: deps
 	$(Q)$(MAKE) --no-print-directory interop
 	$(Q)OUT=$(OUT) OUTPUT=$(OUTPUT) SAN=$(SAN) scripts/run-tests.sh
 
-bench: all $(BENCH_BINS)
-	$(Q)OUT=$(OUT) scripts/run-bench.sh $(BENCH_ARGS)
+bench-bins: $(BENCH_BINS) $(LTTNG_BENCH)
+
+eventpipe-bench:
+	$(Q)mkdir -p $(OUTPUT)
+	$(Q)$(MAKE) --no-print-directory $(EP_BENCH)
+
+# deps first (LTTng, the .NET tools), then a sub-make that sees them
+bench: deps
+	$(Q)$(MAKE) --no-print-directory all bench-bins
+	$(Q)$(MAKE) --no-print-directory eventpipe-bench
+	$(Q)OUT=$(OUT) OUTPUT=$(OUTPUT) scripts/run-bench.sh $(BENCH_ARGS)
 
 check-map: $(SHARED_LIB)
 	$(Q)scripts/check-exports.sh $(SHARED_LIB) user/libringpipe.map

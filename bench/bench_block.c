@@ -3,6 +3,7 @@
  * Block mode against Drop mode: what waiting for the drainer costs.
  *
  *   bench_block [--quick] [--verbose]
+ *   bench_block --e2e [--quick]
  *
  * Every run: a streaming session (nettrace V5) to a file in $TMPDIR, its
  * rings pre-faulted before the timed part, then 2 writer threads, each pinned
@@ -40,6 +41,12 @@
  * woken by a drainer; its change over the run) and the session's
  * drainer_wakeups statistic (passes through the drainer's idle sleep), read
  * after the writers finished and just before stop, per 1000 events.
+ *
+ * --e2e: the end-to-end row of the side-by-side comparison
+ * (scripts/run-bench.sh), the same for every tracer: 1,000,000 events
+ * (2 writers x 500,000) as fast as possible into a 1 MiB buffer, Drop and
+ * Block, timed as above; loss = events missing from the trace read back.
+ * Prints "key value" lines (medians) instead of tables.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -50,6 +57,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -144,20 +152,24 @@ static void admit_hook(uint32_t ticket)
 
 /* ---- one run --------------------------------------------------------------- */
 
-enum bcase { C_DROP_BIG, C_BLOCK_BIG, C_BLOCK_SMALL, C_BLOCK_SMALL_HOOK, C_NR };
+/* the cases after C_NR run only with --e2e */
+enum bcase { C_DROP_BIG, C_BLOCK_BIG, C_BLOCK_SMALL, C_BLOCK_SMALL_HOOK, C_NR,
+	     C_E2E_DROP = C_NR, C_E2E_BLOCK, C_ALL };
 
 static const struct {
 	const char *name;
 	int buffering;
 	uint64_t buffer;
 	bool hook;
-} cases[C_NR] = {
+} cases[C_ALL] = {
 	[C_DROP_BIG] = { "Drop, 512 MiB", RP_BUFFERING_DROP, BIG_BUFFER, false },
 	[C_BLOCK_BIG] = { "Block, 512 MiB", RP_BUFFERING_BLOCK, BIG_BUFFER, false },
 	[C_BLOCK_SMALL] = { "Block, 1 MiB (producers park)", RP_BUFFERING_BLOCK, SMALL_BUFFER,
 			    false },
 	[C_BLOCK_SMALL_HOOK] = { "Block, 1 MiB, admit hook set", RP_BUFFERING_BLOCK,
 				 SMALL_BUFFER, true },
+	[C_E2E_DROP] = { "Drop, 1 MiB", RP_BUFFERING_DROP, SMALL_BUFFER, false },
+	[C_E2E_BLOCK] = { "Block, 1 MiB", RP_BUFFERING_BLOCK, SMALL_BUFFER, false },
 };
 
 struct warg {
@@ -248,6 +260,7 @@ struct run {
 	double writers_ms;		/* first write to the last writer's last */
 	double stop_ms;			/* rp_session_stop() alone */
 	long faults;			/* minor page faults, whole process, timed part */
+	uint64_t bytes;			/* size of the trace file */
 };
 
 /*
@@ -336,6 +349,11 @@ static struct run run_once(enum bcase c)
 			res.stop_ms, st.events_written, res.faults);
 
 	res.chk = read_trace(path);
+	{
+		struct stat fst;
+
+		res.bytes = stat(path, &fst) == 0 ? (uint64_t)fst.st_size : 0;
+	}
 	unlink(path);
 	res.complete = !res.chk.err && !res.chk.foreign && res.chk.lost == 0 &&
 		       res.chk.events == res.attempted && res.refused == 0;
@@ -394,6 +412,51 @@ static struct lat latency_of(uint64_t nadmits)
 	return l;
 }
 
+/* ---- --e2e: the comparison's end-to-end row ---------------------------------- */
+
+/* Medians over the repetitions of one case, as "key value" lines. */
+static int e2e_print(const char *key, enum bcase c, const struct run *runs)
+{
+	double evs[MAX_REPS], loss[MAX_REPS], mbs[MAX_REPS], write_ms[MAX_REPS];
+	unsigned int complete = 0;
+
+	for (unsigned int k = 0; k < reps; k++) {
+		const struct run *r = &runs[k];
+
+		evs[k] = (double)r->attempted / r->secs;
+		loss[k] = 100.0 * (double)(r->attempted - (r->chk.events < r->attempted ?
+							   r->chk.events : r->attempted)) /
+			  (double)r->attempted;
+		mbs[k] = (double)r->bytes / r->secs / 1e6;
+		write_ms[k] = r->writers_ms;
+		complete += r->complete;
+	}
+	printf("%s.evs %.0f\n%s.evs_min %.0f\n%s.evs_max %.0f\n%s.loss %.2f\n%s.loss_max %.2f\n"
+	       "%s.mbs %.1f\n%s.write_ms %.1f\n%s.complete %u/%u\n", key,
+	       summarize(evs, reps).med, key, summarize(evs, reps).min, key,
+	       summarize(evs, reps).max, key, summarize(loss, reps).med, key,
+	       summarize(loss, reps).max, key, summarize(mbs, reps).med, key,
+	       summarize(write_ms, reps).med, key, complete, reps);
+	return cases[c].buffering == RP_BUFFERING_BLOCK && complete != reps;
+}
+
+static int e2e_main(void)
+{
+	static struct run runs[2][MAX_REPS];
+	int bad = 0;
+
+	/* Drop and Block alternate, so machine noise hits both alike */
+	for (unsigned int k = 0; k < reps; k++) {
+		runs[0][k] = run_once(C_E2E_DROP);
+		runs[1][k] = run_once(C_E2E_BLOCK);
+	}
+	printf("attempted %" PRIu64 "\nreps %u\n", runs[0][0].attempted, reps);
+	bad |= e2e_print("drop", C_E2E_DROP, runs[0]);
+	bad |= e2e_print("block", C_E2E_BLOCK, runs[1]);
+	rmdir(tmpdir);
+	return bad;
+}
+
 /* ---- main ------------------------------------------------------------------ */
 
 static const char *met(bool ok)
@@ -413,7 +476,7 @@ int main(int argc, char **argv)
 	const char *td = getenv("TMPDIR");
 	struct stat3 lat50 = { 0 }, lat99 = { 0 }, wk_prod[C_NR], wk_drain[C_NR];
 	unsigned int complete[C_NR] = { 0 };
-	bool all_complete = true;
+	bool all_complete = true, e2e = false;
 	int err;
 
 	for (int i = 1; i < argc; i++) {
@@ -423,8 +486,10 @@ int main(int argc, char **argv)
 			per_writer = 500000;
 		} else if (!strcmp(argv[i], "--verbose")) {
 			verbose = true;
+		} else if (!strcmp(argv[i], "--e2e")) {
+			e2e = true;
 		} else {
-			fprintf(stderr, "usage: %s [--quick] [--verbose]\n", argv[0]);
+			fprintf(stderr, "usage: %s [--quick] [--verbose] [--e2e]\n", argv[0]);
 			return 2;
 		}
 	}
@@ -449,6 +514,11 @@ int main(int argc, char **argv)
 	ev_small = rp_event_new(p, &eo);
 	if (!ev_small)
 		die("rp_event_new");
+	if (e2e) {
+		/* the comparison's fixed workload: 1,000,000 events in all */
+		per_writer = 1000000 / NWRITERS;
+		return e2e_main();
+	}
 
 	/* at most one admission per write; touched now, not in the hook */
 	admits_cap = per_writer * NWRITERS;

@@ -4,7 +4,7 @@
  * floor measured in the same run; the drainer's sustained throughput to a
  * file; the resident memory a session costs.
  *
- *   bench_session [--quick]
+ *   bench_session [--quick] [--kv]
  *
  * Prints markdown tables; every figure is the median of the repetitions
  * (5, or 3 with --quick), min and max beside it.
@@ -36,6 +36,12 @@
  * Memory rows: /proc/self/statm resident size around sessions of 1, 16, 64
  * and 256 MiB: after start, after every ring was written through once, and
  * after stop.
+ *
+ * --kv: only what the side-by-side comparison (scripts/run-bench.sh) needs,
+ * as "key value" lines: the floor, enabled and disabled producer rows with
+ * 1 and 2 writers, and the memory of a filled 1 MiB session. Its disabled
+ * rows are the guarded call (rp_event_enabled() first), the form LTTng's
+ * tracepoint macro and the EventSource pattern have built in.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -67,6 +73,7 @@
 
 static unsigned int reps = 7;
 static bool quick;
+static bool kv;		/* --kv: "key value" lines for scripts/run-bench.sh */
 static uint64_t per_thread = 1000000;	/* producer rows, per thread and repetition */
 static uint64_t drain_events = 2000000;	/* drainer rows, per writer */
 static uint64_t disabled_calls = 20000000;
@@ -434,6 +441,7 @@ static void producer_rows(void)
 	struct row cold = { .name = "enabled, 1 thread, fresh session each run (page faults)" };
 	struct row dis = { .name = "disabled event (no session enables it), rp_event_write()" };
 	struct row guard = { .name = "disabled event, guarded by the inline rp_event_enabled()" };
+	struct row guard2 = { .name = "disabled event, guarded, 2 threads on 2 CPUs (per thread)" };
 	uint64_t refused = 0;
 
 	nfrings = rp_shm_possible_cpus();
@@ -459,6 +467,11 @@ static void producer_rows(void)
 		dis.v[k] = run_writers(W_DISABLED, 1, disabled_calls, &refused);
 		guard.v[k] = run_writers(W_GUARDED, 1, disabled_calls, &refused);
 		rep_live(&en1, &en2, k);
+		if (kv) {
+			if (nr_cpus >= 2)
+				guard2.v[k] = run_writers(W_GUARDED, 2, disabled_calls, &refused);
+			continue;
+		}
 		rep_parked(&parked, k);
 		rep_cold(&cold, k);
 	}
@@ -478,6 +491,17 @@ static void producer_rows(void)
 		floor2.skipped = en2.skipped = true;
 	}
 	dis.drops = guard.drops = refused;
+	if (kv) {
+		guard2.s = nr_cpus >= 2 ? summarize(guard2.v, reps) : guard.s;
+		printf("reps %u\nper_thread %" PRIu64 "\nclock %s\n", reps, per_thread,
+		       rp_clock_source_name(rp_clock_source()));
+		printf("floor1 %.2f\nfloor2 %.2f\nen1 %.2f\nen1_min %.2f\nen1_max %.2f\n"
+		       "en2 %.2f\nen2_min %.2f\nen2_max %.2f\nwrite_dis1 %.2f\ndis1 %.2f\n"
+		       "dis2 %.2f\nen_drops %" PRIu64 "\n", floor1.s.med, floor2.s.med, en1.s.med,
+		       en1.s.min, en1.s.max, en2.s.med, en2.s.min, en2.s.max, dis.s.med, guard.s.med,
+		       guard2.s.med, en1.drops);
+		return;
+	}
 
 	printf("\n### session producer cost (bench_session%s)\n\n", quick ? " --quick" : "");
 	printf("clock: %s, %.3f GHz; 32-byte event via rp_event_write(); %u repetitions of "
@@ -625,12 +649,15 @@ static void memory_rows(void)
 	static const unsigned int mib[] = { 1, 16, 64, 256 };
 	double page_mib = (double)sysconf(_SC_PAGESIZE) / (1 << 20);
 
-	printf("\n### resident memory per session (bench_session)\n\n");
-	printf("RSS delta from /proc/self/statm against the RSS before the session started; "
-	       "filled = every ring written through once (drainer running)\n\n");
-	printf("| buffer | rings x ring size | after start | after filling | after stop | events to fill | drops |\n");
-	printf("|---|---|---|---|---|---|---|\n");
-	for (size_t i = 0; i < sizeof(mib) / sizeof(mib[0]); i++) {
+	if (!kv) {
+		printf("\n### resident memory per session (bench_session)\n\n");
+		printf("RSS delta from /proc/self/statm against the RSS before the session "
+		       "started; filled = every ring written through once (drainer running)\n\n");
+		printf("| buffer | rings x ring size | after start | after filling | after stop | events to fill | drops |\n");
+		printf("|---|---|---|---|---|---|---|\n");
+	}
+	/* --kv: the 1 MiB session only, the buffer of the end-to-end row */
+	for (size_t i = 0; i < (kv ? 1 : sizeof(mib) / sizeof(mib[0])); i++) {
 		struct rp_session_stats st = { .sz = sizeof(st) };
 		struct rp_session *s;
 		long r0, r1, r2, r3;
@@ -649,6 +676,11 @@ static void memory_rows(void)
 			die("rp_session_stop");
 		r3 = rss_pages();
 		unlink(tmp_path("rss.nettrace"));
+		if (kv) {
+			printf("rss_mib %.1f\nrss_mib_after_start %.1f\n",
+			       (double)(r2 - r0) * page_mib, (double)(r1 - r0) * page_mib);
+			continue;
+		}
 		printf("| %u MiB | %u x %" PRIu64 " KiB | %+.1f MiB | %+.1f MiB | %+.1f MiB | %" PRIu64
 		       " | %" PRIu64 " |\n", mib[i], nr, ring >> 10, (double)(r1 - r0) * page_mib,
 		       (double)(r2 - r0) * page_mib, (double)(r3 - r0) * page_mib, n,
@@ -674,8 +706,10 @@ int main(int argc, char **argv)
 			reps = 3;
 			drain_events = 1000000;
 			disabled_calls = 10000000;
+		} else if (!strcmp(argv[i], "--kv")) {
+			kv = true;
 		} else {
-			fprintf(stderr, "usage: %s [--quick]\n", argv[0]);
+			fprintf(stderr, "usage: %s [--quick] [--kv]\n", argv[0]);
 			return 2;
 		}
 	}
@@ -710,7 +744,8 @@ int main(int argc, char **argv)
 		sigaction(SIGUSR1, &sa, NULL);
 	}
 	producer_rows();
-	drain_rows();
+	if (!kv)
+		drain_rows();
 	memory_rows();
 	rmdir(tmpdir);
 	return 0;

@@ -1,0 +1,170 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The LTTng-UST contender of the side-by-side comparison (scripts/bench-lttng.sh
+ * starts the session daemon and the recording sessions, then runs this).
+ *
+ *   lttng_bench producer THREADS EVENTS REPS [WARMUP]
+ *       REPS repetitions (after a warm-up of WARMUP events per thread,
+ *       default EVENTS/10: enough to touch every page of the channel's
+ *       buffers, so no timed loop pays first-touch faults) of THREADS threads,
+ *       pinned one per CPU, each writing EVENTS events; prints the median,
+ *       min and max of the per-repetition mean ns/event per thread.
+ *   lttng_bench burst THREADS TOTAL [STOP-COMMAND]
+ *       THREADS pinned threads write TOTAL events together as fast as they
+ *       can, then STOP-COMMAND (e.g. "lttng stop S") runs; prints the
+ *       seconds from the first write until it returned: `lttng stop` waits
+ *       until the consumer daemon has written everything, so the trace is
+ *       complete on disk at that point, as after ringpipe's session stop.
+ *
+ * Output: "key value" lines, read by scripts/run-bench.sh. "enabled" says
+ * whether a recording session enabled the tracepoint when the timed part
+ * started (the script checks it against what it set up).
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bench_event.h"
+#include "lttng_tp.h"
+
+#define MAX_THREADS 2
+#define MAX_REPS 64
+
+static int cpus[MAX_THREADS];
+static int nr_cpus;
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void pin(int cpu)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+}
+
+struct warg {
+	int cpu;
+	uint32_t index;
+	uint64_t n;
+	uint64_t t_first, t_last;
+	pthread_barrier_t *bar;
+};
+
+static void *writer(void *p)
+{
+	struct warg *a = p;
+
+	pin(a->cpu);
+	pthread_barrier_wait(a->bar);
+	a->t_first = mono_ns();
+	for (uint64_t i = 1; i <= a->n; i++)
+		lttng_ust_tracepoint(ringpipe_bench, small, i, a->index, 0, LTTNG_BENCH_NAME);
+	a->t_last = mono_ns();
+	return NULL;
+}
+
+/* nthreads pinned writers of n events each; fills the first write and the last */
+static double run_writers(int nthreads, uint64_t n, uint64_t *first, uint64_t *last)
+{
+	struct warg a[MAX_THREADS];
+	pthread_t th[MAX_THREADS];
+	pthread_barrier_t bar;
+	double sum = 0;
+
+	*first = UINT64_MAX;
+	*last = 0;
+	pthread_barrier_init(&bar, NULL, (unsigned int)nthreads);
+	for (int t = 0; t < nthreads; t++) {
+		a[t] = (struct warg){ .cpu = cpus[t % nr_cpus], .index = (uint32_t)t, .n = n,
+				      .bar = &bar };
+		if (pthread_create(&th[t], NULL, writer, &a[t])) {
+			perror("lttng_bench: pthread_create");
+			exit(1);
+		}
+	}
+	for (int t = 0; t < nthreads; t++) {
+		pthread_join(th[t], NULL);
+		sum += (double)(a[t].t_last - a[t].t_first) / (double)n;
+		if (a[t].t_first < *first)
+			*first = a[t].t_first;
+		if (a[t].t_last > *last)
+			*last = a[t].t_last;
+	}
+	pthread_barrier_destroy(&bar);
+	return sum / nthreads;
+}
+
+static int usage(void)
+{
+	fprintf(stderr, "usage: lttng_bench producer THREADS EVENTS REPS [WARMUP]\n"
+			"       lttng_bench burst THREADS TOTAL [STOP-COMMAND]\n");
+	return 2;
+}
+
+int main(int argc, char **argv)
+{
+	cpu_set_t allowed;
+	uint64_t first, last;
+	int threads;
+
+	if (argc < 4)
+		return usage();
+	threads = atoi(argv[2]);
+	if (threads < 1 || threads > MAX_THREADS)
+		return usage();
+	sched_getaffinity(0, sizeof(allowed), &allowed);
+	for (int c = 0; c < CPU_SETSIZE && nr_cpus < MAX_THREADS; c++)
+		if (CPU_ISSET(c, &allowed))
+			cpus[nr_cpus++] = c;
+	printf("enabled %d\n", lttng_ust_tracepoint_enabled(ringpipe_bench, small) ? 1 : 0);
+
+	if (!strcmp(argv[1], "producer") && (argc == 5 || argc == 6)) {
+		uint64_t n = strtoull(argv[3], NULL, 10);
+		uint64_t warm = argc == 6 ? strtoull(argv[5], NULL, 10) : n / 10;
+		unsigned int reps = (unsigned int)atoi(argv[4]);
+		double v[MAX_REPS];
+		struct stat3 s;
+
+		if (!n || !reps || reps > MAX_REPS)
+			return usage();
+		run_writers(threads, warm ? warm : 1, &first, &last);	/* warm-up */
+		for (unsigned int k = 0; k < reps; k++)
+			v[k] = run_writers(threads, n, &first, &last);
+		s = summarize(v, reps);
+		printf("ns_med %.2f\nns_min %.2f\nns_max %.2f\n", s.med, s.min, s.max);
+		return 0;
+	}
+	if (!strcmp(argv[1], "burst") && (argc == 4 || argc == 5)) {
+		uint64_t total = strtoull(argv[3], NULL, 10);
+		uint64_t t_end;
+		int rc = 0;
+
+		if (!total)
+			return usage();
+		run_writers(threads, total / (uint64_t)threads, &first, &last);
+		if (argc == 5) {
+			fflush(stdout);
+			rc = system(argv[4]);
+		}
+		t_end = mono_ns();
+		printf("attempted %llu\nsecs %.6f\nwrite_secs %.6f\nstop_rc %d\n",
+		       (unsigned long long)(total / (uint64_t)threads * (uint64_t)threads),
+		       (double)(t_end - first) / 1e9, (double)(last - first) / 1e9, rc);
+		return 0;
+	}
+	return usage();
+}

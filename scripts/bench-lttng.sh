@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# The LTTng-UST contender of `make bench` (scripts/run-bench.sh runs it).
+#
+#   scripts/bench-lttng.sh LTTNG_BENCH QUICK(0|1) WORKDIR
+#
+# Starts its own lttng-sessiond (user space only, --no-kernel), runs
+# bench/lttng_bench under recording sessions it creates, kills the daemon
+# (by its pid) on the way out, and prints "key value" lines. When LTTng
+# cannot run here it prints "skip REASON" and nothing else.
+#
+#   producer rows  a per-CPU, per-user UST channel in discard mode, written
+#                  to disk by the consumer daemon, 8 x 16 MiB sub-buffers per
+#                  CPU (128 MiB, as ringpipe's 256 MiB session on 2 CPUs;
+#                  8 x 4 MiB with --quick) so that it does not discard, gone
+#                  through once before timing; 1 and 2 pinned writer threads.
+#   disabled rows  the daemon running, no session enabling the tracepoint.
+#   end to end     1,000,000 events (2 writers) into 4 x 128 KiB sub-buffers
+#                  per CPU (1 MiB on 2 CPUs): discard mode, then
+#                  --blocking-timeout=inf with LTTNG_UST_ALLOW_BLOCKING=1 in
+#                  the writer's environment (LTTng's blocking mode); time from
+#                  the first write until `lttng stop` returned (it waits
+#                  until the consumer daemon wrote everything out); loss =
+#                  the channel's "Discarded events" / events written.
+set -uo pipefail
+BIN=$1
+QUICK=$2
+WORK=$3
+
+# warm: events per thread before the timed repetitions, enough to go once
+# through the channel's pages (8 x SUB per CPU; ~44 bytes an event)
+reps=7 e2e_reps=5 n=1000000 ndis=20000000 sub=16M warm=4000000
+if [ "$QUICK" = 1 ]; then reps=3 e2e_reps=2 n=500000 ndis=10000000 sub=4M warm=1000000; fi
+
+skip() { echo "skip $*"; exit 0; }
+
+command -v lttng >/dev/null 2>&1 && command -v lttng-sessiond >/dev/null 2>&1 ||
+	skip "lttng-tools not installed (make deps)"
+[ -x "$BIN" ] || skip "lttng_bench not built (liblttng-ust-dev not installed: make deps)"
+
+mkdir -p "$WORK"
+export LTTNG_HOME=$WORK
+# As root, lttng-sessiond serves the whole machine from /var/run/lttng,
+# whatever LTTNG_HOME says (only trace output follows LTTNG_HOME): never
+# share a daemon someone else started, nor kill it.
+if lttng list >/dev/null 2>&1; then
+	skip "another lttng-sessiond already answers (as root its socket is machine-wide: /var/run/lttng)"
+fi
+
+sessiond=
+cleanup() {
+	if [ -n "$sessiond" ]; then
+		lttng destroy --all >/dev/null 2>&1
+		kill "$sessiond" 2>/dev/null
+		wait "$sessiond" 2>/dev/null
+	fi
+}
+trap cleanup EXIT
+lttng-sessiond --no-kernel >"$WORK/sessiond.log" 2>&1 &
+sessiond=$!
+for _ in $(seq 50); do
+	lttng list >/dev/null 2>&1 && break
+	kill -0 "$sessiond" 2>/dev/null || skip "lttng-sessiond exited: $(tail -1 "$WORK/sessiond.log")"
+	sleep 0.1
+done
+lttng list >/dev/null 2>&1 || skip "lttng-sessiond did not answer within 5 s"
+
+rss_kb() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status" 2>/dev/null || echo 0; }
+daemons_rss_kb() {
+	local sum=0 p
+	for p in $sessiond $(pgrep -P "$sessiond"); do
+		sum=$((sum + $(rss_kb "$p")))
+	done
+	echo "$sum"
+}
+discarded() { lttng list "$1" | awk '/Discarded events:/ { s += $3 } END { print s + 0 }'; }
+median() { sort -g | awk '{ v[NR] = $1 } END { printf "%.4f\n", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+val() { awk -v k="$1" '$1 == k { print $2 }'; }
+
+# session NAME SUBBUF NUM [enable-channel options...]
+session() {
+	local name=$1 sub=$2 num=$3
+	shift 3
+	lttng create "$name" --output="$WORK/$name" >/dev/null &&
+	lttng enable-channel --userspace --buffers-uid --subbuf-size="$sub" --num-subbuf="$num" \
+		--discard "$@" c0 -s "$name" >/dev/null &&
+	lttng enable-event --userspace --channel=c0 -s "$name" 'ringpipe_bench:small' >/dev/null &&
+	lttng start "$name" >/dev/null
+}
+destroy() { lttng destroy "$1" >/dev/null 2>&1; rm -rf "${WORK:?}/$1"; }
+
+echo "version $(lttng --version | grep -oE '[0-9]+\.[0-9]+\.[0-9]+' | head -1)"
+echo "sessiond_rss_kb $(daemons_rss_kb)"
+
+# ---- producer cost, enabled and disabled
+for t in 1 2; do
+	session prod "$sub" 8 || skip "could not create a recording session (see $WORK/sessiond.log)"
+	out=$("$BIN" producer "$t" "$n" "$reps" "$warm") || skip "lttng_bench producer failed"
+	[ "$(val enabled <<<"$out")" = 1 ] || skip "the tracepoint was not enabled by the session"
+	lttng stop prod >/dev/null
+	echo "en$t $(val ns_med <<<"$out")"
+	echo "en${t}_min $(val ns_min <<<"$out")"
+	echo "en${t}_max $(val ns_max <<<"$out")"
+	echo "en${t}_discarded $(discarded prod)"
+	destroy prod
+done
+for t in 1 2; do
+	out=$("$BIN" producer "$t" "$ndis" "$reps") || skip "lttng_bench producer failed"
+	[ "$(val enabled <<<"$out")" = 0 ] || skip "the tracepoint was enabled without a session"
+	echo "dis$t $(val ns_med <<<"$out")"
+done
+
+# ---- end to end: 1 MiB, discard and blocking, alternating
+: >"$WORK/e2e.txt"
+for k in $(seq "$e2e_reps"); do
+	for mode in drop block; do
+		opts=() env=()
+		if [ $mode = block ]; then
+			opts=(--blocking-timeout=inf)
+			env=(LTTNG_UST_ALLOW_BLOCKING=1)
+		fi
+		session e2e 128K 4 "${opts[@]}" || skip "could not create the 1 MiB session"
+		out=$(env "${env[@]}" "$BIN" burst 2 1000000 "lttng stop e2e >/dev/null") ||
+			skip "lttng_bench burst failed"
+		[ "$(val stop_rc <<<"$out")" = 0 ] || skip "lttng stop failed"
+		att=$(val attempted <<<"$out")
+		secs=$(val secs <<<"$out")
+		lost=$(discarded e2e)
+		bytes=$(du -sb "$WORK/e2e" | awk '{ print $1 }')
+		[ "$k" = 1 ] && [ $mode = drop ] && echo "rss_kb $(daemons_rss_kb)"
+		awk -v m=$mode -v a="$att" -v s="$secs" -v l="$lost" -v b="$bytes" 'BEGIN {
+			printf "%s evs %.0f\n%s loss %.4f\n%s mbs %.3f\n", m, a / s, m, 100 * l / a, m, b / s / 1e6
+		}' >>"$WORK/e2e.txt"
+		destroy e2e
+	done
+done
+echo "attempted 1000000"
+for mode in drop block; do
+	for key in evs loss mbs; do
+		echo "$mode.$key $(awk -v m=$mode -v k=$key '$1 == m && $2 == k { print $3 }' "$WORK/e2e.txt" | median)"
+	done
+	echo "$mode.loss_max $(awk -v m=$mode '$1 == m && $2 == "loss" { print $3 }' "$WORK/e2e.txt" | sort -g | tail -1)"
+done
+echo "ok 1"
