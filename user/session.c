@@ -289,7 +289,11 @@ static int run_stopping_hooks(struct rp_session *s, struct slot *sl)
 	/* pairs with the writers' load_acquire of the state: a writer that
 	 * sees ENDING skips the session */
 	rp_store_release(&sl->state, SLOT_ENDING);
-	n = rp_stopping_hooks(s->slot, &s->cfg, s->rundown_keywords, hooks, 256);
+	/* a session stopped while still held (its IPC reply could not be
+	 * sent) never started for anyone: no end, and its drainer would not
+	 * make room for one */
+	n = rp_load_relaxed(&s->held) ? 0 :
+	    rp_stopping_hooks(s->slot, &s->cfg, s->rundown_keywords, hooks, 256);
 	pthread_mutex_unlock(&rp_control_lock);
 	if (!n || rp_thread_begin_ending(s->slot))
 		return 0;
