@@ -4,7 +4,7 @@
  * floor measured in the same run; the drainer's sustained throughput to a
  * file; the resident memory a session costs.
  *
- *   bench_session [--quick] [--kv]
+ *   bench_session [--quick] [--kv] [--drain]   (--drain: the drainer rows only)
  *
  * Prints markdown tables; every figure is the median of the repetitions
  * (5, or 3 with --quick), min and max beside it.
@@ -74,6 +74,7 @@
 static unsigned int reps = 7;
 static bool quick;
 static bool kv;		/* --kv: "key value" lines for scripts/run-bench.sh */
+static bool drain_only;		/* --drain: only the drainer rows */
 static uint64_t per_thread = 1000000;	/* producer rows, per thread and repetition */
 static uint64_t drain_events = 2000000;	/* drainer rows, per writer */
 static uint64_t disabled_calls = 20000000;
@@ -708,8 +709,10 @@ int main(int argc, char **argv)
 			disabled_calls = 10000000;
 		} else if (!strcmp(argv[i], "--kv")) {
 			kv = true;
+		} else if (!strcmp(argv[i], "--drain")) {
+			drain_only = true;
 		} else {
-			fprintf(stderr, "usage: %s [--quick] [--kv]\n", argv[0]);
+			fprintf(stderr, "usage: %s [--quick] [--kv] [--drain]\n", argv[0]);
 			return 2;
 		}
 	}
@@ -743,10 +746,12 @@ int main(int argc, char **argv)
 		sigemptyset(&sa.sa_mask);
 		sigaction(SIGUSR1, &sa, NULL);
 	}
-	producer_rows();
+	if (!drain_only)
+		producer_rows();
 	if (!kv)
 		drain_rows();
-	memory_rows();
+	if (!drain_only)
+		memory_rows();
 	rmdir(tmpdir);
 	return 0;
 }

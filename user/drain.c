@@ -1,9 +1,12 @@
 // SPDX-License-Identifier: MIT
 /*
- * The drainer: one thread per session. It copies committed records out of
- * the session's rings (every record validated: the rings are shared memory
- * and untrusted), merges them by timestamp and hands them to the nettrace
- * writer, which writes through the output sink.
+ * The drainer: one thread per session. It reads committed records in place
+ * in the session's rings (every record validated: the rings are shared
+ * memory and untrusted), merges them by timestamp and hands them to the
+ * nettrace writer, which writes through the output sink. Nothing is copied
+ * on the way: a record read is held in its ring (a small per-ring window
+ * keeps its validated header and position, in timestamp order) and the ring
+ * space is handed back to producers only once the record was serialized.
  *
  * Ordering. A writer stamps its record after reserving it, so a record the
  * drainer has not seen yet was reserved after the drainer's last look at the
@@ -12,10 +15,13 @@
  * ring read to its end holds nothing older than this pass's time; a ring
  * whose reading stopped early (a record still being written, or the per-pass
  * cap) holds nothing older than the time of the latest look whose position
- * had not passed the stopping point. Records older than the smallest of these
- * horizons are merged out, oldest first, every one marked sorted; per-ring
- * queues stay in timestamp order by insertion from the back. The result is a
- * global timestamp order without guessing at how long a writer may be
+ * had not passed the stopping point. A backlog written between two looks
+ * (the drainer was busy or parked) gets bounds of its own from a lookahead
+ * that reads only headers (look_ahead()), so it is merged out as it is read
+ * instead of having to be read whole first. Records older than the smallest
+ * of these horizons are merged out, oldest first, every one marked sorted;
+ * the windows stay in timestamp order by insertion from the back. The result
+ * is a global timestamp order without guessing at how long a writer may be
  * preempted. (A record that still arrives after younger ones were written,
  * which clock skew between CPUs could cause, takes the last written
  * timestamp and is counted as late.)
@@ -41,26 +47,46 @@
 
 #define BATCH_SLEEP_NS 100000l		/* under a trickle, gather 100 us per pass */
 #define BUSY_BATCH 4096u		/* a pass this full: go again at once */
-#define PASS_RECORDS 16384u		/* records read per ring per pass, at most */
+#define PASS_RECORDS 8192u		/* records read per ring per pass, at most */
+#define WIN 16384u			/* records read and held per ring (power of two) */
 #define NHIST 256u			/* producer positions remembered per ring */
+#define LOOK_CHUNK (64u << 10)		/* bytes per lookahead bound */
 #define IDLE_SLEEP_NS 20000000ll	/* 20 ms */
 
-struct qrec {
-	uint64_t ts;
-	uint32_t off;		/* into the ring queue's byte arena */
-	uint32_t len;		/* record length as copied */
+/* A record read but not serialized yet: the header as the peek validated
+ * it (timestamp possibly clamped, see collect()), the body stays in ring
+ * memory. */
+struct held {
+	struct rp_shm_record h;
+	uint64_t pos;
+	uint32_t stack_nr;
+	uint32_t __pad;
+};
+
+struct bound {
+	uint64_t pos, t;	/* every record at pos or later has ts >= t */
 };
 
 struct rqueue {
-	struct qrec *q;
-	size_t head, n, cap;
-	struct bytebuf arena;
-	size_t live;		/* arena bytes of the records still queued */
+	/* records read and held, in timestamp order: a circular window */
+	struct held *w;
+	uint32_t head, n;
+	uint32_t cap;		/* a power of two; 0 until the ring first has data */
+	bool pos_sorted;	/* also in position order (no record overtook one) */
 	/* looks at the producer position: (position, time just before reading
 	 * it), oldest first; hist[0] is the latest look that had not passed
-	 * the consumer, when there is one */
-	struct { uint64_t pos, t; } hist[NHIST];
+	 * the reader, when there is one */
+	struct bound hist[NHIST];
 	uint32_t nhist;
+	/* bounds from looking ahead at a backlog, in position order */
+	struct bound *syn;
+	size_t syn_head, syn_n, syn_cap;
+	/* lookahead runs walked but not turned into bounds yet: that needs a
+	 * walk that reached a look's position */
+	struct bound *pre;	/* (run start, smallest ts in the run) */
+	size_t npre, pre_cap;
+	uint64_t pre_end;	/* where the walk stopped */
+	bool pre_oom;
 	uint64_t horizon;	/* nothing older than this is left unread */
 };
 
@@ -74,6 +100,7 @@ struct drainer {
 	size_t nmeta_ids;
 	uint64_t last_ts;
 	uint64_t last_sp_ns;
+	uint64_t written;	/* events serialized (stats.events_written) */
 	bool failed;
 };
 
@@ -112,68 +139,64 @@ static void set_output_error(struct drainer *d, int err)
 	pthread_mutex_unlock(&rp_control_lock);
 }
 
-static int rq_push(struct rqueue *q, const struct rp_ring_item *it)
+static inline struct held *win_at(struct rqueue *q, uint32_t i)
 {
-	struct qrec r;
-	size_t i;
+	return &q->w[(q->head + i) & (q->cap - 1)];
+}
 
-	if (q->head + q->n == q->cap) {
-		if (q->head && q->head >= q->cap / 2) {	/* amortized: slide when half is free */
-			memmove(q->q, q->q + q->head, q->n * sizeof(*q->q));
-			q->head = 0;
-		} else {
-			size_t nc = q->cap ? q->cap * 2 : 1024;
-			struct qrec *nq = realloc(q->q, nc * sizeof(*nq));
+/* The window of a ring, allocated when it first has data: at most as many
+ * records as the ring can hold. */
+static int win_alloc(struct rqueue *q, const struct rp_ring *r)
+{
+	uint64_t cap = r->size / sizeof(struct rp_shm_record);
 
-			if (!nq)
-				return -ENOMEM;
-			q->q = nq;
-			q->cap = nc;
-		}
-	}
-	if (q->arena.len + it->len > UINT32_MAX || bb_append(&q->arena, it->rec, it->len))
+	if (cap > WIN)
+		cap = WIN;
+	q->w = malloc(cap * sizeof(*q->w));
+	if (!q->w)
 		return -ENOMEM;
-	/* the header copy the ring validated, not the shared bytes */
-	memcpy(q->arena.p + q->arena.len - it->len, &it->hdr, sizeof(it->hdr));
-	r.ts = it->hdr.timestamp;
-	r.off = (uint32_t)(q->arena.len - it->len);
-	r.len = it->len;
-	/* keep the queue in timestamp order: insert from the back */
-	i = q->head + q->n;
-	while (i > q->head && q->q[i - 1].ts > r.ts) {
-		q->q[i] = q->q[i - 1];
-		i--;
-	}
-	q->q[i] = r;
-	q->n++;
-	q->live += r.len;
+	q->cap = (uint32_t)cap;
+	q->pos_sorted = true;
 	return 0;
 }
 
-static void rq_compact(struct rqueue *q)
+/* Holds a record read from the ring; the window stays in timestamp order
+ * (insertion from the back: a ring is nearly sorted already). */
+static void win_push(struct rqueue *q, const struct rp_ring_item *it, uint64_t ts)
 {
-	size_t i, first;
+	uint32_t i = q->n;
+	struct held *hd;
 
-	if (q->n == 0) {
-		q->head = 0;
-		q->arena.len = 0;
-		q->live = 0;
-		return;
+	while (i > 0 && win_at(q, i - 1)->h.timestamp > ts) {
+		*win_at(q, i) = *win_at(q, i - 1);
+		i--;
+		q->pos_sorted = false;
 	}
-	/* compact only when most of the arena is dead: amortized O(1) a byte */
-	if (q->arena.len < (1u << 20) || q->live * 2 > q->arena.len)
-		return;
-	/* drop the arena bytes before the oldest record still queued */
-	first = q->q[q->head].off;
-	for (i = q->head; i < q->head + q->n; i++)
-		if (q->q[i].off < first)
-			first = q->q[i].off;
-	if (!first)
-		return;
-	memmove(q->arena.p, q->arena.p + first, q->arena.len - first);
-	q->arena.len -= first;
-	for (i = q->head; i < q->head + q->n; i++)
-		q->q[i].off -= (uint32_t)first;
+	hd = win_at(q, i);
+	hd->h = it->hdr;
+	hd->h.len = it->len;
+	hd->h.timestamp = ts;
+	hd->pos = it->pos;
+	hd->stack_nr = it->stack_nr;
+	q->n++;
+}
+
+/* Where ring space can be handed back: the oldest position still held. */
+static uint64_t win_min_pos(struct rqueue *q, uint64_t cons)
+{
+	uint64_t min = cons;
+	uint32_t i;
+
+	if (!q->n) {
+		q->pos_sorted = true;
+		return cons;
+	}
+	if (q->pos_sorted)
+		return win_at(q, 0)->pos;
+	for (i = 0; i < q->n; i++)
+		if (win_at(q, i)->pos < min)
+			min = win_at(q, i)->pos;
+	return min;
 }
 
 static uint32_t meta_for(struct drainer *d, uint32_t index)
@@ -202,44 +225,47 @@ static uint32_t meta_for(struct drainer *d, uint32_t index)
 	return id;
 }
 
-/* Serializes one copied record; a record naming no known event is corrupt. */
-static void emit(struct drainer *d, const uint8_t *p, uint64_t ts)
+/* Serializes one held record straight from ring memory (its ring space is
+ * not handed back before this); a record naming no known event is corrupt.
+ * Offsets come from the validated header copy, so a producer scribbling on
+ * the record since can change the payload bytes, never where they lie. */
+static void emit(struct drainer *d, const struct rp_ring *r, const struct held *hd)
 {
-	const struct rp_shm_record *h = (const void *)p;
-	const struct rp_shm_activity *a = NULL;
+	const unsigned char *rec = r->data + (hd->pos & r->mask);
 	struct nt_event ev = { 0 };
-	uint32_t nips = 0;
+	uint64_t ts = hd->h.timestamp;
+	uint16_t flags = hd->h.flags;
 	int err;
 
 	if (d->failed)
 		return;
-	ev.meta_id = meta_for(d, h->meta_id);
+	ev.meta_id = meta_for(d, hd->h.meta_id);
 	if (!ev.meta_id) {
 		rp_add_relaxed(&d->s->stats.corrupt, 1);
 		return;
 	}
-	if (h->flags & RP_REC_F_ACTIVITY)
-		a = (const void *)(p + rp_record_activity_off(h->flags));
-	if (h->flags & RP_REC_F_STACK) {
-		const struct rp_shm_stack *st = (const void *)(p + rp_record_stack_off(h->flags));
+	if (flags & RP_REC_F_ACTIVITY) {
+		const struct rp_shm_activity *a = (const void *)(rec + rp_record_activity_off(flags));
 
-		nips = st->nr;
-		ev.stack = (const uint64_t *)(st + 1);
-		ev.stack_depth = nips;
+		ev.activity = a->activity_id;
+		ev.related = a->related_activity_id;
+	}
+	if (flags & RP_REC_F_STACK) {
+		ev.stack = (const uint64_t *)(rec + rp_record_stack_off(flags) +
+					      sizeof(struct rp_shm_stack));
+		ev.stack_depth = hd->stack_nr;
 	}
 	if (ts < d->last_ts) {
 		ts = d->last_ts;
 		rp_add_relaxed(&d->s->stats.late, 1);
 	}
 	d->last_ts = ts;
-	ev.seq = h->seq;
-	ev.tid = h->tid;
-	ev.cpu = h->cpu;
+	ev.seq = hd->h.seq;
+	ev.tid = hd->h.tid;
+	ev.cpu = hd->h.cpu;
 	ev.ts = ts;
-	ev.activity = a ? a->activity_id : NULL;
-	ev.related = a ? a->related_activity_id : NULL;
-	ev.payload = p + rp_record_payload_off(h->flags, nips);
-	ev.payload_len = h->payload_len;
+	ev.payload = rec + rp_record_payload_off(flags, hd->stack_nr);
+	ev.payload_len = hd->h.payload_len;
 	ev.sorted = true;
 	err = nt_writer_event(d->w, &ev);
 	if (err == -EINVAL || err == -E2BIG) {
@@ -250,7 +276,7 @@ static void emit(struct drainer *d, const uint8_t *p, uint64_t ts)
 		set_output_error(d, err);
 		return;
 	}
-	rp_add_relaxed(&d->s->stats.events_written, 1);
+	d->written++;		/* published once per merge (an atomic add per event costs) */
 }
 
 /* Records a look at the producer position taken at time t. */
@@ -285,8 +311,102 @@ static uint64_t hist_horizon(struct rqueue *q, uint64_t cons)
 	return q->nhist && q->hist[0].pos <= cons ? q->hist[0].t : 0;
 }
 
-/* Copies what the rings hold; returns records copied. Sets each queue's
- * horizon (see the top of this file). */
+/* The same for the lookahead bounds (the oldest are dropped at the next
+ * append). */
+static uint64_t syn_horizon(struct rqueue *q, uint64_t cons)
+{
+	while (q->syn_n > 1 && q->syn[q->syn_head + 1].pos <= cons) {
+		q->syn_head++;
+		q->syn_n--;
+	}
+	return q->syn_n && q->syn[q->syn_head].pos <= cons ? q->syn[q->syn_head].t : 0;
+}
+
+static void pre_chunk(void *ctx, uint64_t pos, uint64_t min_ts)
+{
+	struct rqueue *q = ctx;
+
+	if (q->npre == q->pre_cap) {
+		size_t nc = q->pre_cap ? q->pre_cap * 2 : 256;
+		struct bound *n = realloc(q->pre, nc * sizeof(*n));
+
+		if (!n) {
+			q->pre_oom = true;	/* bounds only get weaker: safe */
+			return;
+		}
+		q->pre = n;
+		q->pre_cap = nc;
+	}
+	q->pre[q->npre++] = (struct bound){ .pos = pos, .t = min_ts };
+}
+
+/*
+ * A backlog written while the drainer took no look at the ring (it was busy
+ * or parked) has no look between the reader and the producer: its horizon
+ * would stay at the last look before it until the whole backlog was read,
+ * and the window would fill first. So walk ahead (headers only, nothing
+ * copied) to the position of this pass's look (prod, taken at time look),
+ * noting the smallest timestamp of every run of LOOK_CHUNK bytes; once the
+ * walk reaches prod, every run start p gets the bound "min over the runs
+ * from p on, and look", since records past prod are younger than the look.
+ */
+static void look_ahead(struct rqueue *q, struct rp_ring *r, uint64_t prod, uint64_t look)
+{
+	uint64_t m;
+	size_t i;
+
+	if (q->pre_end < r->cons || q->pre_end - r->cons > r->size) {
+		/* the reader overtook the walk (it skipped garbage, or read it
+		 * all): start over from the reader */
+		q->npre = 0;
+		q->pre_oom = false;
+		q->pre_end = r->cons;
+	}
+	if (prod - q->pre_end > r->size)
+		return;
+	q->pre_end = rp_ring_lookahead(r, q->pre_end, prod, LOOK_CHUNK, pre_chunk, q);
+	if (q->pre_end != prod || !q->npre)
+		return;
+	if (q->pre_oom) {
+		q->npre = 0;
+		q->pre_oom = false;
+		return;
+	}
+	if (q->syn_head + q->syn_n + q->npre > q->syn_cap) {
+		size_t nc;
+		struct bound *n;
+
+		if (q->syn_head) {
+			memmove(q->syn, q->syn + q->syn_head, q->syn_n * sizeof(*q->syn));
+			q->syn_head = 0;
+		}
+		nc = q->syn_cap;
+		while (q->syn_n + q->npre > nc)
+			nc = nc ? nc * 2 : 256;
+		if (nc != q->syn_cap) {
+			n = realloc(q->syn, nc * sizeof(*n));
+			if (!n) {
+				q->npre = 0;
+				return;
+			}
+			q->syn = n;
+			q->syn_cap = nc;
+		}
+	}
+	/* suffix minima, from the back */
+	m = look;
+	for (i = q->npre; i-- > 0;) {
+		if (q->pre[i].t < m)
+			m = q->pre[i].t;
+		q->pre[i].t = m;
+	}
+	memcpy(q->syn + q->syn_head + q->syn_n, q->pre, q->npre * sizeof(*q->pre));
+	q->syn_n += q->npre;
+	q->npre = 0;
+}
+
+/* Reads what the rings hold into the windows; returns records read. Sets
+ * each queue's horizon (see the top of this file). */
 static size_t collect(struct drainer *d)
 {
 	size_t total = 0;
@@ -296,71 +416,144 @@ static size_t collect(struct drainer *d)
 		struct rp_ring *r = rp_shm_ring(d->s->shm, i);
 		struct rqueue *q = &d->rq[i];
 		struct rp_ring_item it;
-		uint64_t look = rp_clock_now(), prod;
-		size_t n = 0;
+		uint64_t look = rp_clock_now(), prod, lim = look, hh, sh;
+		uint32_t n = 0, room;
 		int err;
 
 		/* pairs with the producers' CAS on producer_pos: a position
 		 * past this one was reserved after this load, after `look` */
 		prod = rp_load_acquire(&r->hdr->producer_pos);
 		hist_push(q, prod, look);
+		if (!q->cap && prod != r->cons && win_alloc(q, r))
+			continue;	/* no memory: leave it in the ring for now */
+		room = q->cap - q->n;
+		if (room > PASS_RECORDS)
+			room = PASS_RECORDS;
 		/* a bounded bite per pass: passes stay short, so looks are taken
-		 * often and a backlog is merged out as it is read instead of
-		 * piling up in the queues */
-		while (n < PASS_RECORDS && (err = rp_ring_peek(r, &it)) != -EAGAIN) {
+		 * often and the window is merged out as it is read */
+		while (n < room && (err = rp_ring_peek(r, &it)) != -EAGAIN) {
+			uint64_t ts;
+
 			if (err == -EBADMSG || err == -ESTALE) {
 				rp_add_relaxed(&d->s->stats.corrupt, 1);
 				continue;	/* the ring skipped past it */
 			}
-			if (err || rq_push(q, &it))
+			if (err)
 				break;
+			ts = it.hdr.timestamp;
+			if (ts > lim) {
+				/* committed before we read it, so stamped before
+				 * now: a later stamp is garbage (or clock skew),
+				 * and must not hold the ring space forever */
+				lim = rp_clock_now();
+				if (ts > lim)
+					ts = lim;
+			}
+			win_push(q, &it, ts);
 			rp_ring_advance(r);
 			n++;
 		}
+		if (r->cons < prod && prod - r->cons <= r->size)
+			look_ahead(q, r, prod, look);
 		/* stopped before the producer (a record still being written, or
 		 * the bite): what is left is younger than the last look that had
-		 * not passed the stopping point */
-		q->horizon = hist_horizon(q, r->cons);
+		 * not passed the stopping point, and than the lookahead bound */
+		hh = hist_horizon(q, r->cons);
+		sh = syn_horizon(q, r->cons);
+		q->horizon = hh > sh ? hh : sh;
 		if (r->cons >= prod)
 			q->horizon = look;	/* read past the look: nothing older left */
-		/* pairs with the producers' load_acquire of consumer_pos */
-		rp_ring_release(r);
 		total += n;
-		if (n)
-			rp_drainer_wake_waiters(d->s->shm);
 	}
 	return total;
 }
 
-/* Merges queued records older than horizon, oldest first. */
+/* Hands back the ring space of everything serialized (and skipped). */
+static void release(struct drainer *d)
+{
+	uint32_t i;
+
+	for (i = 0; i < d->nr; i++) {
+		struct rp_ring *r = rp_shm_ring(d->s->shm, i);
+		uint64_t before = r->published;
+
+		/* pairs with the producers' load_acquire of consumer_pos */
+		rp_ring_release_to(r, win_min_pos(&d->rq[i], r->cons));
+		if (r->published != before)
+			rp_drainer_wake_waiters(d->s->shm);
+	}
+}
+
+/* Serializes held records older than horizon, oldest first, straight from
+ * the rings: the oldest head goes out, with every record of its ring that
+ * is no younger than the other rings' heads. */
 static size_t merge_out(struct drainer *d, uint64_t horizon)
 {
 	size_t n = 0;
 
 	for (;;) {
 		struct rqueue *best = NULL;
-		uint32_t i;
+		uint64_t limit = horizon;
+		uint32_t i, bi = 0;
+		struct rp_ring *r;
 
 		for (i = 0; i < d->nr; i++) {
 			struct rqueue *q = &d->rq[i];
 
-			if (q->n && q->q[q->head].ts <= horizon &&
-			    (!best || q->q[q->head].ts < best->q[best->head].ts))
+			if (q->n && win_at(q, 0)->h.timestamp <= horizon &&
+			    (!best || win_at(q, 0)->h.timestamp < win_at(best, 0)->h.timestamp)) {
 				best = q;
+				bi = i;
+			}
 		}
 		if (!best)
 			break;
-		emit(d, best->arena.p + best->q[best->head].off, best->q[best->head].ts);
-		best->live -= best->q[best->head].len;
-		best->head++;
-		best->n--;
-		n++;
+		/* emit a run: up to the next oldest head of another ring */
+		for (i = 0; i < d->nr; i++)
+			if (i != bi && d->rq[i].n && win_at(&d->rq[i], 0)->h.timestamp < limit)
+				limit = win_at(&d->rq[i], 0)->h.timestamp;
+		r = rp_shm_ring(d->s->shm, bi);
+		do {
+			emit(d, r, win_at(best, 0));
+			best->head = (best->head + 1) & (best->cap - 1);
+			best->n--;
+			n++;
+		} while (best->n && win_at(best, 0)->h.timestamp <= limit);
 	}
-	for (uint32_t i = 0; i < d->nr; i++)
-		rq_compact(&d->rq[i]);
+	/* only the drainer writes it: a plain store, read with relaxed loads */
+	rp_store_relaxed(&d->s->stats.events_written, d->written);
 	return n;
 }
 
+static bool windows_full(struct drainer *d)
+{
+	uint32_t i;
+
+	for (i = 0; i < d->nr; i++)
+		if (d->rq[i].cap && d->rq[i].n == d->rq[i].cap)
+			return true;
+	return false;
+}
+
+/*
+ * A full window whose records are all younger than the horizon: only a ring
+ * whose timestamps run far out of order (thousands of writers preempted
+ * between reserving and stamping, or garbage) gets here. Waiting would not
+ * help, so the oldest held record goes out; anything older that is still
+ * unread will be counted as late.
+ */
+static void force_out(struct drainer *d)
+{
+	uint64_t oldest = UINT64_MAX;
+	uint32_t i;
+
+	for (i = 0; i < d->nr; i++)
+		if (d->rq[i].n && win_at(&d->rq[i], 0)->h.timestamp < oldest)
+			oldest = win_at(&d->rq[i], 0)->h.timestamp;
+	merge_out(d, oldest);
+}
+
+/* Nothing unread, nothing held. */
 static bool rings_empty(struct drainer *d)
 {
 	uint32_t i;
@@ -480,7 +673,9 @@ static void *drainer_main(void *arg)
 		for (i = 0; i < d->nr; i++)
 			if (d->rq[i].horizon < horizon)
 				horizon = d->rq[i].horizon;
-		merge_out(d, horizon);
+		if (!merge_out(d, horizon) && windows_full(d))
+			force_out(d);
+		release(d);
 		maybe_sequence_point(d, mono_ns());
 		if (stopping && rings_empty(d))
 			break;
@@ -510,6 +705,7 @@ static void *drainer_main(void *arg)
 		}
 	}
 	merge_out(d, UINT64_MAX);
+	release(d);
 
 	/* the last attempts of every thread, so trailing drops are counted */
 	pthread_mutex_lock(&s->final_lock);
@@ -627,8 +823,9 @@ int rp_drainer_stop(struct rp_session *s)
 	nt_writer_free(d->w);
 	rp_uring_sink_free(d->usink);
 	for (i = 0; i < d->nr; i++) {
-		free(d->rq[i].q);
-		bb_free(&d->rq[i].arena);
+		free(d->rq[i].w);
+		free(d->rq[i].syn);
+		free(d->rq[i].pre);
 	}
 	free(d->rq);
 	free(d->meta_ids);

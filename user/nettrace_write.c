@@ -59,6 +59,9 @@ struct hdr_state {
 	uint32_t size;
 	uint8_t activity[16];
 	uint8_t related[16];
+	/* V5: activity / related may be non-zero (false after the block reset
+	 * zeroed them), so events without ids skip the 16-byte compares */
+	bool act_set, rel_set;
 };
 
 struct wthread {
@@ -490,9 +493,9 @@ static void put_header(struct eblock *eb, int format, const struct hdr_in *h)
 		if (h->label != st->label)
 			flags |= HF_ACTIVITY;
 	} else {
-		if (memcmp(act, st->activity, 16))
+		if (h->act || st->act_set ? memcmp(act, st->activity, 16) != 0 : false)
 			flags |= HF_ACTIVITY;
-		if (memcmp(rel, st->related, 16))
+		if (h->rel || st->rel_set ? memcmp(rel, st->related, 16) != 0 : false)
 			flags |= HF_RELATED;
 	}
 	if (h->sorted)
@@ -535,8 +538,14 @@ static void put_header(struct eblock *eb, int format, const struct hdr_in *h)
 	st->label = h->label;
 	st->size = h->size;
 	if (format != NT_FORMAT_V6) {
-		memcpy(st->activity, act, 16);
-		memcpy(st->related, rel, 16);
+		if (h->act || st->act_set) {
+			memcpy(st->activity, act, 16);
+			st->act_set = memcmp(act, zero_guid, 16) != 0;
+		}
+		if (h->rel || st->rel_set) {
+			memcpy(st->related, rel, 16);
+			st->rel_set = memcmp(rel, zero_guid, 16) != 0;
+		}
 	}
 	if (h->ts < eb->min_ts)
 		eb->min_ts = h->ts;

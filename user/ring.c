@@ -29,6 +29,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -254,7 +255,10 @@ int rp_ring_peek(struct rp_ring *r, struct rp_ring_item *it)
 		if (!lenw || (lenw & RP_REC_BUSY))
 			return ring_not_committed(r, lenw, prod, avail);
 		len = lenw & RP_REC_LEN_MASK;
-		bad = ring_check_len(r, len, avail, why, sizeof(why));
+		/* the plausible case in one test; ring_check_len() says why not */
+		bad = rp_likely(len >= RING_REC_HDR && !(len % RP_REC_ALIGN) &&
+				len <= r->max_record && len <= avail)
+		      ? NULL : ring_check_len(r, len, avail, why, sizeof(why));
 		if (bad) {
 			snprintf(msg, sizeof(msg), "len word 0x%08x: %s", lenw, bad);
 			return ring_skip_corrupt(r, prod, msg);
@@ -284,8 +288,16 @@ void rp_ring_advance(struct rp_ring *r)
 
 void rp_ring_release(struct rp_ring *r)
 {
-	uint64_t from = r->published, to = r->cons, n = to - from;
+	rp_ring_release_to(r, r->cons);
+}
 
+void rp_ring_release_to(struct rp_ring *r, uint64_t to)
+{
+	uint64_t from = r->published, n = to - from;
+
+	/* only what was read can be handed back: published <= to <= cons */
+	if (n > r->cons - from)
+		to = r->cons, n = to - from;
 	if (!n)
 		return;
 	/* Zero what we consumed so that free space reads as zero (see the top
@@ -301,6 +313,46 @@ void rp_ring_release(struct rp_ring *r)
 	 * of our reads, before they reuse the space */
 	rp_store_release(&r->hdr->consumer_pos, to);
 	r->published = to;
+}
+
+uint64_t rp_ring_lookahead(struct rp_ring *r, uint64_t from, uint64_t end, uint32_t chunk,
+			   rp_ring_chunk_fn fn, void *ctx)
+{
+	uint64_t pos = from, start = from, min = UINT64_MAX;
+	char why[160];
+
+	/* never outside what the producer position allows, nor behind the
+	 * reader: those bytes may be free space or reused */
+	if (from - r->cons > r->size || end - r->cons > r->size || end - from > r->size)
+		return from;
+	while (pos < end) {
+		const unsigned char *rec = r->data + (pos & r->mask);
+		/* pairs with the store_release in rp_ring_commit() and
+		 * rp_ring_discard(): the timestamp is visible once len is */
+		uint32_t lenw = rp_load_acquire((const uint32_t *)rec), len;
+
+		if (!lenw || (lenw & RP_REC_BUSY))
+			break;		/* not committed yet */
+		len = lenw & RP_REC_LEN_MASK;
+		if (ring_check_len(r, len, end - pos, why, sizeof(why)))
+			break;		/* rp_ring_peek() reports it when it gets here */
+		if (!(lenw & RP_REC_DISCARD)) {
+			uint64_t ts;
+
+			memcpy(&ts, rec + offsetof(struct rp_shm_record, timestamp), sizeof(ts));
+			if (ts < min)
+				min = ts;
+		}
+		pos += len;
+		if (pos - start >= chunk) {
+			fn(ctx, start, min);
+			start = pos;
+			min = UINT64_MAX;
+		}
+	}
+	if (pos != start)
+		fn(ctx, start, min);
+	return pos;
 }
 
 long rp_ring_drain(struct rp_ring *r, rp_ring_record_fn fn, void *ctx, long max_records)

@@ -149,6 +149,26 @@ uint32_t rp_shm_possible_cpus(void);
 int rp_ring_peek(struct rp_ring *r, struct rp_ring_item *it);
 void rp_ring_advance(struct rp_ring *r);
 void rp_ring_release(struct rp_ring *r);
+/*
+ * For a consumer that reads records in place and hands them back later
+ * (the drainer merges straight from ring memory): publish consumption only
+ * up to `to`, with published <= to <= cons; the records in [to, cons) stay
+ * where they are, unchanged by any honest producer.
+ */
+void rp_ring_release_to(struct rp_ring *r, uint64_t to);
+/*
+ * Looks ahead without consuming: walks the committed records in [from, end)
+ * (from a record boundary at or after cons, end at most the producer
+ * position) and calls fn for each run of about `chunk` bytes with the run's
+ * first position and the smallest timestamp in it (UINT64_MAX if it only
+ * holds discarded records). Stops at a record that is not committed or
+ * whose length is implausible, and leaves it to rp_ring_peek(). Returns the
+ * position reached. Timestamps are read from shared memory: a bound for
+ * ordering, not validated data.
+ */
+typedef void (*rp_ring_chunk_fn)(void *ctx, uint64_t pos, uint64_t min_ts);
+uint64_t rp_ring_lookahead(struct rp_ring *r, uint64_t from, uint64_t end, uint32_t chunk,
+			   rp_ring_chunk_fn fn, void *ctx);
 typedef int (*rp_ring_record_fn)(void *ctx, struct rp_ring *r, const struct rp_ring_item *it);
 long rp_ring_drain(struct rp_ring *r, rp_ring_record_fn fn, void *ctx, long max_records);
 const char *rp_ring_last_error(const struct rp_ring *r);
