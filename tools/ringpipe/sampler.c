@@ -184,9 +184,16 @@ fail:
 
 int sampler_poll(struct sampler *s, int timeout_ms)
 {
-	int n = ring_buffer__poll(s->rb, timeout_ms);
+	int n = ring_buffer__poll(s->rb, timeout_ms), m;
 
-	return n == -EINTR ? 0 : n;
+	if (n < 0 && n != -EINTR)
+		return n;
+	/* the BPF side wakes the reader only when the buffer is filling up:
+	 * after the wait, take whatever arrived without a wakeup */
+	m = ring_buffer__consume(s->rb);
+	if (m < 0)
+		return m;
+	return (n > 0 ? n : 0) + m;
 }
 
 const char *sampler_event_name(const struct sampler *s)

@@ -63,6 +63,7 @@ struct sym_table {
 	bool jsorted;
 	struct elf_mod **mods;
 	size_t nmods, capmods;
+	struct hmap snapped;		/* hashes of mappings seen by snapshots */
 	struct hmap threads;		/* pid << 32 | tid -> index in tnames */
 	char **tnames;
 	size_t ntnames, captnames;
@@ -120,6 +121,7 @@ void sym_table_free(struct sym_table *t)
 	free(t->mods);
 	free(t->tnames);
 	hmap_free(&t->threads);
+	hmap_free(&t->snapped);
 	free(t->ksyms);
 	free(t->kpool);
 	free(t);
@@ -501,6 +503,15 @@ int sym_load_perf_map(struct sym_table *t, uint32_t pid, const char *path)
 	return n;
 }
 
+static uint64_t str_hash64(const char *s)
+{
+	uint64_t h = 1469598103934665603ull;
+
+	while (*s)
+		h = (h ^ (uint8_t)*s++) * 1099511628211ull;
+	return h;
+}
+
 int sym_snapshot_pid(struct sym_table *t, uint32_t pid)
 {
 	char path[64], line[4096 + 256];
@@ -526,6 +537,19 @@ int sym_snapshot_pid(struct sym_table *t, uint32_t pid)
 		len = strlen(file);
 		if (len > 10 && !strcmp(file + len - 10, " (deleted)"))
 			file[len - 10] = 0;
+		{
+			/* seen by an earlier snapshot: skip before reading the
+			 * file's build id, the costly part of a periodic look */
+			uint64_t h = hmap_hash(pid ^ hmap_hash(start ^ hmap_hash(end ^
+					hmap_hash(off ^ str_hash64(file))))), v;
+
+			if (hmap_get(&t->snapped, h, &v))
+				continue;
+			if (hmap_put(&t->snapped, h, 1)) {
+				fclose(f);
+				return -ENOMEM;
+			}
+		}
 		/* through the process's root, so a container's files are found */
 		snprintf(bypid, sizeof(bypid), "/proc/%u/root%s", pid, file);
 		if (sym_file_build_id(bypid, bid) && sym_file_build_id(file, bid))
