@@ -10,7 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -214,11 +216,15 @@ int cmd_sample(int argc, char **argv)
 	if (so.pid && kill((pid_t)so.pid, 0) && errno == ESRCH)
 		return tool_err("sample", "no process %u", so.pid);
 	if (cgroup) {
+		struct statfs sf;
 		struct stat st;
 
-		/* on cgroup v2 a cgroup's id is its directory's inode number */
-		if (stat(cgroup, &st) || !S_ISDIR(st.st_mode))
-			return tool_err("sample", "--cgroup %s: not a cgroup directory", cgroup);
+		/* on cgroup v2 a cgroup's id is its directory's inode number;
+		 * a v1 hierarchy's inode numbers mean nothing to the BPF side */
+		if (stat(cgroup, &st) || !S_ISDIR(st.st_mode) || statfs(cgroup, &sf) ||
+		    sf.f_type != CGROUP2_SUPER_MAGIC)
+			return tool_err("sample", "--cgroup %s: not a cgroup v2 directory (see "
+					"/proc/PID/cgroup, the line starting with 0::)", cgroup);
 		so.cgroup_id = st.st_ino;
 	}
 
