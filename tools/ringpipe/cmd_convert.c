@@ -23,6 +23,7 @@
 #include "nettrace.h"
 #include "sample_out.h"
 #include "symbolize.h"
+#include "utf.h"
 
 static const char convert_usage[] =
 "usage: ringpipe convert --to speedscope|chrome|text FILE [-o OUT]\n"
@@ -398,14 +399,23 @@ static int chrome(struct conv *c)
 
 		last_ts = rec.ts;
 		if (!strcmp(m->provider, SYM_PROVIDER)) {
-			if (m->event_id == SYM_EV_THREAD) {
-				const char *comm = sym_thread_name(c->syms, pid, tid);
+			if (m->event_id == SYM_EV_THREAD && rec.payload_len >= 10) {
+				/* this event's name: a thread renamed later (exec)
+				 * gets a second M event, which wins from then on */
+				struct bytebuf nb = { 0 };
+				size_t units = 0;
 
+				while (8 + 2 * units + 1 < rec.payload_len &&
+				       (rec.payload[8 + 2 * units] | rec.payload[9 + 2 * units]))
+					units++;
+				utf16le_to_utf8(&nb, rec.payload + 8, units);
+				bb_append(&nb, "", 1);
 				fprintf(c->out, "%s\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%u,"
 					"\"tid\":%u,\"args\":{\"name\":", first ? "" : ",", pid, tid);
-				json_str(c->out, comm ? comm : "?");
+				json_str(c->out, nb.p ? (const char *)nb.p : "?");
 				fprintf(c->out, "}}");
 				first = false;
+				bb_free(&nb);
 			}
 			continue;
 		}
