@@ -127,6 +127,37 @@ $(OUT)/tests/%: tests/%.c $(STATIC_LIB) $(HDRS) | $(OUT)/tests
 	$(call msg,TEST,$@)
 	$(Q)$(CC) $(CFLAGS) -Itests $(LDFLAGS) -o $@ $< $(STATIC_LIB) -lcriterion $(LDLIBS)
 
+# ---- CPU sampling and symbols (prof) ----------------------------------
+# A minimal rule for bpf/sample.bpf.c until the generic bpf/%.bpf.c rule
+# lands: the program reads no kernel structure, so it needs no vmlinux.h.
+BPFTOOL    ?= bpftool
+BPF_ARCH   := $(shell uname -m | sed -e 's/x86_64/x86/' -e 's/aarch64/arm64/')
+BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(BPF_ARCH) \
+              -I/usr/include/$(shell uname -m)-linux-gnu -Ibpf
+$(OUT)/bpf/sample.bpf.o: bpf/sample.bpf.c bpf/sample.h | $(OUT)/bpf
+	$(call msg,BPF,$@)
+	$(Q)command -v $(CLANG) >/dev/null || { echo "$(CLANG) not found: run 'make deps'" >&2; exit 1; }
+	$(Q)$(CLANG) $(BPF_CFLAGS) -c $< -o $@
+$(OUT)/bpf/sample.skel.h: $(OUT)/bpf/sample.bpf.o
+	$(call msg,GEN-SKEL,$@)
+	$(Q)command -v $(BPFTOOL) >/dev/null || { echo "$(BPFTOOL) not found: run 'make deps'" >&2; exit 1; }
+	$(Q)$(BPFTOOL) gen skeleton $< name sample_bpf > $@
+$(OUT)/bpf:
+	$(Q)mkdir -p $@
+$(OUT)/tools/ringpipe/sampler.o: $(OUT)/bpf/sample.skel.h bpf/sample.h
+$(OUT)/tools/ringpipe/sampler.o: CFLAGS += -I$(OUT)/bpf
+$(OUT)/tools/ringpipe/sample_out.o $(OUT)/tools/ringpipe/cmd_sample.o: bpf/sample.h
+$(TOOL): LDLIBS += -lbpf -lelf
+# test_sample compiles the symbolizer in; busy is its sampled target
+$(OUT)/tests/test_sample: tools/ringpipe/symbolize.c $(OUT)/tests/progs/busy $(OUT)/tests/progs/busy-pie
+$(OUT)/tests/test_sample: LDLIBS += -lelf
+$(OUT)/tests/progs/busy: tests/progs/busy.c | $(OUT)/tests
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D) && $(CC) -O1 -g -fno-omit-frame-pointer -no-pie -o $@ $<
+$(OUT)/tests/progs/busy-pie: tests/progs/busy.c | $(OUT)/tests
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D) && $(CC) -O1 -g -fno-omit-frame-pointer -fPIE -pie -o $@ $<
+
 # test_collect includes the CLI's IPC client
 $(OUT)/tests/test_collect: tools/ringpipe/ipc_client.c tools/ringpipe/ipc_client.h
 

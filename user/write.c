@@ -18,6 +18,7 @@
 #include <linux/futex.h>
 #include <linux/membarrier.h>
 #include <sched.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <time.h>
 #include <stdlib.h>
@@ -491,6 +492,7 @@ static int write_slow(struct rp_event *ev, uint64_t mask, const struct iovec *io
 {
 	struct wthread *t = wt;
 	uint64_t ips[MAX_FRAMES], ts;
+	const uint64_t *sips = ips;
 
 	uint32_t nips = 0;
 	uint16_t flags = 0;
@@ -510,7 +512,16 @@ static int write_slow(struct rp_event *ev, uint64_t mask, const struct iovec *io
 	if (o) {
 		if (o->activity_id || o->related_activity_id)
 			flags |= RP_REC_F_ACTIVITY;
-		if (o->flags & RP_WRITE_STACK) {
+		if ((o->flags & RP_WRITE_STACK_GIVEN) &&
+		    o->sz >= offsetof(struct rp_write_opts, nstack) + sizeof(o->nstack)) {
+			/* another context's stack (a BPF sample): used in place */
+			sips = o->stack;
+			nips = o->stack ? o->nstack : 0;
+			if (nips > RP_WRITE_MAX_GIVEN_FRAMES)
+				nips = RP_WRITE_MAX_GIVEN_FRAMES;
+			if (nips)
+				flags |= RP_REC_F_STACK;
+		} else if (o->flags & RP_WRITE_STACK) {
 			nips = capture_stack(t, ips, MAX_FRAMES);
 			if (nips)
 				flags |= RP_REC_F_STACK;
@@ -589,7 +600,7 @@ static int write_slow(struct rp_event *ev, uint64_t mask, const struct iovec *io
 			struct rp_shm_stack *st = (void *)((char *)rec + rp_record_stack_off(flags));
 
 			st->nr = nips;
-			memcpy(st + 1, ips, nips * sizeof(uint64_t));
+			memcpy(st + 1, sips, nips * sizeof(uint64_t));
 		}
 		p = rp_record_payload(rec, nips);
 		for (k = 0; k < iovcnt; k++) {
@@ -619,8 +630,10 @@ RP_API int rp_event_writev(struct rp_event *ev, const struct iovec *iov, int iov
 		len += iov[k].iov_len;
 	if (len > 65535)
 		return -EINVAL;
+	/* callers built before the stack fields were appended pass a smaller
+	 * sz; write_slow() reads those fields only when sz covers them */
 	return write_slow(ev, mask, iov, iovcnt, len,
-			  opts && opts->sz >= sizeof(struct rp_write_opts) ? opts : NULL);
+			  opts && opts->sz >= offsetof(struct rp_write_opts, stack) ? opts : NULL);
 }
 
 RP_API int rp_event_write(struct rp_event *ev, const void *payload, size_t len)

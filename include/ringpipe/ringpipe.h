@@ -140,12 +140,19 @@ static inline bool rp_event_enabled(const struct rp_event *ev)
 }
 
 #define RP_WRITE_STACK 0x1u	/* capture the caller's stack (frame pointers) */
+/* the event's stack is opts->stack[0..nstack), innermost frame first (at
+ * most RP_WRITE_MAX_GIVEN_FRAMES are kept): for events describing another
+ * context, such as CPU samples captured by BPF. Wins over RP_WRITE_STACK. */
+#define RP_WRITE_STACK_GIVEN 0x2u
+#define RP_WRITE_MAX_GIVEN_FRAMES 256u
 
 struct rp_write_opts {
 	size_t sz;			/* sizeof(struct rp_write_opts) */
 	const uint8_t *activity_id;	/* 16 bytes or NULL */
 	const uint8_t *related_activity_id;
 	uint32_t flags;			/* RP_WRITE_* */
+	const uint64_t *stack;		/* RP_WRITE_STACK_GIVEN: instruction pointers */
+	uint32_t nstack;
 };
 
 /*

@@ -207,6 +207,9 @@ int cmd_report(int argc, char **argv)
 			for (i = 0; i < nm && i < 5 && ps[i].bytes; i++)
 				printf("  %10" PRIu64 "  %s/%s\n", ps[i].bytes, ps[i].m->provider,
 				       ps[i].m->name);
+			/* CPU samples: where the time went, symbolized */
+			fflush(stdout);
+			convert_top_functions(path, stdout, 15);
 		}
 		if (err < 0) {
 			tool_err("report", "%s: %s", path, nt_reader_errmsg(r));

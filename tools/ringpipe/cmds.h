@@ -3,6 +3,9 @@
 #define RINGPIPE_TOOL_CMDS_H
 
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
 
 int cmd_report(int argc, char **argv);
 int cmd_dump(int argc, char **argv);
@@ -12,6 +15,10 @@ int cmd_ps(int argc, char **argv);
 int cmd_collect(int argc, char **argv);
 int cmd_stop(int argc, char **argv);
 int cmd_gcdump(int argc, char **argv);
+int cmd_sample(int argc, char **argv);
+int cmd_convert(int argc, char **argv);
+/* cmd_convert.c: the functions most samples of the trace at path were in */
+int convert_top_functions(const char *path, FILE *out, size_t top);
 /* cmd_gcdump.c: does the trace in fd hold a complete heap snapshot yet? */
 bool gcdump_trace_complete(int fd);
 

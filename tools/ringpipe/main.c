@@ -33,6 +33,11 @@ static const char usage[] =
 "  stop -p PID --session ID stop a tracing session\n"
 "  gcdump report FILE       rebuild the heap graph of a trace's heap snapshot\n"
 "  gcdump collect -p PID    take a heap snapshot of a process, then report it\n"
+"  sample [-p PID|-a] -o FILE  CPU sampling with BPF (kernel and user stacks)\n"
+"                           into a nettrace file; see 'ringpipe sample --help'\n"
+"  convert --to speedscope|chrome|text FILE [-o OUT]\n"
+"                           samples and spans for speedscope, Perfetto, or as\n"
+"                           'perf script'-like text, symbolized\n"
 "\n"
 "  --help, -h               this text\n"
 "  --version                print the version\n"
@@ -95,6 +100,10 @@ int main(int argc, char **argv)
 		return cmd_stop(argc - 1, argv + 1);
 	if (!strcmp(cmd, "gcdump"))
 		return cmd_gcdump(argc - 1, argv + 1);
+	if (!strcmp(cmd, "sample"))
+		return cmd_sample(argc - 1, argv + 1);
+	if (!strcmp(cmd, "convert"))
+		return cmd_convert(argc - 1, argv + 1);
 	fprintf(stderr, "ringpipe: unknown command '%s'\n\n%s", cmd, usage);
 	return 2;
 }

@@ -1,0 +1,698 @@
+// SPDX-License-Identifier: MIT
+/*
+ * ringpipe convert: a nettrace file's samples and spans for other viewers.
+ *
+ *   speedscope  one sampled profile per thread (speedscope's own JSON);
+ *   chrome      Chrome trace-event JSON (chrome://tracing, Perfetto UI,
+ *               speedscope): Start/Stop pairs as B/E slices, samples as
+ *               instant events referring to "stackFrames" and listed in
+ *               "samples", other events as instants;
+ *   text        one block per event in the manner of `perf script`.
+ *
+ * Frames are symbolized with the modules the trace carries
+ * (Ringpipe-Symbols events), so the file is read twice: symbols first.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmds.h"
+#include "hmap.h"
+#include "nettrace.h"
+#include "sample_out.h"
+#include "symbolize.h"
+#include "utf.h"
+
+static const char convert_usage[] =
+"usage: ringpipe convert --to speedscope|chrome|text FILE [-o OUT]\n"
+"\n"
+"Converts a nettrace file, symbolizing stack frames with the module maps\n"
+"the trace carries (as 'ringpipe sample' writes them), perf map files and\n"
+"/proc/kallsyms:\n"
+"  speedscope  a sampled profile per thread, for https://www.speedscope.app\n"
+"  chrome      Chrome trace-event JSON, for Perfetto UI and chrome://tracing:\n"
+"              Start/Stop event pairs as slices, samples with their stacks\n"
+"  text        every event, then its symbolized frames (like 'perf script')\n"
+"Writes to OUT, or to stdout.\n";
+
+enum fmt { F_SPEEDSCOPE, F_CHROME, F_TEXT };
+
+/* A parsed Ringpipe-Sampler/Sample, or a plain event's stack. */
+struct stk {
+	uint32_t pid, tid, cpu;
+	uint32_t nk;		/* kernel frames first (leaf at 0) */
+	uint32_t n;
+	uint64_t ips[2 * RP_SAMPLE_MAX_FRAMES + 256];
+	bool sample;		/* frames 0 and nk are interrupted IPs */
+};
+
+static bool is_sample(const struct nt_rec *rec)
+{
+	return rec->meta && rec->meta->event_id == SAMPLER_EV_SAMPLE &&
+	       !strcmp(rec->meta->provider, SAMPLER_PROVIDER) &&
+	       rec->payload_len >= SAMPLE_PAYLOAD_LEN;
+}
+
+static void get_stack(const struct nt_reader *r, const struct nt_rec *rec, struct stk *s)
+{
+	uint32_t ps = nt_reader_info(r)->pointer_size, i;
+
+	s->pid = (uint32_t)rec->pid;
+	s->tid = (uint32_t)rec->tid;
+	s->cpu = rec->cpu;
+	s->n = 0;
+	s->nk = 0;
+	s->sample = is_sample(rec);
+	if (ps == 8 || ps == 4)
+		for (i = 0; i + ps <= rec->stack_bytes && s->n < sizeof(s->ips) / 8; i += ps)
+			s->ips[s->n++] = ps == 8 ? le64_get(rec->stack + i) : le32_get(rec->stack + i);
+	if (s->sample) {
+		s->cpu = le32_get(rec->payload);
+		s->nk = le32_get(rec->payload + 12);
+		if (s->nk > s->n)
+			s->nk = s->n;
+	}
+}
+
+static bool frame_leaf(const struct stk *s, uint32_t i)
+{
+	return s->sample && (i == 0 || i == s->nk);
+}
+
+/* "module!function" (no offset, so that samples aggregate) */
+static const char *func_name(struct sym_table *t, const struct stk *s, uint32_t i, char *buf,
+			     size_t len)
+{
+	struct sym_result r;
+
+	if (sym_lookup(t, s->pid, s->ips[i], frame_leaf(s, i), &r) && r.function)
+		snprintf(buf, len, "%s!%s", r.module, r.function);
+	else if (r.module)
+		snprintf(buf, len, "%s+0x%" PRIx64, r.module, r.offset);
+	else
+		snprintf(buf, len, "0x%" PRIx64, s->ips[i]);
+	return buf;
+}
+
+/* Interns strings: a frame table shared by every profile. */
+struct strtab {
+	struct hmap idx;	/* hash -> index + 1 */
+	char **s;
+	size_t n, cap;
+};
+
+static uint64_t str_hash(const char *s)
+{
+	uint64_t h = 1469598103934665603ull;
+
+	while (*s)
+		h = (h ^ (uint8_t)*s++) * 1099511628211ull;
+	return h;
+}
+
+static int64_t strtab_get(struct strtab *t, const char *s)
+{
+	uint64_t h = str_hash(s), v;
+
+	if (hmap_get(&t->idx, h, &v) && !strcmp(t->s[v - 1], s))
+		return (int64_t)v - 1;
+	if (array_grow((void **)&t->s, &t->cap, t->n, sizeof(*t->s), 256))
+		return -1;
+	t->s[t->n] = strdup(s);
+	if (!t->s[t->n])
+		return -1;
+	/* a hash collision leaves the first string indexed: the second is
+	 * then a separate frame with the same name, which costs nothing */
+	if (!hmap_get(&t->idx, h, &v))
+		hmap_put(&t->idx, h, t->n + 1);
+	return (int64_t)t->n++;
+}
+
+static void strtab_free(struct strtab *t)
+{
+	size_t i;
+
+	for (i = 0; i < t->n; i++)
+		free(t->s[i]);
+	free(t->s);
+	hmap_free(&t->idx);
+}
+
+static void json_str(FILE *f, const char *s)
+{
+	struct bytebuf b = { 0 };
+
+	nt_json_string(&b, s, strlen(s));
+	fwrite(b.p, 1, b.len, f);
+	bb_free(&b);
+}
+
+struct conv {
+	struct nt_reader *r;
+	struct sym_table *syms;
+	const struct nt_reader_info *info;
+	uint64_t t0, t1;
+	uint64_t nsamples;
+	FILE *out;
+};
+
+static double rel_us(const struct conv *c, uint64_t ts)
+{
+	uint64_t f = c->info->tick_freq ? c->info->tick_freq : 1;
+
+	return ts < c->t0 ? 0.0 : (double)(ts - c->t0) * 1e6 / (double)f;
+}
+
+/* Pass 1: what symbolizing needs, and the time range. */
+static int load_symbols(const char *path, struct conv *c)
+{
+	struct nt_reader *r = nt_reader_open(path);
+	struct nt_rec rec;
+	bool first = true;
+	int err;
+
+	if (!r)
+		return -errno;
+	while ((err = nt_reader_next(r, &rec)) > 0) {
+		sym_add_from_event(c->syms, &rec);
+		if (first || rec.ts < c->t0)
+			c->t0 = rec.ts;
+		if (first || rec.ts > c->t1)
+			c->t1 = rec.ts;
+		first = false;
+		c->nsamples += is_sample(&rec);
+	}
+	nt_reader_free(r);
+	return err < 0 ? err : 0;
+}
+
+/* ---- text -------------------------------------------------------------- */
+
+static void text_event(struct conv *c, const struct nt_rec *rec, struct stk *s)
+{
+	const char *comm = sym_thread_name(c->syms, (uint32_t)rec->pid, (uint32_t)rec->tid);
+	uint64_t f = c->info->tick_freq ? c->info->tick_freq : 1;
+	uint64_t rel = rec->ts >= c->t0 ? rec->ts - c->t0 : 0;
+	char buf[1024];
+	uint32_t i;
+
+	get_stack(c->r, rec, s);
+	fprintf(c->out, "%-16s %" PRId64 "/%" PRId64 " [%03u] %" PRIu64 ".%09" PRIu64 ": %s/%s\n",
+		comm ? comm : "?", rec->pid, rec->tid, s->cpu, rel / f,
+		(uint64_t)((rel % f) * 1000000000ull / f), rec->meta->provider, rec->meta->name);
+	for (i = 0; i < s->n; i++)
+		fprintf(c->out, "\t%16" PRIx64 " %s\n", s->ips[i],
+			sym_format(c->syms, s->pid, s->ips[i], frame_leaf(s, i), buf, sizeof(buf)));
+	if (s->n)
+		fputc('\n', c->out);
+}
+
+/* ---- speedscope -------------------------------------------------------- */
+
+struct prof {
+	uint32_t pid, tid;
+	struct bytebuf samples, weights;
+	uint64_t n;
+};
+
+struct profs {
+	struct hmap idx;
+	struct prof *p;
+	size_t n, cap;
+};
+
+static struct prof *prof_get(struct profs *ps, uint32_t pid, uint32_t tid)
+{
+	uint64_t key = (uint64_t)pid << 32 | tid, v;
+
+	if (hmap_get(&ps->idx, key, &v))
+		return &ps->p[v];
+	if (array_grow((void **)&ps->p, &ps->cap, ps->n, sizeof(*ps->p), 16) ||
+	    hmap_put(&ps->idx, key, ps->n))
+		return NULL;
+	memset(&ps->p[ps->n], 0, sizeof(*ps->p));
+	ps->p[ps->n].pid = pid;
+	ps->p[ps->n].tid = tid;
+	return &ps->p[ps->n++];
+}
+
+static int speedscope(struct conv *c, const char *path)
+{
+	struct profs ps = { 0 };
+	struct strtab frames = { 0 };
+	struct nt_rec rec;
+	struct stk *s = malloc(sizeof(*s));
+	uint64_t weight = c->info->sampling_interval;
+	char buf[1024];
+	size_t i;
+	int err;
+
+	if (!s)
+		return -ENOMEM;
+	/* the sampling interval in ns is each sample's weight; a trace whose
+	 * header does not say gets 1 ms, like the runtime's default */
+	if (!weight)
+		weight = 1000000;
+	while ((err = nt_reader_next(c->r, &rec)) > 0) {
+		struct prof *p;
+		uint32_t k;
+
+		if (!is_sample(&rec))
+			continue;
+		get_stack(c->r, &rec, s);
+		p = prof_get(&ps, s->pid, s->tid);
+		if (!p) {
+			err = -ENOMEM;
+			break;
+		}
+		/* speedscope wants the root first */
+		bb_printf(&p->samples, "%s[", p->n ? "," : "");
+		for (k = s->n; k-- > 0;) {
+			int64_t fi = strtab_get(&frames, func_name(c->syms, s, k, buf, sizeof(buf)));
+
+			bb_printf(&p->samples, "%" PRId64 "%s", fi, k ? "," : "");
+		}
+		bb_printf(&p->samples, "]");
+		bb_printf(&p->weights, "%s%" PRIu64, p->n ? "," : "", weight);
+		p->n++;
+	}
+	if (err >= 0) {
+		fprintf(c->out, "{\"$schema\":\"https://www.speedscope.app/file-format-schema.json\","
+			"\"exporter\":\"ringpipe convert\",\"name\":");
+		json_str(c->out, path);
+		fprintf(c->out, ",\"activeProfileIndex\":0,\"shared\":{\"frames\":[");
+		for (i = 0; i < frames.n; i++) {
+			fprintf(c->out, "%s{\"name\":", i ? "," : "");
+			json_str(c->out, frames.s[i]);
+			fputc('}', c->out);
+		}
+		fprintf(c->out, "]},\"profiles\":[");
+		for (i = 0; i < ps.n; i++) {
+			struct prof *p = &ps.p[i];
+			const char *comm = sym_thread_name(c->syms, p->pid, p->tid);
+
+			snprintf(buf, sizeof(buf), "%s pid %u tid %u", comm ? comm : "thread", p->pid,
+				 p->tid);
+			fprintf(c->out, "%s{\"type\":\"sampled\",\"name\":", i ? "," : "");
+			json_str(c->out, buf);
+			fprintf(c->out, ",\"unit\":\"nanoseconds\",\"startValue\":0,\"endValue\":%"
+				PRIu64 ",\"samples\":[", p->n * weight);
+			fwrite(p->samples.p, 1, p->samples.len, c->out);
+			fprintf(c->out, "],\"weights\":[");
+			fwrite(p->weights.p, 1, p->weights.len, c->out);
+			fprintf(c->out, "]}");
+		}
+		fprintf(c->out, "]}\n");
+	}
+	for (i = 0; i < ps.n; i++) {
+		bb_free(&ps.p[i].samples);
+		bb_free(&ps.p[i].weights);
+	}
+	free(ps.p);
+	hmap_free(&ps.idx);
+	strtab_free(&frames);
+	free(s);
+	return err < 0 ? err : 0;
+}
+
+/* ---- chrome ------------------------------------------------------------ */
+
+struct open_spans {
+	char **names;
+	size_t n, cap;
+};
+
+struct tstate {
+	struct hmap idx;	/* pid << 32 | tid -> index */
+	struct open_spans *t;
+	uint32_t *pid, *tid;
+	size_t n, cap, cappid, captid;
+};
+
+static struct open_spans *spans_of(struct tstate *ts, uint32_t pid, uint32_t tid)
+{
+	uint64_t key = (uint64_t)pid << 32 | tid, v;
+
+	if (hmap_get(&ts->idx, key, &v))
+		return &ts->t[v];
+	if (array_grow((void **)&ts->t, &ts->cap, ts->n, sizeof(*ts->t), 16) ||
+	    array_grow((void **)&ts->pid, &ts->cappid, ts->n, sizeof(*ts->pid), 16) ||
+	    array_grow((void **)&ts->tid, &ts->captid, ts->n, sizeof(*ts->tid), 16) ||
+	    hmap_put(&ts->idx, key, ts->n))
+		return NULL;
+	memset(&ts->t[ts->n], 0, sizeof(*ts->t));
+	ts->pid[ts->n] = pid;
+	ts->tid[ts->n] = tid;
+	return &ts->t[ts->n++];
+}
+
+/* "Request/Start" and "RequestStart" both name the span "Request". */
+static void span_name(const struct nt_meta *m, char *buf, size_t len)
+{
+	size_t n = strlen(m->name);
+	const char *suffix = m->opcode == 1 ? "Start" : "Stop";
+	size_t sl = strlen(suffix);
+
+	if (n > sl && !strcmp(m->name + n - sl, suffix)) {
+		n -= sl;
+		if (n && m->name[n - 1] == '/')
+			n--;
+	}
+	snprintf(buf, len, "%s/%.*s", m->provider, (int)n, m->name);
+}
+
+static void chrome_ev(struct conv *c, bool *first, const char *ph, const char *name,
+		      const char *cat, uint32_t pid, uint32_t tid, uint64_t ts)
+{
+	fprintf(c->out, "%s\n{\"ph\":\"%s\",\"name\":", *first ? "" : ",", ph);
+	*first = false;
+	json_str(c->out, name);
+	fprintf(c->out, ",\"cat\":");
+	json_str(c->out, cat);
+	fprintf(c->out, ",\"pid\":%u,\"tid\":%u,\"ts\":%.3f", pid, tid, rel_us(c, ts));
+}
+
+static int chrome(struct conv *c)
+{
+	struct tstate ts = { 0 };
+	struct hmap nodes = { 0 };	/* parent << 32 | frame -> node id */
+	struct strtab frames = { 0 };
+	struct bytebuf sf = { 0 }, samples = { 0 };
+	struct nt_rec rec;
+	struct stk *s = malloc(sizeof(*s));
+	uint64_t nnodes = 0, last_ts = c->t0;
+	bool first = true;
+	char buf[1024], name[512];
+	size_t i, k;
+	int err;
+
+	if (!s)
+		return -ENOMEM;
+	fprintf(c->out, "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"exporter\":\"ringpipe convert\"},"
+		"\"traceEvents\":[");
+	while ((err = nt_reader_next(c->r, &rec)) > 0) {
+		uint32_t pid = (uint32_t)rec.pid, tid = (uint32_t)rec.tid;
+		const struct nt_meta *m = rec.meta;
+		struct open_spans *os;
+
+		last_ts = rec.ts;
+		if (!strcmp(m->provider, SYM_PROVIDER)) {
+			if (m->event_id == SYM_EV_THREAD && rec.payload_len >= 10) {
+				/* this event's name: a thread renamed later (exec)
+				 * gets a second M event, which wins from then on */
+				struct bytebuf nb = { 0 };
+				size_t units = 0;
+
+				while (8 + 2 * units + 1 < rec.payload_len &&
+				       (rec.payload[8 + 2 * units] | rec.payload[9 + 2 * units]))
+					units++;
+				utf16le_to_utf8(&nb, rec.payload + 8, units);
+				bb_append(&nb, "", 1);
+				fprintf(c->out, "%s\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%u,"
+					"\"tid\":%u,\"args\":{\"name\":", first ? "" : ",", pid, tid);
+				json_str(c->out, nb.p ? (const char *)nb.p : "?");
+				fprintf(c->out, "}}");
+				first = false;
+				bb_free(&nb);
+			}
+			continue;
+		}
+		if (is_sample(&rec)) {
+			uint64_t parent = 0;	/* 0: no parent; node ids start at 1 */
+
+			get_stack(c->r, &rec, s);
+			for (k = s->n; k-- > 0;) {
+				int64_t fi = strtab_get(&frames, func_name(c->syms, s, (uint32_t)k,
+									   buf, sizeof(buf)));
+				uint64_t key = parent << 32 | (uint64_t)fi, id;
+
+				if (!hmap_get(&nodes, key, &id)) {
+					id = ++nnodes;
+					hmap_put(&nodes, key, id);
+					bb_printf(&sf, "%s\"%" PRIu64 "\":{\"category\":\"%s\",\"name\":",
+						  id > 1 ? "," : "", id,
+						  k < s->nk ? "kernel" : "user");
+					nt_json_string(&sf, frames.s[fi], strlen(frames.s[fi]));
+					if (parent)
+						bb_printf(&sf, ",\"parent\":\"%" PRIu64 "\"", parent);
+					bb_printf(&sf, "}");
+				}
+				parent = id;
+			}
+			chrome_ev(c, &first, "i", "Sample", SAMPLER_PROVIDER, pid, tid, rec.ts);
+			fprintf(c->out, ",\"s\":\"t\"");
+			if (parent) {
+				fprintf(c->out, ",\"sf\":\"%" PRIu64 "\",\"args\":{\"leaf\":", parent);
+				json_str(c->out, func_name(c->syms, s, 0, buf, sizeof(buf)));
+				fprintf(c->out, ",\"cpu\":%u}", s->cpu);
+				bb_printf(&samples, "%s{\"cat\":\"cpu\",\"name\":\"cpu-sample\",\"pid\":%u,"
+					  "\"tid\":%u,\"ts\":%.3f,\"sf\":\"%" PRIu64 "\",\"weight\":1}",
+					  samples.len ? "," : "", pid, tid, rel_us(c, rec.ts), parent);
+			}
+			fputc('}', c->out);
+			continue;
+		}
+		os = spans_of(&ts, pid, tid);
+		if (!os) {
+			err = -ENOMEM;
+			break;
+		}
+		if (m->opcode == 1) {
+			span_name(m, name, sizeof(name));
+			if (array_grow((void **)&os->names, &os->cap, os->n, sizeof(*os->names), 8) ||
+			    !(os->names[os->n] = strdup(name))) {
+				err = -ENOMEM;
+				break;
+			}
+			os->n++;
+			chrome_ev(c, &first, "B", name, m->provider, pid, tid, rec.ts);
+			fputc('}', c->out);
+			continue;
+		}
+		if (m->opcode == 2) {
+			span_name(m, name, sizeof(name));
+			for (k = os->n; k-- > 0;)
+				if (!strcmp(os->names[k], name))
+					break;
+			if (k != (size_t)-1) {
+				/* slices nest: a Stop closes what opened after its Start */
+				while (os->n > k) {
+					os->n--;
+					chrome_ev(c, &first, "E", os->names[os->n], m->provider, pid,
+						  tid, rec.ts);
+					fputc('}', c->out);
+					free(os->names[os->n]);
+				}
+				continue;
+			}
+			/* a Stop without its Start: shown as an instant */
+		}
+		snprintf(name, sizeof(name), "%s/%s", m->provider, m->name);
+		chrome_ev(c, &first, "i", name, m->provider, pid, tid, rec.ts);
+		fprintf(c->out, ",\"s\":\"t\"}");
+	}
+	/* spans still open at the end of the trace end with it */
+	for (i = 0; i < ts.n; i++) {
+		struct open_spans *os = &ts.t[i];
+
+		while (os->n) {
+			os->n--;
+			chrome_ev(c, &first, "E", os->names[os->n], "", ts.pid[i], ts.tid[i],
+				  last_ts);
+			fputc('}', c->out);
+			free(os->names[os->n]);
+		}
+		free(os->names);
+	}
+	fprintf(c->out, "\n],\"stackFrames\":{");
+	fwrite(sf.p, 1, sf.len, c->out);
+	fprintf(c->out, "},\"samples\":[");
+	fwrite(samples.p, 1, samples.len, c->out);
+	fprintf(c->out, "]}\n");
+	if (sf.oom || samples.oom)
+		err = -ENOMEM;
+	free(ts.t);
+	free(ts.pid);
+	free(ts.tid);
+	hmap_free(&ts.idx);
+	hmap_free(&nodes);
+	strtab_free(&frames);
+	bb_free(&sf);
+	bb_free(&samples);
+	free(s);
+	return err < 0 ? err : 0;
+}
+
+/* ---- report's top functions -------------------------------------------- */
+
+struct fcount {
+	int64_t frame;
+	uint64_t n;
+};
+
+static int cmp_fcount(const void *a, const void *b)
+{
+	const struct fcount *x = a, *y = b;
+
+	if (x->n != y->n)
+		return x->n < y->n ? 1 : -1;
+	return (x->frame > y->frame) - (x->frame < y->frame);
+}
+
+int convert_top_functions(const char *path, FILE *out, size_t top)
+{
+	struct conv c = { .out = out };
+	struct strtab frames = { 0 };
+	struct hmap counts = { 0 };
+	struct fcount *fc = NULL;
+	struct stk *s = malloc(sizeof(*s));
+	struct nt_rec rec;
+	uint64_t total = 0;
+	char buf[1024];
+	size_t i, n = 0;
+	int err;
+
+	c.syms = sym_table_new();
+	if (!s || !c.syms) {
+		err = -ENOMEM;
+		goto out;
+	}
+	err = load_symbols(path, &c);
+	if (err || !c.nsamples)
+		goto out;
+	c.r = nt_reader_open(path);
+	if (!c.r) {
+		err = -errno;
+		goto out;
+	}
+	while ((err = nt_reader_next(c.r, &rec)) > 0) {
+		int64_t fi;
+		uint64_t v = 0;
+
+		if (!is_sample(&rec))
+			continue;
+		get_stack(c.r, &rec, s);
+		if (!s->n)
+			continue;
+		total++;
+		fi = strtab_get(&frames, func_name(c.syms, s, 0, buf, sizeof(buf)));
+		hmap_get(&counts, (uint64_t)fi, &v);
+		hmap_put(&counts, (uint64_t)fi, v + 1);
+	}
+	fc = calloc(frames.n + 1, sizeof(*fc));
+	if (!fc) {
+		err = -ENOMEM;
+		goto out;
+	}
+	for (i = 0; i < frames.n; i++) {
+		uint64_t v = 0;
+
+		hmap_get(&counts, i, &v);
+		fc[n++] = (struct fcount){ (int64_t)i, v };
+	}
+	qsort(fc, n, sizeof(*fc), cmp_fcount);
+	fprintf(out, "\ntop functions (leaf frame of %" PRIu64 " samples):\n", total);
+	for (i = 0; i < n && i < top; i++)
+		fprintf(out, "  %10" PRIu64 "  %5.1f%%  %s\n", fc[i].n,
+			100.0 * (double)fc[i].n / (double)(total ? total : 1), frames.s[fc[i].frame]);
+out:
+	free(fc);
+	free(s);
+	hmap_free(&counts);
+	strtab_free(&frames);
+	nt_reader_free(c.r);
+	sym_table_free(c.syms);
+	return err < 0 ? err : 0;
+}
+
+int cmd_convert(int argc, char **argv)
+{
+	const char *path = NULL, *outp = NULL, *to = NULL;
+	struct conv c = { 0 };
+	struct nt_rec rec;
+	struct stk *s = NULL;
+	enum fmt f;
+	int i, err = 0, rc = 1;
+
+	for (i = 1; i < argc; i++) {
+		const char *a = argv[i];
+
+		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+			fputs(convert_usage, stdout);
+			return 0;
+		}
+		if (!strcmp(a, "--to") || !strcmp(a, "-o")) {
+			if (i + 1 >= argc)
+				return tool_err("convert", "option '%s' needs a value (see --help)", a), 2;
+			*(!strcmp(a, "--to") ? &to : &outp) = argv[++i];
+		} else if (a[0] == '-' && a[1]) {
+			return tool_err("convert", "unknown option '%s' (see --help)", a), 2;
+		} else if (!path) {
+			path = a;
+		} else {
+			return tool_err("convert", "more than one file given"), 2;
+		}
+	}
+	if (!to || !path)
+		return fputs(convert_usage, stderr), 2;
+	if (!strcmp(to, "speedscope"))
+		f = F_SPEEDSCOPE;
+	else if (!strcmp(to, "chrome"))
+		f = F_CHROME;
+	else if (!strcmp(to, "text"))
+		f = F_TEXT;
+	else
+		return tool_err("convert", "--to must be speedscope, chrome or text, not '%s'", to), 2;
+
+	c.syms = sym_table_new();
+	if (!c.syms)
+		return tool_err("convert", "libelf: %s", strerror(errno));
+	err = load_symbols(path, &c);
+	if (err == -ENOENT || err == -EACCES || err == -EISDIR) {
+		tool_err("convert", "%s: %s", path, strerror(-err));
+		goto out;
+	}
+	/* a corrupt tail is reported by pass 2, after converting what precedes it */
+	c.r = nt_reader_open(path);
+	if (!c.r) {
+		tool_err("convert", "%s: %s", path, strerror(errno));
+		goto out;
+	}
+	c.info = nt_reader_info(c.r);
+	c.out = outp ? fopen(outp, "we") : stdout;
+	if (!c.out) {
+		tool_err("convert", "%s: %s", outp, strerror(errno));
+		goto out;
+	}
+	if (f == F_SPEEDSCOPE) {
+		err = speedscope(&c, path);
+	} else if (f == F_CHROME) {
+		err = chrome(&c);
+	} else {
+		s = malloc(sizeof(*s));
+		if (!s) {
+			err = -ENOMEM;
+		} else {
+			while ((err = nt_reader_next(c.r, &rec)) > 0)
+				if (strcmp(rec.meta->provider, SYM_PROVIDER))
+					text_event(&c, &rec, s);
+		}
+	}
+	if (err < 0) {
+		tool_err("convert", "%s: %s", path,
+			 err == -ENOMEM ? "out of memory" : nt_reader_errmsg(c.r));
+		goto out;
+	}
+	rc = 0;
+out:
+	if (c.out && c.out != stdout && fclose(c.out) && !rc)
+		rc = tool_err("convert", "%s: %s", outp, strerror(errno));
+	else if (c.out == stdout && fflush(stdout) && !rc)
+		rc = tool_err("convert", "stdout: %s", strerror(errno));
+	free(s);
+	nt_reader_free(c.r);
+	sym_table_free(c.syms);
+	return rc;
+}

@@ -1,0 +1,362 @@
+// SPDX-License-Identifier: MIT
+/*
+ * ringpipe sample: CPU sampling with BPF into a nettrace file.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <linux/magic.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cmds.h"
+#include "hmap.h"
+#include "sample_out.h"
+#include "sampler.h"
+#include "symbolize.h"
+
+static const char sample_usage[] =
+"usage: ringpipe sample [-p PID | -a] [-F HZ] [--duration D] -o FILE [options]\n"
+"       ringpipe sample [-F HZ] -o FILE [options] -- CMD [ARG...]\n"
+"\n"
+"Samples the stacks (kernel and user) of a process, of every process (-a), or\n"
+"of a command it starts, HZ times a second on each CPU, with a BPF program on\n"
+"a perf event, and writes a nettrace file: Ringpipe-Sampler/Sample events on\n"
+"the sampled threads with the stack as the event's stack, plus the modules\n"
+"mapped by each sampled process (Ringpipe-Symbols), so that 'ringpipe report'\n"
+"and 'ringpipe convert' symbolize the frames after the process has exited.\n"
+"\n"
+"  -p PID              sample this process (all its threads)\n"
+"  -a                  sample every process\n"
+"  -F HZ               samples per second per CPU (default 99, at most 100000)\n"
+"  --duration D        stop after D (seconds, or with a unit: 500ms, 2s, 1m);\n"
+"                      default: until Ctrl-C, or until CMD exits\n"
+"  --cgroup PATH       only threads in this cgroup v2 (e.g.\n"
+"                      /sys/fs/cgroup/system.slice/foo.service)\n"
+"  --event E           auto (cycles where the CPU has counters, else\n"
+"                      cpu-clock), cycles or cpu-clock\n"
+"  --no-kernel         do not capture kernel stacks\n"
+"  -o FILE             output file (required)\n"
+"\n"
+"Needs CAP_BPF and CAP_PERFMON (or root). Frames need frame pointers to\n"
+"unwind past the leaf (gcc/clang -fno-omit-frame-pointer).\n"
+"Prints a JSON line: {\"samples\":N,\"dropped\":N,\"event\":\"...\",\"modules\":N}.\n";
+
+static volatile sig_atomic_t stop_flag;
+
+static void on_signal(int sig)
+{
+	stop_flag = 1;
+}
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* "2", "1.5", "500ms", "2s", "1m" -> ns; 0 or -EINVAL. */
+static int parse_duration(const char *s, uint64_t *ns)
+{
+	char *end;
+	double v, mult = 1e9;
+
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno || end == s || !(v > 0) || !isfinite(v))
+		return -EINVAL;
+	if (!strcmp(end, "ms"))
+		mult = 1e6;
+	else if (!strcmp(end, "m"))
+		mult = 60e9;
+	else if (*end && strcmp(end, "s"))
+		return -EINVAL;
+	if (v * mult > 1e18)
+		return -EINVAL;
+	*ns = (uint64_t)(v * mult);
+	return 0;
+}
+
+struct ctx {
+	struct sample_writer *w;
+	struct sym_table *syms;
+	struct hmap seen;	/* pids snapshotted */
+	uint32_t *pids;
+	size_t npids, cappids;
+	int err;
+};
+
+/* Snapshots a process the first time one of its threads is sampled, while
+ * it is surely alive (it was running a moment ago). */
+static void note_pid(struct ctx *c, uint32_t pid, uint64_t ts)
+{
+	uint64_t v;
+
+	if (hmap_get(&c->seen, pid, &v))
+		return;
+	if (hmap_put(&c->seen, pid, 1) ||
+	    array_grow((void **)&c->pids, &c->cappids, c->npids, sizeof(*c->pids), 64)) {
+		c->err = -ENOMEM;
+		return;
+	}
+	c->pids[c->npids++] = pid;
+	sym_snapshot_pid(c->syms, pid);
+	if (sample_writer_symbols(c->w, c->syms, ts))
+		c->err = -ENOMEM;
+}
+
+static int on_sample(void *arg, const struct rp_sample_rec *r)
+{
+	struct ctx *c = arg;
+	int err;
+
+	note_pid(c, r->pid, r->ts_ns);
+	err = sampler_write(c->w, r);
+	if (err && !c->err)
+		c->err = err;
+	return 0;
+}
+
+static void resnapshot(struct ctx *c)
+{
+	uint64_t now = mono_ns();
+	size_t i;
+
+	/* mappings appear after the first look (dlopen, a JIT's code) */
+	for (i = 0; i < c->npids; i++)
+		sym_snapshot_pid(c->syms, c->pids[i]);
+	if (sample_writer_symbols(c->w, c->syms, now))
+		c->err = -ENOMEM;
+}
+
+int cmd_sample(int argc, char **argv)
+{
+	struct sampler_opts so = { .freq_hz = 99 };
+	struct sample_writer_opts wo = { .format = NT_FORMAT_V5 };
+	struct ctx c = { 0 };
+	const char *out = NULL, *cgroup = NULL;
+	char **cmd = NULL, err[256];
+	bool all = false;
+	uint64_t dur_ns = 0, t_end, last_snap;
+	int i, fd = -1, go[2] = { -1, -1 }, rc = 1, e;
+	pid_t child = 0;
+	struct sampler *s = NULL;
+	struct sigaction sa;
+
+	for (i = 1; i < argc; i++) {
+		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+		uint64_t n;
+
+		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+			fputs(sample_usage, stdout);
+			return 0;
+		}
+		if (!strcmp(a, "--")) {
+			cmd = argv + i + 1;
+			if (!*cmd)
+				return tool_err("sample", "'--' must be followed by a command"), 2;
+			break;
+		}
+		if (!strcmp(a, "-a")) {
+			all = true;
+			continue;
+		}
+		if (!strcmp(a, "--no-kernel")) {
+			so.no_kernel_stacks = true;
+			continue;
+		}
+		if (!v)
+			return tool_err("sample", "option '%s' needs a value (see --help)", a), 2;
+		i++;
+		if (!strcmp(a, "-o")) {
+			out = v;
+		} else if (!strcmp(a, "-p")) {
+			if (parse_u64(v, INT32_MAX, &n) || !n)
+				return tool_err("sample", "-p takes a process id, not '%s'", v), 2;
+			so.pid = (uint32_t)n;
+		} else if (!strcmp(a, "-F")) {
+			if (parse_u64(v, 100000, &n) || !n)
+				return tool_err("sample", "-F takes a frequency from 1 to 100000 Hz, "
+						"not '%s'", v), 2;
+			so.freq_hz = (uint32_t)n;
+		} else if (!strcmp(a, "--duration")) {
+			if (parse_duration(v, &dur_ns))
+				return tool_err("sample", "--duration takes a time such as 2, 1.5s "
+						"or 500ms, not '%s'", v), 2;
+		} else if (!strcmp(a, "--cgroup")) {
+			cgroup = v;
+		} else if (!strcmp(a, "--event")) {
+			if (!strcmp(v, "auto"))
+				so.event = SAMPLER_EVENT_AUTO;
+			else if (!strcmp(v, "cycles"))
+				so.event = SAMPLER_EVENT_CYCLES;
+			else if (!strcmp(v, "cpu-clock"))
+				so.event = SAMPLER_EVENT_CPU_CLOCK;
+			else
+				return tool_err("sample", "--event must be auto, cycles or cpu-clock, "
+						"not '%s'", v), 2;
+		} else {
+			return tool_err("sample", "unknown option '%s' (see --help)", a), 2;
+		}
+	}
+	if (!out)
+		return tool_err("sample", "-o FILE is required (see --help)"), 2;
+	if ((so.pid != 0) + all + (cmd != NULL) != 1)
+		return tool_err("sample", "give exactly one of -p PID, -a or -- CMD"), 2;
+	if (so.pid && kill((pid_t)so.pid, 0) && errno == ESRCH)
+		return tool_err("sample", "no process %u", so.pid);
+	if (cgroup) {
+		struct statfs sf;
+		struct stat st;
+
+		/* on cgroup v2 a cgroup's id is its directory's inode number;
+		 * a v1 hierarchy's inode numbers mean nothing to the BPF side */
+		if (stat(cgroup, &st) || !S_ISDIR(st.st_mode) || statfs(cgroup, &sf) ||
+		    sf.f_type != CGROUP2_SUPER_MAGIC)
+			return tool_err("sample", "--cgroup %s: not a cgroup v2 directory (see "
+					"/proc/PID/cgroup, the line starting with 0::)", cgroup);
+		so.cgroup_id = st.st_ino;
+	}
+
+	c.syms = sym_table_new();
+	if (!c.syms)
+		return tool_err("sample", "libelf: %s", strerror(errno));
+	fd = open(out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		tool_err("sample", "%s: %s", out, strerror(errno));
+		goto out;
+	}
+	if (cmd) {
+		/* the child waits for the sampler before it execs: its first
+		 * instructions are sampled too */
+		if (pipe2(go, O_CLOEXEC)) {
+			tool_err("sample", "pipe: %s", strerror(errno));
+			goto out;
+		}
+		child = fork();
+		if (child < 0) {
+			tool_err("sample", "fork: %s", strerror(errno));
+			goto out;
+		}
+		if (!child) {
+			char b;
+
+			close(go[1]);
+			if (read(go[0], &b, 1) != 1)
+				_exit(127);
+			execvp(cmd[0], cmd);
+			fprintf(stderr, "ringpipe sample: %s: %s\n", cmd[0], strerror(errno));
+			_exit(127);
+		}
+		close(go[0]);
+		go[0] = -1;
+		so.pid = (uint32_t)child;
+	}
+	wo.fd = fd;
+	wo.format = all ? NT_FORMAT_V6 : NT_FORMAT_V5;
+	wo.pid = so.pid;
+	wo.freq_hz = so.freq_hz;
+	wo.t0_ns = mono_ns();
+	c.w = sample_writer_new(&wo);
+	if (!c.w) {
+		tool_err("sample", "out of memory");
+		goto out;
+	}
+	if (so.pid && !cmd)
+		note_pid(&c, so.pid, wo.t0_ns);
+
+	s = sampler_start(&so, on_sample, &c, err, sizeof(err));
+	if (!s) {
+		tool_err("sample", "%s", err);
+		goto out;
+	}
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	if (cmd) {
+		if (write(go[1], "g", 1) != 1) {
+			tool_err("sample", "starting %s: %s", cmd[0], strerror(errno));
+			goto out;
+		}
+		close(go[1]);
+		go[1] = -1;
+	}
+	t_end = dur_ns ? mono_ns() + dur_ns : UINT64_MAX;
+	last_snap = mono_ns();
+	while (!stop_flag && !c.err && mono_ns() < t_end) {
+		int n = sampler_poll(s, 100);
+		uint64_t now = mono_ns();
+
+		if (n < 0) {
+			tool_err("sample", "reading samples: %s", strerror(-n));
+			goto out;
+		}
+		/* a command's maps change at exec; a process's with dlopen */
+		if (now - last_snap > (cmd ? 100000000ull : 1000000000ull)) {
+			resnapshot(&c);
+			last_snap = now;
+		}
+		if (cmd) {
+			int st;
+
+			if (waitpid(child, &st, WNOHANG) == child) {
+				child = 0;
+				break;
+			}
+		} else if (so.pid && kill((pid_t)so.pid, 0) && errno == ESRCH) {
+			break;
+		}
+	}
+	resnapshot(&c);
+	{
+		uint64_t dropped = sampler_dropped(s);
+		const char *ev = sampler_event_name(s);
+		size_t nmod = sym_nmodules(c.syms);
+		uint64_t nsamp;
+
+		/* stopping delivers the samples still queued */
+		sampler_stop(s);
+		s = NULL;
+		nsamp = sample_writer_samples(c.w);
+		e = c.err ? c.err : sample_writer_finish(c.w, mono_ns());
+		c.w = NULL;
+		if (e) {
+			tool_err("sample", "%s: %s", out, strerror(-e));
+			goto out;
+		}
+		printf("{\"samples\":%" PRIu64 ",\"dropped\":%" PRIu64 ",\"event\":\"%s\","
+		       "\"modules\":%zu}\n", nsamp, dropped, ev, nmod);
+	}
+	rc = 0;
+out:
+	sampler_stop(s);
+	if (c.w)
+		sample_writer_finish(c.w, mono_ns());
+	if (go[0] >= 0)
+		close(go[0]);
+	if (go[1] >= 0)
+		close(go[1]);
+	if (child > 0) {
+		int st;
+
+		/* the command runs on after sampling stopped, as with perf record */
+		waitpid(child, &st, 0);
+	}
+	if (fd >= 0 && close(fd) && !rc)
+		rc = tool_err("sample", "%s: %s", out, strerror(errno));
+	sym_table_free(c.syms);
+	hmap_free(&c.seen);
+	free(c.pids);
+	return rc;
+}

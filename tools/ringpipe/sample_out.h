@@ -1,0 +1,61 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Writing CPU samples and the facts needed to symbolize them into nettrace.
+ *
+ * Events (provider Ringpipe-Sampler):
+ *   1 Sample  Cpu u32, CgroupId u64, KernelFrames u32, UserFrames u32
+ *             on the sampled thread, at the sample's time, with the stack
+ *             (kernel frames, innermost first, then user frames) as the
+ *             event's stack, which is where TraceEvent looks for it.
+ * and Ringpipe-Symbols (symbolize.h): ModuleLoad, JitSymbol, Thread.
+ *
+ * Two paths. sample_writer_* serializes a standalone trace directly (what
+ * `ringpipe sample` writes): timestamps are bpf_ktime_get_ns() values and
+ * the trace clock is CLOCK_MONOTONIC in ns. sampler_write_rp() writes into
+ * a live session through rp_event_writev() with RP_WRITE_STACK_GIVEN, for
+ * `ringpipe record`; until the write options carry an explicit timestamp
+ * and thread, such events are stamped by the writing thread.
+ */
+#ifndef RINGPIPE_TOOL_SAMPLE_OUT_H
+#define RINGPIPE_TOOL_SAMPLE_OUT_H
+
+#include <stdint.h>
+
+#include "../../bpf/sample.h"
+#include "symbolize.h"
+
+#define SAMPLER_PROVIDER "Ringpipe-Sampler"
+#define SAMPLER_EV_SAMPLE 1
+#define SAMPLE_PAYLOAD_LEN 20
+
+/* Encodes a sample's payload (SAMPLE_PAYLOAD_LEN bytes). */
+void sample_payload(const struct rp_sample_rec *r, uint8_t out[SAMPLE_PAYLOAD_LEN]);
+
+struct sample_writer;
+
+struct sample_writer_opts {
+	int fd;
+	int format;		/* 5 (one process) or 6 */
+	uint32_t pid;		/* the trace's process (V5) */
+	uint64_t t0_ns;		/* CLOCK_MONOTONIC at the start */
+	uint32_t freq_hz;	/* sampling frequency, for the trace header */
+};
+
+struct sample_writer *sample_writer_new(const struct sample_writer_opts *o);
+/*
+ * Queues one sample; samples reach the file sorted by time at finish (the
+ * BPF ring buffer is shared by all CPUs, so arrival order is not quite
+ * time order). Also remembers the thread's name the first time it appears.
+ */
+int sampler_write(struct sample_writer *w, const struct rp_sample_rec *r);
+/* Queues what t knows (modules, JIT symbols) not queued before, at ts. */
+int sample_writer_symbols(struct sample_writer *w, struct sym_table *t, uint64_t ts);
+uint64_t sample_writer_samples(const struct sample_writer *w);
+/* Sorts, writes everything and ends the trace; frees w. 0 or -errno. */
+int sample_writer_finish(struct sample_writer *w, uint64_t end_ns);
+
+struct rp_event;
+/* Session path: the Sample event of a live provider (see above). */
+int sampler_write_rp(struct rp_event *ev, const struct rp_sample_rec *r);
+
+#endif
