@@ -12,6 +12,7 @@ int cmd_ps(int argc, char **argv);
 int cmd_collect(int argc, char **argv);
 int cmd_stop(int argc, char **argv);
 int cmd_gcdump(int argc, char **argv);
+int cmd_record(int argc, char **argv);
 /* cmd_gcdump.c: does the trace in fd hold a complete heap snapshot yet? */
 bool gcdump_trace_complete(int fd);
 
