@@ -35,10 +35,17 @@
 #include "capture.skel.h"
 #include "clock.h"
 #include "ringpipe/ringpipe.h"
+#include "session.h"
 #include "utf.h"
 #include "write_origin.h"
 
 #define ANCHOR_REFRESH_NS 100000000ull
+/* A BPF program stamps its record right after reserving it and submits it
+ * microseconds later; a record the consumer did not see yet can be older
+ * than the consumer's pass only by that window, bounded generously here
+ * (a program preempted between reserve and submit for longer than this
+ * would make its event late: written with the last timestamp, counted). */
+#define SUBMIT_SLACK_NS 1000000ull
 #define MAX_LINKS 64
 #define MAX_USDT 16
 #define PAYLOAD_MAX 2048
@@ -463,6 +470,7 @@ struct rp_capture {
 	size_t nlinks;
 	pthread_t thread;
 	bool started;
+	struct rp_session *session;
 	int stop;			/* atomic */
 	uint32_t poll_ms;
 	struct rp_clock_anchor anchor;
@@ -578,7 +586,8 @@ static void pb_common(struct pbuf *b, const struct rp_bpf_hdr *h)
 static void write_cgroup(struct rp_capture *c, uint64_t id)
 {
 	struct cg_ent *e;
-	struct pbuf b = { c->payload, 0, sizeof(c->payload), false };
+	uint8_t buf[8 + 2 * PATH_MAX];	/* not c->payload: that holds the event */
+	struct pbuf b = { buf, 0, sizeof(buf), false };
 
 	if (!rp_event_enabled(events[EV_CGROUP]))
 		return;
@@ -763,15 +772,41 @@ static void refresh_anchor(struct rp_capture *c)
 	}
 }
 
+/*
+ * Tells the session's drainer that every BPF event stamped before mono_ns
+ * is in its rings now. The drainer then merges ring events past a BPF event
+ * only once that event is written, so a BPF event is never late however
+ * long this thread waited for the CPU; the price is that ring events wait
+ * for this thread too (at most poll_ms plus its scheduling delay).
+ */
+static void publish_horizon(struct rp_capture *c, uint64_t mono_ns)
+{
+	uint64_t t;
+
+	if (!c->session)
+		return;
+	t = rp_clock_from_mono_ns_at(mono_ns - SUBMIT_SLACK_NS, &c->anchor);
+	/* pairs with the load_acquire in drainer_main(): our ring writes are
+	 * committed before the drainer can see this horizon */
+	__atomic_store_n(&c->session->ext_horizon, t ? t : 1, __ATOMIC_RELEASE);
+}
+
 static void *consumer_main(void *arg)
 {
 	struct rp_capture *c = arg;
 
 	while (!__atomic_load_n(&c->stop, __ATOMIC_ACQUIRE)) {
+		uint64_t t;
+
 		refresh_anchor(c);
+		/* everything submitted before t is consumed by this pass */
+		t = rp_clock_mono_ns();
+		if (ring_buffer__consume(c->rb) < 0 && errno != EINTR)
+			break;
+		publish_horizon(c, t);
 		/* the ring buffer wakes us per submitted record (no
-		 * BPF_RB_NO_WAKEUP), so a record waits only for this thread to
-		 * be scheduled; the timeout only bounds how long stop waits */
+		 * BPF_RB_NO_WAKEUP); the timeout bounds how stale the horizon
+		 * gets while the probes are quiet */
 		if (ring_buffer__poll(c->rb, (int)c->poll_ms) < 0 && errno != EINTR)
 			break;
 	}
@@ -913,7 +948,8 @@ struct rp_capture *rp_capture_open(const struct rp_capture_opts *o, char *err, s
 		snprintf(err, errlen, "out of memory");
 		return NULL;
 	}
-	c->poll_ms = o->poll_ms ? o->poll_ms : 10;
+	c->poll_ms = o->poll_ms ? o->poll_ms : 5;
+	c->session = o->session;
 	libbpf_set_print(libbpf_quiet);
 	sk = capture_bpf__open();
 	if (!sk) {
@@ -1071,6 +1107,9 @@ void rp_capture_stop(struct rp_capture *c)
 	} else if (c->rb) {
 		ring_buffer__consume(c->rb);
 	}
+	/* nothing more comes from us: the drainer stops waiting */
+	if (c->session)
+		__atomic_store_n(&c->session->ext_horizon, 0, __ATOMIC_RELEASE);
 }
 
 void rp_capture_stats(struct rp_capture *c, struct rp_capture_stats *st)

@@ -15,6 +15,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "ringpipe/ringpipe.h"
+
 #define RP_CAP_PROVIDER_PYTHON "Ringpipe-Usdt-CPython"
 #define RP_CAP_PROVIDER_JVM "Ringpipe-Usdt-HotSpot"
 #define RP_CAP_PROVIDER_KERNEL "Ringpipe-Kernel"
@@ -32,7 +34,10 @@ struct rp_capture_opts {
 	bool kernel_proc;		/* exec, fork, exit */
 	bool kernel_sched;		/* sched_switch */
 	uint32_t ringbuf_bytes;		/* BPF ring buffer; 0: 8 MiB */
-	uint32_t poll_ms;		/* ring_buffer__poll timeout; 0: 10 */
+	uint32_t poll_ms;		/* ring_buffer__poll timeout; 0: 5 */
+	/* the session whose drainer must wait for BPF events before merging
+	 * past them (see "Clock alignment" in Documentation/kernel.md) */
+	struct rp_session *session;
 };
 
 struct rp_capture_stats {

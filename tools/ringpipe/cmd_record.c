@@ -357,6 +357,7 @@ int cmd_record(int argc, char **argv)
 		rc = tool_err("record", "cannot start the session: %s", rp_last_error());
 		goto out;
 	}
+	c.co.session = s;
 	cap = rp_capture_open(&c.co, err, sizeof(err));
 	if (!cap || rp_capture_start(cap)) {
 		rc = tool_err("record", "%s", cap ? "cannot start the consumer thread" : err);
@@ -395,6 +396,8 @@ int cmd_record(int argc, char **argv)
 	}
 	rp_capture_stop(cap);
 	rp_capture_stats(cap, &st);
+	/* read before stop frees the session; the capture is stopped, so the
+	 * final drain only merges what is queued and adds no late events */
 	rp_session_stats(s, &ss);
 	rc = rp_session_stop(s);
 	s = NULL;
