@@ -23,6 +23,8 @@ MANDIR    ?= $(PREFIX)/share/man
 
 CC      ?= gcc
 CLANG   ?= clang
+BPFTOOL ?= $(or $(shell command -v bpftool 2>/dev/null),/usr/sbin/bpftool)
+LLVM_STRIP ?= llvm-strip
 DOTNET  ?= dotnet
 SAN     ?=
 
@@ -69,6 +71,18 @@ BENCH_SRCS:= $(sort $(wildcard bench/bench_*.c))
 BENCH_BINS:= $(patsubst bench/%.c,$(OUT)/bench/%,$(BENCH_SRCS))
 FUZZ_SRCS := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_BINS := $(patsubst tests/fuzz/%.c,$(OUTPUT)/fuzz/%,$(FUZZ_SRCS))
+# eBPF programs: every bpf/NAME.bpf.c becomes $(OUT)/bpf/NAME.bpf.o and the
+# skeleton $(OUT)/bpf/NAME.skel.h (struct NAME_bpf). Only the ringpipe tool
+# (and the tests and benchmarks that load programs) link libbpf; the producer
+# library stays free of it.
+BPF_SRCS  := $(sort $(wildcard bpf/*.bpf.c))
+BPF_SKELS := $(patsubst bpf/%.bpf.c,$(OUT)/bpf/%.skel.h,$(BPF_SRCS))
+BPF_HDRS  := $(wildcard bpf/*.h)
+VMLINUX   := $(OUT)/bpf/vmlinux.h
+BPF_LIBS  := -lbpf -lelf -lz
+BPF_CFLAGS:= -I$(OUT)/bpf -Ibpf
+# usdt.bpf.h pulls in <linux/errno.h>, which wants the multiarch <asm/...>
+BPF_ARCH_INC := $(shell $(CC) -dumpmachine 2>/dev/null)
 HDRS      := $(wildcard include/ringpipe/*.h user/*.h user/*.inc tools/ringpipe/*.h tools/demo/*.h tests/*.h bench/*.h)
 
 STATIC_LIB := $(OUT)/libringpipe.a
@@ -85,7 +99,9 @@ LTTNG_BENCH := $(if $(LTTNG_UST),$(OUT)/bench/lttng_bench)
 EP_BENCH    := $(OUTPUT)/eventpipe-bench/EventPipeBench.dll
 EP_SRCS     := $(wildcard bench/EventPipeBench/*.cs bench/EventPipeBench/*.csproj)
 
-.PHONY: all lib tools tests bench bench-bins eventpipe-bench run test deps install clean \
+bpf: $(BPF_SKELS)
+
+.PHONY: bpf all lib tools tests bench bench-bins eventpipe-bench run test deps install clean \
 	interop fuzz check-map
 
 all: lib tools
@@ -100,7 +116,35 @@ $(OUT)/user/%.o: user/%.c $(HDRS) | $(OUT)/user
 
 $(OUT)/tools/%.o: tools/%.c $(HDRS) | $(OUT)/tools/ringpipe $(OUT)/tools/demo
 	$(call msg,CC,$@)
-	$(Q)$(CC) $(CFLAGS) -c $< -o $@
+	$(Q)$(CC) $(CFLAGS) $(BPF_CFLAGS) -c $< -o $@
+
+# The tool's BPF loader includes the generated skeletons.
+$(OUT)/tools/ringpipe/bpf_capture.o $(OUT)/tools/ringpipe/cmd_record.o: $(BPF_SKELS) $(BPF_HDRS)
+
+# Kernel types for CO-RE, from the running kernel's BTF. Without BTF a copy
+# pinned in bpf/vmlinux.h (generated elsewhere) is used, if one exists.
+$(VMLINUX): | $(OUT)/bpf
+	$(call msg,GEN,$@)
+	$(Q)command -v $(BPFTOOL) >/dev/null 2>&1 || [ -x $(BPFTOOL) ] || \
+		{ echo "ringpipe: bpftool not found: run make deps (installs clang, bpftool)" >&2; exit 1; }
+	$(Q)if [ -r /sys/kernel/btf/vmlinux ]; then \
+		$(BPFTOOL) btf dump file /sys/kernel/btf/vmlinux format c > $@; \
+	elif [ -r bpf/vmlinux.h ]; then \
+		echo "  NOTE     no /sys/kernel/btf/vmlinux: using the pinned bpf/vmlinux.h"; cp bpf/vmlinux.h $@; \
+	else echo "ringpipe: the kernel has no BTF (/sys/kernel/btf/vmlinux) and no bpf/vmlinux.h is pinned" >&2; exit 1; fi
+
+$(OUT)/bpf/%.bpf.o: bpf/%.bpf.c $(VMLINUX) $(BPF_HDRS) include/ringpipe/abi.h | $(OUT)/bpf
+	$(call msg,BPF,$@)
+	$(Q)command -v $(CLANG) >/dev/null 2>&1 || \
+		{ echo "ringpipe: $(CLANG) not found: run make deps (installs clang, bpftool)" >&2; exit 1; }
+	$(Q)$(CLANG) -g -O2 -target bpf -D__TARGET_ARCH_x86 -Wall -Wextra -Werror \
+		-Wno-unused-parameter -I$(OUT)/bpf -Ibpf -Iinclude \
+		$(if $(BPF_ARCH_INC),-idirafter /usr/include/$(BPF_ARCH_INC)) -c $< -o $@
+	$(Q)if command -v $(LLVM_STRIP) >/dev/null 2>&1; then $(LLVM_STRIP) -g $@; fi
+
+$(OUT)/bpf/%.skel.h: $(OUT)/bpf/%.bpf.o
+	$(call msg,SKEL,$@)
+	$(Q)$(BPFTOOL) gen skeleton $< name $*_bpf > $@
 
 $(STATIC_LIB): $(LIB_OBJS)
 	$(call msg,AR,$@)
@@ -116,7 +160,7 @@ $(SHARED_LIB): $(LIB_OBJS) user/libringpipe.map
 
 $(TOOL): $(TOOL_OBJS) $(STATIC_LIB)
 	$(call msg,LINK,$@)
-	$(Q)$(CC) $(LDFLAGS) -o $@ $(TOOL_OBJS) $(STATIC_LIB) $(LDLIBS)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(TOOL_OBJS) $(STATIC_LIB) $(BPF_LIBS) $(LDLIBS)
 
 # The demo runtime keeps frame pointers and symbols: it is what users attach to.
 $(OUT)/ringpipe-demo: $(DEMO_OBJS) $(STATIC_LIB)
@@ -127,27 +171,11 @@ $(OUT)/tests/%: tests/%.c $(STATIC_LIB) $(HDRS) | $(OUT)/tests
 	$(call msg,TEST,$@)
 	$(Q)$(CC) $(CFLAGS) -Itests $(LDFLAGS) -o $@ $< $(STATIC_LIB) -lcriterion $(LDLIBS)
 
-# ---- CPU sampling and symbols (prof) ----------------------------------
-# A minimal rule for bpf/sample.bpf.c until the generic bpf/%.bpf.c rule
-# lands: the program reads no kernel structure, so it needs no vmlinux.h.
-BPFTOOL    ?= bpftool
-BPF_ARCH   := $(shell uname -m | sed -e 's/x86_64/x86/' -e 's/aarch64/arm64/')
-BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(BPF_ARCH) \
-              -I/usr/include/$(shell uname -m)-linux-gnu -Ibpf
-$(OUT)/bpf/sample.bpf.o: bpf/sample.bpf.c bpf/sample.h | $(OUT)/bpf
-	$(call msg,BPF,$@)
-	$(Q)command -v $(CLANG) >/dev/null || { echo "$(CLANG) not found: run 'make deps'" >&2; exit 1; }
-	$(Q)$(CLANG) $(BPF_CFLAGS) -c $< -o $@
-$(OUT)/bpf/sample.skel.h: $(OUT)/bpf/sample.bpf.o
-	$(call msg,GEN-SKEL,$@)
-	$(Q)command -v $(BPFTOOL) >/dev/null || { echo "$(BPFTOOL) not found: run 'make deps'" >&2; exit 1; }
-	$(Q)$(BPFTOOL) gen skeleton $< name sample_bpf > $@
-$(OUT)/bpf:
-	$(Q)mkdir -p $@
-$(OUT)/tools/ringpipe/sampler.o: $(OUT)/bpf/sample.skel.h bpf/sample.h
+# ---- CPU sampling and symbols ------------------------------------------
+# bpf/sample.bpf.c builds through the generic bpf/%.bpf.c rule above.
+$(OUT)/tools/ringpipe/sampler.o: $(OUT)/bpf/sample.skel.h bpf/capture.h
 $(OUT)/tools/ringpipe/sampler.o: CFLAGS += -I$(OUT)/bpf
-$(OUT)/tools/ringpipe/sample_out.o $(OUT)/tools/ringpipe/cmd_sample.o: bpf/sample.h
-$(TOOL): LDLIBS += -lbpf -lelf
+$(OUT)/tools/ringpipe/sample_out.o $(OUT)/tools/ringpipe/cmd_sample.o: bpf/capture.h
 # test_sample compiles the symbolizer in; busy is its sampled target
 $(OUT)/tests/test_sample: tools/ringpipe/symbolize.c $(OUT)/tests/progs/busy $(OUT)/tests/progs/busy-pie
 $(OUT)/tests/test_sample: LDLIBS += -lelf
@@ -160,6 +188,12 @@ $(OUT)/tests/progs/busy-pie: tests/progs/busy.c | $(OUT)/tests
 
 # test_collect includes the CLI's IPC client
 $(OUT)/tests/test_collect: tools/ringpipe/ipc_client.c tools/ringpipe/ipc_client.h
+
+# test_record and bench_bpf include the tool's BPF loader and load programs
+$(OUT)/tests/test_record $(OUT)/bench/bench_bpf: tools/ringpipe/bpf_capture.c \
+	tools/ringpipe/bpf_capture.h $(BPF_SKELS) $(BPF_HDRS)
+$(OUT)/tests/test_record $(OUT)/bench/bench_bpf: LDLIBS += $(BPF_LIBS)
+$(OUT)/tests/test_record $(OUT)/bench/bench_bpf: CFLAGS += $(BPF_CFLAGS)
 
 # bench_rundown compiles the demo's method tables and CLR encoders in
 $(OUT)/bench/bench_rundown: tools/demo/jit.c tools/demo/clr_events.c
@@ -190,7 +224,7 @@ $(OUTPUT)/fuzz/%: tests/fuzz/%.c $(LIB_SRCS) $(HDRS) | $(OUTPUT)/fuzz
 
 fuzz: $(FUZZ_BINS)
 
-$(OUT)/user $(OUT)/tools/ringpipe $(OUT)/tools/demo $(OUT)/tests $(OUT)/bench $(OUTPUT)/fuzz:
+$(OUT)/user $(OUT)/tools/ringpipe $(OUT)/tools/demo $(OUT)/tests $(OUT)/bench $(OUTPUT)/fuzz $(OUT)/bpf:
 	$(Q)mkdir -p $@
 
 # The TraceEvent-based reference dumper used by the interop tests.

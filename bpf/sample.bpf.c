@@ -13,7 +13,7 @@
 #include <linux/bpf_perf_event.h>
 #include <bpf/bpf_helpers.h>
 
-#include "sample.h"
+#include "capture.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 

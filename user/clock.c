@@ -228,6 +228,22 @@ uint64_t rp_clock_to_mono_ns_at(uint64_t ticks, const struct rp_clock_anchor *a)
 	return d > a->mono_ns ? 0 : a->mono_ns - d;
 }
 
+uint64_t rp_clock_from_mono_ns_at(uint64_t mono_ns, const struct rp_clock_anchor *a)
+{
+	const struct rp_clock_state *st = &rp_clock_state_;
+	uint64_t d;
+
+	if (rp_clock_source() != RP_CLOCK_TSC)
+		return mono_ns;
+	/* ticks per ns is freq / 1e9; the 128-bit product cannot overflow */
+	if (mono_ns >= a->mono_ns) {
+		d = (uint64_t)((unsigned __int128)(mono_ns - a->mono_ns) * st->freq_hz / 1000000000u);
+		return a->ticks + d;
+	}
+	d = (uint64_t)((unsigned __int128)(a->mono_ns - mono_ns) * st->freq_hz / 1000000000u);
+	return d > a->ticks ? 0 : a->ticks - d;
+}
+
 uint64_t rp_clock_to_mono_ns(uint64_t ticks)
 {
 	rp_clock_init();

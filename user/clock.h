@@ -63,6 +63,9 @@ uint64_t rp_clock_frequency(void);		/* ticks per second */
 uint64_t rp_clock_to_mono_ns(uint64_t ticks);
 void rp_clock_anchor_now(struct rp_clock_anchor *a);
 uint64_t rp_clock_to_mono_ns_at(uint64_t ticks, const struct rp_clock_anchor *a);
+/* The inverse: CLOCK_MONOTONIC ns (bpf_ktime_get_ns()) to ticks, for events
+ * stamped outside the library (BPF records) that join the rings' timeline. */
+uint64_t rp_clock_from_mono_ns_at(uint64_t mono_ns, const struct rp_clock_anchor *a);
 uint64_t rp_clock_now_slow(void);		/* first call: init, then read */
 
 static inline uint64_t rp_clock_mono_ns(void)

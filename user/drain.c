@@ -666,8 +666,10 @@ static void *drainer_main(void *arg)
 			nanosleep(&ts, NULL);
 			continue;
 		}
+		/* before the rings are read: see ext_horizon in session.h */
+		uint64_t ext = rp_load_acquire(&s->ext_horizon);
 		size_t got = collect(d);
-		uint64_t horizon = UINT64_MAX;
+		uint64_t horizon = ext ? ext : UINT64_MAX;
 
 		heartbeat(d);
 		for (i = 0; i < d->nr; i++)

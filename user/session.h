@@ -85,6 +85,12 @@ struct rp_session {
 	void *drainer_ctx;		/* struct drainer, drain.c */
 	int stop_requested;		/* atomic: stop asked the drainer to finish */
 	int output_error;		/* atomic */
+	/* An external writer (the BPF bridge of ringpipe record) writes
+	 * events stamped before they reach the rings. It publishes, in ticks,
+	 * a time before which it has written everything; the drainer merges
+	 * nothing younger. 0: no such writer. Store with release after the
+	 * writes; the drainer loads it with acquire before it reads the rings. */
+	uint64_t ext_horizon;
 	struct drain_stats {
 		uint64_t events_written;
 		uint64_t bytes_written;

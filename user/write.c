@@ -29,6 +29,7 @@
 #include "atomics.h"
 #include "clock.h"
 #include "session.h"
+#include "write_origin.h"
 
 #define SEQ_BASE 1u		/* a thread's number before its first attempt */
 #define MAX_FRAMES 64u
@@ -488,7 +489,7 @@ static int drop_alloc(uint64_t mask)
 }
 
 static int write_slow(struct rp_event *ev, uint64_t mask, const struct iovec *iov, int iovcnt,
-		      size_t len, const struct rp_write_opts *o)
+		      size_t len, const struct rp_write_opts *o, const struct rp_write_origin *org)
 {
 	struct wthread *t = wt;
 	uint64_t ips[MAX_FRAMES], ts;
@@ -556,7 +557,8 @@ static int write_slow(struct rp_event *ev, uint64_t mask, const struct iovec *io
 			t->gen[i] = gen;
 			t->seq[i] = SEQ_BASE;
 		}
-		t->seq[i]++;
+		if (rp_likely(!org))
+			t->seq[i]++;	/* an origin thread's numbers are the caller's */
 		shm = sl->shm;
 		r = rp_shm_current_ring(shm);
 		size = (uint32_t)rp_record_size(flags, nips, (uint16_t)len);
@@ -582,8 +584,12 @@ static int write_slow(struct rp_event *ev, uint64_t mask, const struct iovec *io
 		 * seen yet was reserved after its last look at the ring, so it is
 		 * younger than that look (drain.c relies on this to merge) */
 		ts = rp_clock_now();
-		rp_record_fill(rec, ev->index, ts, t->tid, t->seq[i], flags, (uint16_t)len,
-			       rp_ring_current_cpu());
+		if (rp_unlikely(org))
+			rp_record_fill(rec, ev->index, org->ts, org->tid, org->seq, flags,
+				       (uint16_t)len, org->cpu);
+		else
+			rp_record_fill(rec, ev->index, ts, t->tid, t->seq[i], flags, (uint16_t)len,
+				       rp_ring_current_cpu());
 		if (flags & RP_REC_F_ACTIVITY) {
 			struct rp_shm_activity *a = (void *)(rec + 1);
 
@@ -633,7 +639,26 @@ RP_API int rp_event_writev(struct rp_event *ev, const struct iovec *iov, int iov
 	/* callers built before the stack fields were appended pass a smaller
 	 * sz; write_slow() reads those fields only when sz covers them */
 	return write_slow(ev, mask, iov, iovcnt, len,
-			  opts && opts->sz >= offsetof(struct rp_write_opts, stack) ? opts : NULL);
+			  opts && opts->sz >= offsetof(struct rp_write_opts, stack) ? opts : NULL,
+			  NULL);
+}
+
+int rp_event_write_origin(struct rp_event *ev, const struct iovec *iov, int iovcnt,
+			  const struct rp_write_origin *origin)
+{
+	uint64_t mask = rp_load_relaxed(&ev->hot.sessions);
+	size_t len = 0;
+	int k;
+
+	if (!mask)
+		return 0;
+	if (!origin || iovcnt < 0 || (iovcnt && !iov))
+		return -EINVAL;
+	for (k = 0; k < iovcnt; k++)
+		len += iov[k].iov_len;
+	if (len > 65535)
+		return -EINVAL;
+	return write_slow(ev, mask, iov, iovcnt, len, NULL, origin);
 }
 
 RP_API int rp_event_write(struct rp_event *ev, const void *payload, size_t len)
@@ -645,5 +670,5 @@ RP_API int rp_event_write(struct rp_event *ev, const void *payload, size_t len)
 		return 0;
 	if (len > 65535)
 		return -EINVAL;
-	return write_slow(ev, mask, &iov, 1, len, NULL);
+	return write_slow(ev, mask, &iov, 1, len, NULL, NULL);
 }

@@ -19,6 +19,7 @@ int cmd_sample(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
 /* cmd_convert.c: the functions most samples of the trace at path were in */
 int convert_top_functions(const char *path, FILE *out, size_t top);
+int cmd_record(int argc, char **argv);
 /* cmd_gcdump.c: does the trace in fd hold a complete heap snapshot yet? */
 bool gcdump_trace_complete(int fd);
 

@@ -31,6 +31,9 @@ static const char usage[] =
 "  collect [options] -- CMD start CMD suspended and trace it from its first event;\n"
 "                           see 'ringpipe collect --help'\n"
 "  stop -p PID --session ID stop a tracing session\n"
+"  record [-p PID|-a] -o FILE [--usdt python|jvm|BIN:PROV:PROBE] [--kernel exec,sched]\n"
+"                           record runtime USDT probes and kernel events through BPF\n"
+"                           (-- CMD to launch and trace); see 'ringpipe record --help'\n"
 "  gcdump report FILE       rebuild the heap graph of a trace's heap snapshot\n"
 "  gcdump collect -p PID    take a heap snapshot of a process, then report it\n"
 "  sample [-p PID|-a] -o FILE  CPU sampling with BPF (kernel and user stacks)\n"
@@ -98,6 +101,8 @@ int main(int argc, char **argv)
 		return cmd_collect(argc - 1, argv + 1);
 	if (!strcmp(cmd, "stop"))
 		return cmd_stop(argc - 1, argv + 1);
+	if (!strcmp(cmd, "record"))
+		return cmd_record(argc - 1, argv + 1);
 	if (!strcmp(cmd, "gcdump"))
 		return cmd_gcdump(argc - 1, argv + 1);
 	if (!strcmp(cmd, "sample"))

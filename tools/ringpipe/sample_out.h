@@ -21,7 +21,7 @@
 
 #include <stdint.h>
 
-#include "../../bpf/sample.h"
+#include "../../bpf/capture.h"
 #include "symbolize.h"
 
 #define SAMPLER_PROVIDER "Ringpipe-Sampler"

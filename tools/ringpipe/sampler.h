@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../../bpf/sample.h"
+#include "../../bpf/capture.h"
 
 enum sampler_event {
 	SAMPLER_EVENT_AUTO = 0,		/* cycles where present, else cpu-clock */

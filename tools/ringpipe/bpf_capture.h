@@ -1,0 +1,86 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Kernel-assisted capture for `ringpipe record`: loads bpf/capture.bpf.c,
+ * attaches it to runtime USDT probes and scheduler tracepoints, and turns
+ * each record of its BPF ring buffer into an event of a ringpipe provider
+ * (Documentation/kernel.md lists them), written into whatever session
+ * enables those providers. Lives in the tool, not in libringpipe, so the
+ * producer library does not depend on libbpf.
+ */
+#ifndef RINGPIPE_TOOL_BPF_CAPTURE_H
+#define RINGPIPE_TOOL_BPF_CAPTURE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "ringpipe/ringpipe.h"
+
+#define RP_CAP_PROVIDER_PYTHON "Ringpipe-Usdt-CPython"
+#define RP_CAP_PROVIDER_JVM "Ringpipe-Usdt-HotSpot"
+#define RP_CAP_PROVIDER_KERNEL "Ringpipe-Kernel"
+#define RP_CAP_PROVIDER_USDT_PREFIX "Ringpipe-Usdt-"	/* + the probe's provider */
+
+struct rp_capture_opts {
+	size_t sz;			/* sizeof(struct rp_capture_opts) */
+	pid_t pid;			/* > 0: that process (and its children); 0: every process */
+	bool python;			/* CPython gc__start / gc__done */
+	bool jvm;			/* HotSpot GC, pools, classes, compiles, threads */
+	const char *python_path;	/* NULL: /proc/PID/exe, or /usr/bin/python3.11 */
+	const char *jvm_path;		/* NULL: libjvm.so from /proc/PID/maps or the default JDK */
+	const char *const *usdt;	/* "BINARY:PROVIDER:PROBE" specs */
+	size_t nusdt;
+	bool kernel_proc;		/* exec, fork, exit */
+	bool kernel_sched;		/* sched_switch */
+	uint32_t ringbuf_bytes;		/* BPF ring buffer; 0: 8 MiB */
+	uint32_t poll_ms;		/* ring_buffer__poll timeout; 0: 5 */
+	/* the session whose drainer must wait for BPF events before merging
+	 * past them (see "Clock alignment" in Documentation/kernel.md) */
+	struct rp_session *session;
+};
+
+struct rp_capture_stats {
+	uint64_t records;		/* consumed from the BPF ring buffer */
+	uint64_t written;		/* written into the session(s) */
+	uint64_t write_drops;		/* a session's ring was full (EventsLost) */
+	uint64_t kernel_drops;		/* the BPF ring buffer was full */
+	uint64_t bad;			/* malformed records skipped */
+	uint64_t cgroups;		/* CgroupMap events written */
+};
+
+struct rp_capture;
+
+/*
+ * Defines the capture providers and their events (once per process) and,
+ * for --usdt specs, one event per probe. Call before starting the session
+ * that enables them. Returns 0 or a negative errno with a message in err.
+ */
+int rp_capture_define(const struct rp_capture_opts *o, char *err, size_t errlen);
+
+/* Provider names rp_capture_define() created for these options; returns how
+ * many were stored (at most max). */
+size_t rp_capture_provider_names(const struct rp_capture_opts *o, const char **names,
+				 size_t max);
+
+/*
+ * 0 when this process may load BPF programs and attach probes; otherwise
+ * -EPERM with the missing capability named in msg.
+ */
+int rp_capture_check_privilege(char *msg, size_t len);
+
+/* Loads and attaches; NULL with the reason in err. Events flow once
+ * rp_capture_start() runs the consumer thread. */
+struct rp_capture *rp_capture_open(const struct rp_capture_opts *o, char *err, size_t errlen);
+int rp_capture_start(struct rp_capture *c);
+/* Detaches every probe, consumes what the ring buffer still holds, stops
+ * the consumer thread. The session may be stopped afterwards. */
+void rp_capture_stop(struct rp_capture *c);
+void rp_capture_close(struct rp_capture *c);
+void rp_capture_stats(struct rp_capture *c, struct rp_capture_stats *st);
+/* Adds a process to follow (with -- CMD: the child, before it execs). */
+int rp_capture_track(struct rp_capture *c, pid_t pid);
+/* Number of probe/tracepoint links attached. */
+size_t rp_capture_nlinks(const struct rp_capture *c);
+
+#endif

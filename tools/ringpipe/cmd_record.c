@@ -1,0 +1,426 @@
+// SPDX-License-Identifier: MIT
+/*
+ * ringpipe record: one in-process session whose events come from the kernel
+ * (BPF on USDT probes of unmodified runtimes, scheduler tracepoints) rather
+ * than from producers linked with libringpipe. The capture providers are
+ * ordinary ringpipe providers, so the session's drainer merges their events
+ * by timestamp and writes one nettrace file like any other session.
+ *
+ * Stops on Ctrl-C or SIGTERM, at the end of --duration, or when the traced
+ * process (-p) or command (-- CMD) exits; whatever the BPF ring buffer still
+ * holds is written before the trace is closed.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bpf_capture.h"
+#include "cmds.h"
+#include "ringpipe/ringpipe.h"
+
+#define RE_TICK_MS 100
+#define RE_MAX_USDT 16
+#define RE_MAX_PROVIDERS 32
+
+static const char record_usage[] =
+"usage: ringpipe record [-p PID | -a] [options] -o FILE\n"
+"       ringpipe record [options] -o FILE -- CMD [ARGS...]\n"
+"\n"
+"Records kernel-assisted events into a nettrace file: USDT probes of\n"
+"unmodified runtimes and scheduler tracepoints, through BPF, each a\n"
+"self-describing event of its own provider (see ringpipe(1) and\n"
+"Documentation/kernel.md). Needs CAP_BPF and CAP_PERFMON (or root).\n"
+"\n"
+"options:\n"
+"  -p, --process-id PID   trace that process (kernel events: and its children)\n"
+"  -a, --all              trace every process\n"
+"  --usdt WHAT[,WHAT...]  python     CPython gc__start/gc__done\n"
+"                         jvm        HotSpot GC, memory pools, class loading,\n"
+"                                    method compiles, thread starts\n"
+"                         BINARY:PROVIDER:PROBE  any USDT probe (first 6 args)\n"
+"  --kernel LIST          exec (exec, fork, exit) and/or sched (context switches)\n"
+"  --sample HZ            CPU sampling (not built yet)\n"
+"  --providers LIST       Name[:Keywords[:Level]],... of the capture providers\n"
+"                         to enable (default: every one the options above use)\n"
+"  --duration TIME        SECONDS[.FRACTION], or with a suffix ms, s, m\n"
+"  --format 5|6           nettrace version (default 5)\n"
+"  --buffer-mb N          BPF ring buffer size, power of two (default 8)\n"
+"  -o, --output FILE      the trace (required)\n"
+"  -- CMD [ARGS...]       start CMD, trace it from its exec, stop when it exits\n";
+
+static volatile sig_atomic_t re_stop;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	re_stop = 1;
+}
+
+static int parse_time_ms(const char *s, uint64_t *ms)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno || end == s || v <= 0)
+		return -EINVAL;
+	if (!strcmp(end, "ms"))
+		v /= 1000;
+	else if (!strcmp(end, "m"))
+		v *= 60;
+	else if (*end && strcmp(end, "s"))
+		return -EINVAL;
+	if (v > 100.0 * 365 * 86400)
+		return -EINVAL;
+	*ms = (uint64_t)(v * 1000 + 0.5);
+	return *ms ? 0 : -EINVAL;
+}
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* "Name[:Keywords[:Level]]": keywords decimal or 0x-hex. */
+static int parse_provider(char *spec, struct rp_provider_config *pc)
+{
+	char *kw = strchr(spec, ':'), *lv = NULL, *end;
+
+	memset(pc, 0, sizeof(*pc));
+	pc->name = spec;
+	if (kw) {
+		*kw++ = 0;
+		lv = strchr(kw, ':');
+		if (lv)
+			*lv++ = 0;
+		if (*kw) {
+			errno = 0;
+			pc->keywords = strtoull(kw, &end, 0);
+			if (errno || *end)
+				return -EINVAL;
+		}
+		if (lv && *lv) {
+			unsigned long l = strtoul(lv, &end, 10);
+
+			if (*end || l > 5)
+				return -EINVAL;
+			pc->level = (uint8_t)l;
+		}
+	}
+	return *spec ? 0 : -EINVAL;
+}
+
+struct record_cfg {
+	struct rp_capture_opts co;
+	const char *usdt[RE_MAX_USDT];
+	const char *out;
+	char *providers;	/* --providers, strdup'ed */
+	uint64_t duration_ms;
+	int format;
+	bool all;
+	char **cmd;
+};
+
+static int add_usdt(struct record_cfg *c, char *list)
+{
+	char *save = NULL, *w;
+
+	for (w = strtok_r(list, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
+		if (!strcmp(w, "python")) {
+			c->co.python = true;
+		} else if (!strcmp(w, "jvm") || !strcmp(w, "java") || !strcmp(w, "hotspot")) {
+			c->co.jvm = true;
+		} else if (strchr(w, ':')) {
+			if (c->co.nusdt == RE_MAX_USDT)
+				return tool_err("record", "at most %d --usdt probes", RE_MAX_USDT), 2;
+			c->usdt[c->co.nusdt++] = w;
+		} else {
+			return tool_err("record", "--usdt takes python, jvm or BINARY:PROVIDER:PROBE, "
+					"not '%s'", w), 2;
+		}
+	}
+	return 0;
+}
+
+static int add_kernel(struct record_cfg *c, char *list)
+{
+	char *save = NULL, *w;
+
+	for (w = strtok_r(list, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
+		if (!strcmp(w, "exec") || !strcmp(w, "proc"))
+			c->co.kernel_proc = true;
+		else if (!strcmp(w, "sched"))
+			c->co.kernel_sched = true;
+		else
+			return tool_err("record", "--kernel takes exec and/or sched, not '%s'", w), 2;
+	}
+	return 0;
+}
+
+static int parse_args(int argc, char **argv, struct record_cfg *c, bool *help)
+{
+	int i, rc;
+
+	for (i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		char *v = i + 1 < argc ? argv[i + 1] : NULL;
+		uint64_t n;
+
+		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+			*help = true;
+			return 0;
+		}
+		if (!strcmp(a, "--")) {
+			if (i + 1 >= argc)
+				return tool_err("record", "'--' must be followed by a command to run"), 2;
+			c->cmd = argv + i + 1;
+			break;
+		}
+		if (!strcmp(a, "-a") || !strcmp(a, "--all")) {
+			c->all = true;
+			continue;
+		}
+		if (!v)
+			return tool_err("record", "%s needs a value (see ringpipe record --help)", a), 2;
+		i++;
+		if (!strcmp(a, "-p") || !strcmp(a, "--process-id")) {
+			if (parse_u64(v, 0x7fffffff, &n) || !n)
+				return tool_err("record", "-p takes a process id (a whole number > 0), "
+						"not '%s'", v), 2;
+			c->co.pid = (pid_t)n;
+		} else if (!strcmp(a, "--usdt")) {
+			if ((rc = add_usdt(c, v)))
+				return rc;
+		} else if (!strcmp(a, "--kernel")) {
+			if ((rc = add_kernel(c, v)))
+				return rc;
+		} else if (!strcmp(a, "--sample")) {
+			if (parse_u64(v, 100000, &n) || !n)
+				return tool_err("record", "--sample takes a rate in Hz (1..100000), "
+						"not '%s'", v), 2;
+			return tool_err("record", "--sample: CPU sampling is not built into this "
+					"ringpipe yet (bpf/sample.bpf.c is missing)"), 2;
+		} else if (!strcmp(a, "--providers")) {
+			free(c->providers);
+			c->providers = strdup(v);
+		} else if (!strcmp(a, "--duration")) {
+			if (parse_time_ms(v, &c->duration_ms))
+				return tool_err("record", "--duration takes SECONDS, or a number with "
+						"ms, s or m, not '%s'", v), 2;
+		} else if (!strcmp(a, "--format")) {
+			if (strcmp(v, "5") && strcmp(v, "6") && strcmp(v, "v5") && strcmp(v, "v6"))
+				return tool_err("record", "--format takes 5 or 6, not '%s'", v), 2;
+			c->format = v[strlen(v) - 1] - '0';
+		} else if (!strcmp(a, "--buffer-mb")) {
+			if (parse_u64(v, 1024, &n) || !n || (n & (n - 1)))
+				return tool_err("record", "--buffer-mb takes a power of two from 1 "
+						"to 1024, not '%s'", v), 2;
+			c->co.ringbuf_bytes = (uint32_t)(n << 20);
+		} else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
+			c->out = v;
+		} else {
+			return tool_err("record", "unknown option '%s' (see ringpipe record --help)",
+					a), 2;
+		}
+	}
+	if (!c->out)
+		return tool_err("record", "-o FILE is required"), 2;
+	if (!!c->co.pid + c->all + !!c->cmd != 1)
+		return tool_err("record", "give exactly one of -p PID, -a, or -- CMD"), 2;
+	if (!c->co.python && !c->co.jvm && !c->co.nusdt && !c->co.kernel_proc &&
+	    !c->co.kernel_sched)
+		return tool_err("record", "nothing to record: give --usdt and/or --kernel"), 2;
+	c->co.usdt = c->usdt;
+	return 0;
+}
+
+/* Starts CMD stopped at a pipe, so probes attach before it execs. */
+static pid_t spawn_held(char **cmd, int *go_fd)
+{
+	int p[2];
+	pid_t pid;
+
+	if (pipe2(p, O_CLOEXEC))
+		return -1;
+	pid = fork();
+	if (pid < 0) {
+		close(p[0]);
+		close(p[1]);
+		return -1;
+	}
+	if (pid == 0) {
+		char b;
+
+		close(p[1]);
+		if (read(p[0], &b, 1) != 1)
+			_exit(127);
+		execvp(cmd[0], cmd);
+		fprintf(stderr, "ringpipe record: cannot run %s: %s\n", cmd[0], strerror(errno));
+		_exit(127);
+	}
+	close(p[0]);
+	*go_fd = p[1];
+	return pid;
+}
+
+static void progress(const struct rp_capture_stats *st, const struct rp_session_stats *ss,
+		     uint64_t ms, bool final)
+{
+	fprintf(stderr, "%srecording: %.1f s, %" PRIu64 " kernel records, %" PRIu64
+		" events written, %" PRIu64 " lost%s",
+		final ? "" : "\r", (double)ms / 1000, st->records, ss->events_written,
+		st->kernel_drops + st->write_drops, final ? "\n" : "   ");
+}
+
+int cmd_record(int argc, char **argv)
+{
+	struct record_cfg c = { .co = { .sz = sizeof(c.co) }, .format = 5 };
+	struct rp_provider_config pcs[RE_MAX_PROVIDERS];
+	const char *names[RE_MAX_PROVIDERS];
+	struct rp_session_opts so = { .sz = sizeof(so) };
+	struct rp_session_stats ss = { .sz = sizeof(ss) };
+	struct rp_capture_stats st;
+	struct rp_session *s = NULL;
+	struct rp_capture *cap = NULL;
+	struct sigaction sa;
+	char err[512];
+	bool help = false, tty = isatty(2);
+	uint64_t t0, last = 0;
+	int rc, go_fd = -1, status = 0;
+	pid_t child = 0;
+	size_t np = 0;
+
+	rc = parse_args(argc, argv, &c, &help);
+	if (rc || help) {
+		if (help)
+			fputs(record_usage, stdout);
+		free(c.providers);
+		return rc;
+	}
+	if (rp_capture_check_privilege(err, sizeof(err))) {
+		free(c.providers);
+		return tool_err("record", "%s", err);
+	}
+	if (rp_capture_define(&c.co, err, sizeof(err))) {
+		free(c.providers);
+		return tool_err("record", "%s", err);
+	}
+	if (c.providers) {
+		char *save = NULL, *w;
+
+		for (w = strtok_r(c.providers, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
+			if (np == RE_MAX_PROVIDERS || parse_provider(w, &pcs[np])) {
+				free(c.providers);
+				return tool_err("record", "--providers takes Name[:Keywords[:Level]],..."
+						" (at most %d)", RE_MAX_PROVIDERS), 2;
+			}
+			np++;
+		}
+	} else {
+		size_t k, n = rp_capture_provider_names(&c.co, names, RE_MAX_PROVIDERS);
+
+		for (k = 0; k < n; k++)
+			pcs[np++] = (struct rp_provider_config){ .name = names[k] };
+	}
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+
+	if (c.cmd) {
+		child = spawn_held(c.cmd, &go_fd);
+		if (child < 0) {
+			rc = tool_err("record", "cannot start %s: %s", c.cmd[0], strerror(errno));
+			goto out;
+		}
+		c.co.pid = child;
+	}
+	/* the session first: its drainer runs before the first BPF record */
+	so.providers = pcs;
+	so.nproviders = (uint32_t)np;
+	so.format = c.format;
+	so.path = c.out;
+	s = rp_session_start(&so);
+	if (!s) {
+		rc = tool_err("record", "cannot start the session: %s", rp_last_error());
+		goto out;
+	}
+	c.co.session = s;
+	cap = rp_capture_open(&c.co, err, sizeof(err));
+	if (!cap || rp_capture_start(cap)) {
+		rc = tool_err("record", "%s", cap ? "cannot start the consumer thread" : err);
+		goto out;
+	}
+	fprintf(stderr, "ringpipe record: %zu probes attached, recording to %s%s\n",
+		rp_capture_nlinks(cap), c.out, tty ? " (Ctrl-C to stop)" : "");
+	if (go_fd >= 0) {
+		if (write(go_fd, "g", 1) != 1)
+			rc = tool_err("record", "cannot start %s", c.cmd[0]);
+		close(go_fd);
+		go_fd = -1;
+	}
+	t0 = now_ms();
+	while (!re_stop) {
+		struct timespec ts = { 0, RE_TICK_MS * 1000000l };
+		uint64_t el = now_ms() - t0;
+
+		if (c.duration_ms && el >= c.duration_ms)
+			break;
+		if (child > 0) {
+			if (waitpid(child, &status, WNOHANG) == child) {
+				child = 0;
+				break;
+			}
+		} else if (c.co.pid > 0 && kill(c.co.pid, 0) && errno == ESRCH) {
+			break;	/* the traced process is gone */
+		}
+		if (tty && el - last >= 1000) {
+			last = el;
+			rp_capture_stats(cap, &st);
+			rp_session_stats(s, &ss);
+			progress(&st, &ss, el, false);
+		}
+		nanosleep(&ts, NULL);
+	}
+	rp_capture_stop(cap);
+	rp_capture_stats(cap, &st);
+	/* read before stop frees the session; the capture is stopped, so the
+	 * final drain only merges what is queued and adds no late events */
+	rp_session_stats(s, &ss);
+	rc = rp_session_stop(s);
+	s = NULL;
+	if (tty)
+		fputc('\n', stderr);
+	fprintf(stderr, "ringpipe record: %" PRIu64 " kernel records, %" PRIu64 " written, %" PRIu64
+		" lost (BPF ring buffer full %" PRIu64 ", session rings full %" PRIu64 "), %" PRIu64
+		" late, %" PRIu64 " malformed; %s\n",
+		st.records, st.written, st.kernel_drops + st.write_drops, st.kernel_drops,
+		st.write_drops, ss.late_events, st.bad, c.out);
+	if (rc)
+		rc = tool_err("record", "writing %s failed: %s", c.out, strerror(-rc));
+out:
+	if (go_fd >= 0)
+		close(go_fd);	/* the held child sees EOF and exits 127 */
+	if (s)
+		rp_session_stop(s);
+	rp_capture_close(cap);
+	if (child > 0) {
+		if (rc)
+			kill(child, SIGTERM);
+		waitpid(child, &status, 0);
+	}
+	free(c.providers);
+	return rc;
+}
