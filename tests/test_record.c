@@ -338,6 +338,25 @@ Test(record, kernel_exec_fork_exit, .timeout = 60)
 	bb_free(&b);
 	bb_free(&out);
 	free(cmd);
+	/* the report names the cgroup of every captured event (the two Exec,
+	 * the Fork and the two Exit at least), from the trace's CgroupMap */
+	cr_assert(asprintf(&cmd, "'%s' report --json '%s'", th_tool(), file) > 0);
+	cr_assert_eq(th_run(cmd, &out), 0);
+	bb_append(&out, "", 1);
+	{
+		const char *c = strstr((char *)out.p, "\"cgroups\":[{\"id\":");
+		unsigned long long count = 0;
+		const char *n;
+
+		cr_assert_not_null(c, "no cgroups in the report: %s", (char *)out.p);
+		cr_assert_not_null(strstr(c, "\"path\":\"/"), "an unnamed cgroup: %s", c);
+		n = strstr(c, "\"count\":");
+		cr_assert_not_null(n);
+		count = strtoull(n + 8, NULL, 10);
+		cr_assert_geq(count, 5, "events counted in the cgroup: %llu", count);
+	}
+	bb_free(&out);
+	free(cmd);
 	free(pids);
 	free(file);
 	th_rmdir(dir);

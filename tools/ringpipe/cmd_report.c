@@ -12,6 +12,7 @@
 #include "cmds.h"
 #include "hmap.h"
 #include "nettrace.h"
+#include "utf.h"
 
 static const char report_usage[] =
 "usage: ringpipe report FILE [--json]\n"
@@ -61,6 +62,131 @@ static void json_str(const char *s)
 	bb_free(&b);
 }
 
+/* ---- cgroups ---------------------------------------------------------------
+ * BPF-captured events (ringpipe record, ringpipe sample) carry a CgroupId
+ * field; record also writes one Ringpipe-Kernel/CgroupMap event (CgroupId,
+ * Path) per id it saw. The report counts events per cgroup and names each. */
+
+/* Size of a fixed-size nettrace field type, 0 for strings, -1 otherwise. */
+static int field_size(uint8_t code)
+{
+	switch (code) {
+	case 5: case 6: return 1;
+	case 4: case 7: case 8: return 2;
+	case 3: case 9: case 10: case 13: return 4;
+	case 11: case 12: case 14: case 16: return 8;
+	case 17: return 16;
+	case 18: return 0;
+	default: return -1;
+	}
+}
+
+/* Byte offset of the named field in this event's payload, or -1 when the
+ * fields before it cannot be walked (arrays, structs) or it is absent. */
+static long field_offset(const struct nt_meta *m, const uint8_t *p, uint32_t len,
+			 const char *name, uint8_t *code)
+{
+	uint32_t off = 0;
+	uint16_t i;
+
+	if (!m->has_fields)
+		return -1;
+	for (i = 0; i < m->nfields; i++) {
+		int sz = field_size(m->fields[i].type.code);
+
+		if (!strcmp(m->fields[i].name, name)) {
+			*code = m->fields[i].type.code;
+			return off;
+		}
+		if (sz < 0)
+			return -1;
+		if (sz) {
+			off += (uint32_t)sz;
+		} else {
+			while (off + 1 < len && (p[off] || p[off + 1]))
+				off += 2;
+			off += 2;
+		}
+		if (off > len)
+			return -1;
+	}
+	return -1;
+}
+
+struct cgroup_row {
+	uint64_t id, n;
+	char *path;
+};
+
+struct cgroups {
+	struct cgroup_row *v;
+	size_t n, cap;
+	struct hmap index;	/* id -> index + 1 */
+};
+
+static struct cgroup_row *cgroup_row(struct cgroups *c, uint64_t id)
+{
+	uint64_t ix;
+
+	if (hmap_get(&c->index, id, &ix))
+		return &c->v[ix - 1];
+	if (array_grow((void **)&c->v, &c->cap, c->n, sizeof(*c->v), 16) ||
+	    hmap_put(&c->index, id, c->n + 1))
+		return NULL;
+	c->v[c->n] = (struct cgroup_row){ .id = id };
+	return &c->v[c->n++];
+}
+
+static void cgroup_account(struct cgroups *c, const struct nt_rec *rec)
+{
+	const struct nt_meta *m = rec->meta;
+	struct cgroup_row *row;
+	uint64_t id;
+	uint8_t code = 0;
+	long off = field_offset(m, rec->payload, rec->payload_len, "CgroupId", &code);
+
+	if (off < 0 || code != 12 || (uint64_t)off + 8 > rec->payload_len)
+		return;
+	id = le64_get(rec->payload + off);
+	row = cgroup_row(c, id);
+	if (!row)
+		return;
+	if (!strcmp(m->provider, "Ringpipe-Kernel") && !strcmp(m->raw_name, "CgroupMap")) {
+		long poff = field_offset(m, rec->payload, rec->payload_len, "Path", &code);
+
+		if (poff >= 0 && code == 18 && !row->path) {
+			struct bytebuf b = { 0 };
+			uint32_t units = 0;
+
+			while ((uint64_t)poff + 2 * units + 1 < rec->payload_len &&
+			       (rec->payload[poff + 2 * units] || rec->payload[poff + 2 * units + 1]))
+				units++;
+			utf16le_to_utf8(&b, rec->payload + poff, units);
+			bb_append(&b, "", 1);
+			row->path = b.oom ? (bb_free(&b), NULL) : (char *)b.p;
+		}
+		return;		/* the map itself is not an event of that cgroup */
+	}
+	row->n++;
+}
+
+static int cmp_cgroup(const void *a, const void *b)
+{
+	const struct cgroup_row *x = a, *y = b;
+
+	return x->n != y->n ? (x->n < y->n ? 1 : -1) : (x->id > y->id) - (x->id < y->id);
+}
+
+static void cgroups_free(struct cgroups *c)
+{
+	size_t i;
+
+	for (i = 0; i < c->n; i++)
+		free(c->v[i].path);
+	free(c->v);
+	hmap_free(&c->index);
+}
+
 int cmd_report(int argc, char **argv)
 {
 	const char *path = NULL;
@@ -73,6 +199,7 @@ int cmd_report(int argc, char **argv)
 	uint64_t events = 0, with_stack = 0, first_ts = 0, last_ts = 0;
 	const struct nt_meta **metas = NULL;
 	struct payload_sum *ps = NULL;
+	struct cgroups cg = { 0 };
 	int err, rc = 0;
 
 	for (i = 1; i < (size_t)argc; i++) {
@@ -119,7 +246,9 @@ int cmd_report(int argc, char **argv)
 		if (!hmap_get(&bytes_by_meta, (uintptr_t)rec.meta, &v))
 			v = 0;
 		hmap_put(&bytes_by_meta, (uintptr_t)rec.meta, v + rec.payload_len);
+		cgroup_account(&cg, &rec);
 	}
+	qsort(cg.v, cg.n, sizeof(*cg.v), cmp_cgroup);
 
 	nm = nt_reader_nmeta(r);
 	metas = calloc(nm + 1, sizeof(*metas));
@@ -180,6 +309,15 @@ int cmd_report(int argc, char **argv)
 			for (i = 0; i < ntc; i++)
 				printf("%s{\"pid\":%" PRId64 ",\"tid\":%" PRId64 ",\"count\":%" PRIu64 "}",
 				       i ? "," : "", tc[i].pid, tc[i].tid, tc[i].n);
+			printf("],\"cgroups\":[");
+			for (i = 0; i < cg.n; i++) {
+				printf("%s{\"id\":%" PRIu64 ",\"path\":", i ? "," : "", cg.v[i].id);
+				if (cg.v[i].path)
+					json_str(cg.v[i].path);
+				else
+					printf("null");
+				printf(",\"count\":%" PRIu64 "}", cg.v[i].n);
+			}
 			printf("],\"error\":");
 			if (err < 0)
 				json_str(nt_reader_errmsg(r));
@@ -207,6 +345,13 @@ int cmd_report(int argc, char **argv)
 			for (i = 0; i < nm && i < 5 && ps[i].bytes; i++)
 				printf("  %10" PRIu64 "  %s/%s\n", ps[i].bytes, ps[i].m->provider,
 				       ps[i].m->name);
+			if (cg.n) {
+				printf("\nevents by cgroup (BPF-captured):\n");
+				for (i = 0; i < cg.n; i++)
+					printf("  %10" PRIu64 "  %" PRIu64 "  %s\n", cg.v[i].n, cg.v[i].id,
+					       cg.v[i].path ? cg.v[i].path :
+					       "(no CgroupMap event in the trace)");
+			}
 			/* CPU samples: where the time went, symbolized */
 			fflush(stdout);
 			convert_top_functions(path, stdout, 15);
@@ -221,6 +366,7 @@ int cmd_report(int argc, char **argv)
 	free(tc);
 	hmap_free(&tmap);
 	hmap_free(&bytes_by_meta);
+	cgroups_free(&cg);
 	nt_reader_free(r);
 	return rc;
 }
