@@ -132,6 +132,59 @@ Test(sample, busy_function_gets_90_percent_of_the_samples, .timeout = 60)
 	th_rmdir(dir);
 }
 
+/*
+ * `ringpipe record --sample` puts the samples into a recording session with
+ * the BPF capture's kernel events, on one timeline: the busy process (by pid,
+ * already running) still gets >= 90 % of its samples in busy_spin, nothing
+ * is late or lost, and TraceEvent reads the samples.
+ */
+Test(sample, record_sample_in_one_session_with_kernel_events, .timeout = 90)
+{
+	TH_NEED_TRACEDUMP(dll);
+	char *dir = th_tmpdir(), *busy = busy_path("busy-pie"), *args, *cmd;
+	struct bytebuf out = { 0 };
+	int total, hits, st;
+	pid_t pid;
+
+	need_sampling();
+	pid = spawn_busy(busy, "2.5");
+	sleep_ms(300);
+	cr_assert(asprintf(&args, "record -p %d --sample 999 --kernel exec --duration 1.5 "
+			   "-o %s/r.nettrace", (int)pid, dir) > 0);
+	cr_assert_eq(tool(args, &out), 0, "%s", (char *)out.p);
+	bb_append(&out, "", 1);
+	cr_assert_not_null(strstr((char *)out.p, " CPU samples (cpu-clock), 0 lost") ?:
+			   strstr((char *)out.p, " CPU samples (cycles), 0 lost"), "%s", (char *)out.p);
+	cr_assert_not_null(strstr((char *)out.p, ", 0 late,"), "samples arrived late: %s",
+			   (char *)out.p);
+	free(args);
+	out.len = 0;
+	cr_assert(asprintf(&args, "convert --to text %s/r.nettrace", dir) > 0);
+	cr_assert_eq(tool(args, &out), 0, "%s", (char *)out.p);
+	bb_append(&out, "", 1);
+	count_leaves((char *)out.p, pid, "busy-pie!busy_spin+0x", &total, &hits);
+	fprintf(stderr, "record --sample: busy_spin in %d of %d samples (%.1f %%)\n", hits,
+		total, total ? 100.0 * hits / total : 0.0);
+	cr_assert_gt(total, 100, "too few samples of the busy process: %d", total);
+	cr_assert_geq(hits * 10, total * 9, "only %d of %d samples symbolized to busy_spin", hits,
+		      total);
+	kill(pid, SIGKILL);
+	waitpid(pid, &st, 0);
+	out.len = 0;
+	cr_assert(asprintf(&cmd, "dotnet '%s' counts '%s/r.nettrace'", dll, dir) > 0);
+	cr_assert_eq(th_run(cmd, &out), 0, "TraceEvent: %s", (char *)out.p);
+	bb_append(&out, "", 1);
+	cr_assert_not_null(strstr((char *)out.p, "Ringpipe-Sampler/Sample\t"), "%s", (char *)out.p);
+	cr_assert_not_null(strstr((char *)out.p, "Ringpipe-Symbols/ModuleLoad\t"), "%s",
+			   (char *)out.p);
+	cr_assert_not_null(strstr((char *)out.p, "#lost\t0\n"), "%s", (char *)out.p);
+	free(cmd);
+	free(args);
+	free(busy);
+	bb_free(&out);
+	th_rmdir(dir);
+}
+
 Test(sample, command_mode_and_report_top_functions, .timeout = 60)
 {
 	char *dir = th_tmpdir(), *busy = busy_path("busy"), *args;

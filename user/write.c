@@ -644,7 +644,7 @@ RP_API int rp_event_writev(struct rp_event *ev, const struct iovec *iov, int iov
 }
 
 int rp_event_write_origin(struct rp_event *ev, const struct iovec *iov, int iovcnt,
-			  const struct rp_write_origin *origin)
+			  const struct rp_write_origin *origin, const struct rp_write_opts *opts)
 {
 	uint64_t mask = rp_load_relaxed(&ev->hot.sessions);
 	size_t len = 0;
@@ -658,7 +658,9 @@ int rp_event_write_origin(struct rp_event *ev, const struct iovec *iov, int iovc
 		len += iov[k].iov_len;
 	if (len > 65535)
 		return -EINVAL;
-	return write_slow(ev, mask, iov, iovcnt, len, NULL, origin);
+	return write_slow(ev, mask, iov, iovcnt, len,
+			  opts && opts->sz >= offsetof(struct rp_write_opts, stack) ? opts : NULL,
+			  origin);
 }
 
 RP_API int rp_event_write(struct rp_event *ev, const void *payload, size_t len)

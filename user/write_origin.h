@@ -37,7 +37,8 @@ struct rp_write_origin {
 	uint32_t cpu;
 };
 
+/* opts: NULL, or the usual write options (a given stack: CPU samples). */
 int rp_event_write_origin(struct rp_event *ev, const struct iovec *iov, int iovcnt,
-			  const struct rp_write_origin *origin);
+			  const struct rp_write_origin *origin, const struct rp_write_opts *opts);
 
 #endif /* RINGPIPE_WRITE_ORIGIN_H */

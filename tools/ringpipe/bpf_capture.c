@@ -480,6 +480,11 @@ struct rp_capture {
 	struct tid_seq *seqs;
 	size_t nseqs, capseqs;
 	struct rp_capture_stats st;	/* consumer thread; read with relaxed loads */
+	struct {
+		rp_capture_source_fn poll;
+		void *ctx;
+	} sources[4];
+	size_t nsources;
 	uint8_t payload[PAYLOAD_MAX];
 };
 
@@ -751,7 +756,7 @@ static int on_record(void *ctx, void *data, size_t size)
 	org.cpu = h->cpu;
 	iov.iov_base = b.p;
 	iov.iov_len = b.n;
-	rc = rp_event_write_origin(ev, &iov, 1, &org);
+	rc = rp_event_write_origin(ev, &iov, 1, &org, NULL);
 	if (rc == -ENOBUFS)
 		ST_INC(c, write_drops);
 	else if (!rc)
@@ -791,6 +796,39 @@ static void publish_horizon(struct rp_capture *c, uint64_t mono_ns)
 	__atomic_store_n(&c->session->ext_horizon, t ? t : 1, __ATOMIC_RELEASE);
 }
 
+static void poll_sources(struct rp_capture *c)
+{
+	size_t i;
+
+	for (i = 0; i < c->nsources; i++)
+		c->sources[i].poll(c->sources[i].ctx);
+}
+
+int rp_capture_add_source(struct rp_capture *c, rp_capture_source_fn poll, void *ctx)
+{
+	if (c->started || c->nsources == sizeof(c->sources) / sizeof(c->sources[0]))
+		return -EBUSY;
+	c->sources[c->nsources].poll = poll;
+	c->sources[c->nsources++].ctx = ctx;
+	return 0;
+}
+
+int rp_capture_origin(struct rp_capture *c, uint64_t ts_ns, uint32_t tid, uint32_t cpu,
+		      struct rp_write_origin *org)
+{
+	uint32_t *seq = seq_slot(c, tid);
+
+	if (!seq)
+		return -ENOMEM;
+	/* one step per attempt, captured or not: EventsLost stays exact */
+	(*seq)++;
+	org->ts = rp_clock_from_mono_ns_at(ts_ns, &c->anchor);
+	org->tid = tid;
+	org->seq = *seq;
+	org->cpu = cpu;
+	return 0;
+}
+
 static void *consumer_main(void *arg)
 {
 	struct rp_capture *c = arg;
@@ -803,6 +841,7 @@ static void *consumer_main(void *arg)
 		t = rp_clock_mono_ns();
 		if (ring_buffer__consume(c->rb) < 0 && errno != EINTR)
 			break;
+		poll_sources(c);
 		publish_horizon(c, t);
 		/* the ring buffer wakes us per submitted record (no
 		 * BPF_RB_NO_WAKEUP); the timeout bounds how stale the horizon
@@ -812,6 +851,7 @@ static void *consumer_main(void *arg)
 	}
 	refresh_anchor(c);
 	ring_buffer__consume(c->rb);
+	poll_sources(c);
 	return NULL;
 }
 

@@ -83,4 +83,22 @@ int rp_capture_track(struct rp_capture *c, pid_t pid);
 /* Number of probe/tracepoint links attached. */
 size_t rp_capture_nlinks(const struct rp_capture *c);
 
+/*
+ * Another BPF source (the CPU sampler) drained by the consumer thread on
+ * every pass, under the same horizon, so its events are never late either:
+ * poll(ctx) delivers what is queued without waiting. At most 4; add them
+ * before rp_capture_start().
+ */
+typedef int (*rp_capture_source_fn)(void *ctx);
+int rp_capture_add_source(struct rp_capture *c, rp_capture_source_fn poll, void *ctx);
+/*
+ * On the consumer thread (inside a source's poll) only: the origin of an
+ * event captured by thread tid on cpu at ts_ns (CLOCK_MONOTONIC), with that
+ * thread's next sequence number, shared with the probes' events so
+ * TraceEvent's per-thread loss count stays exact. 0, or -ENOMEM.
+ */
+struct rp_write_origin;
+int rp_capture_origin(struct rp_capture *c, uint64_t ts_ns, uint32_t tid, uint32_t cpu,
+		      struct rp_write_origin *org);
+
 #endif

@@ -65,6 +65,8 @@ static void get_stack(const struct nt_reader *r, const struct nt_rec *rec, struc
 	s->n = 0;
 	s->nk = 0;
 	s->sample = is_sample(rec);
+	if (s->sample)
+		s->pid = le32_get(rec->payload + 20);	/* the sampled process */
 	if (ps == 8 || ps == 4)
 		for (i = 0; i + ps <= rec->stack_bytes && s->n < sizeof(s->ips) / 8; i += ps)
 			s->ips[s->n++] = ps == 8 ? le64_get(rec->stack + i) : le32_get(rec->stack + i);
@@ -192,15 +194,16 @@ static int load_symbols(const char *path, struct conv *c)
 
 static void text_event(struct conv *c, const struct nt_rec *rec, struct stk *s)
 {
-	const char *comm = sym_thread_name(c->syms, (uint32_t)rec->pid, (uint32_t)rec->tid);
+	const char *comm;
 	uint64_t f = c->info->tick_freq ? c->info->tick_freq : 1;
 	uint64_t rel = rec->ts >= c->t0 ? rec->ts - c->t0 : 0;
 	char buf[1024];
 	uint32_t i;
 
 	get_stack(c->r, rec, s);
-	fprintf(c->out, "%-16s %" PRId64 "/%" PRId64 " [%03u] %" PRIu64 ".%09" PRIu64 ": %s/%s\n",
-		comm ? comm : "?", rec->pid, rec->tid, s->cpu, rel / f,
+	comm = sym_thread_name(c->syms, s->pid, (uint32_t)rec->tid);
+	fprintf(c->out, "%-16s %" PRIu32 "/%" PRId64 " [%03u] %" PRIu64 ".%09" PRIu64 ": %s/%s\n",
+		comm ? comm : "?", s->pid, rec->tid, s->cpu, rel / f,
 		(uint64_t)((rel % f) * 1000000000ull / f), rec->meta->provider, rec->meta->name);
 	for (i = 0; i < s->n; i++)
 		fprintf(c->out, "\t%16" PRIx64 " %s\n", s->ips[i],

@@ -23,6 +23,7 @@
 
 #include "bpf_capture.h"
 #include "cmds.h"
+#include "record_sample.h"
 #include "ringpipe/ringpipe.h"
 
 #define RE_TICK_MS 100
@@ -46,7 +47,9 @@ static const char record_usage[] =
 "                                    method compiles, thread starts\n"
 "                         BINARY:PROVIDER:PROBE  any USDT probe (first 6 args)\n"
 "  --kernel LIST          exec (exec, fork, exit) and/or sched (context switches)\n"
-"  --sample HZ            CPU sampling (not built yet)\n"
+"  --sample HZ            CPU samples with kernel and user stacks, HZ per CPU\n"
+"                         (cpu-clock, or cycles where the CPU has them), and\n"
+"                         what symbolizing them needs (ringpipe report, convert)\n"
 "  --providers LIST       Name[:Keywords[:Level]],... of the capture providers\n"
 "                         to enable (default: every one the options above use)\n"
 "  --duration TIME        SECONDS[.FRACTION], or with a suffix ms, s, m\n"
@@ -128,6 +131,7 @@ struct record_cfg {
 	char *providers;	/* --providers, strdup'ed */
 	uint64_t duration_ms;
 	int format;
+	uint32_t sample_hz;	/* --sample: 0 when off */
 	bool all;
 	char **cmd;
 };
@@ -209,8 +213,7 @@ static int parse_args(int argc, char **argv, struct record_cfg *c, bool *help)
 			if (parse_u64(v, 100000, &n) || !n)
 				return tool_err("record", "--sample takes a rate in Hz (1..100000), "
 						"not '%s'", v), 2;
-			return tool_err("record", "--sample: CPU sampling is not built into this "
-					"ringpipe yet (bpf/sample.bpf.c is missing)"), 2;
+			c->sample_hz = (uint32_t)n;
 		} else if (!strcmp(a, "--providers")) {
 			free(c->providers);
 			c->providers = strdup(v);
@@ -239,8 +242,9 @@ static int parse_args(int argc, char **argv, struct record_cfg *c, bool *help)
 	if (!!c->co.pid + c->all + !!c->cmd != 1)
 		return tool_err("record", "give exactly one of -p PID, -a, or -- CMD"), 2;
 	if (!c->co.python && !c->co.jvm && !c->co.nusdt && !c->co.kernel_proc &&
-	    !c->co.kernel_sched)
-		return tool_err("record", "nothing to record: give --usdt and/or --kernel"), 2;
+	    !c->co.kernel_sched && !c->sample_hz)
+		return tool_err("record", "nothing to record: give --usdt, --kernel and/or "
+				"--sample"), 2;
 	c->co.usdt = c->usdt;
 	return 0;
 }
@@ -293,6 +297,7 @@ int cmd_record(int argc, char **argv)
 	struct rp_capture_stats st;
 	struct rp_session *s = NULL;
 	struct rp_capture *cap = NULL;
+	struct record_sampler *rs = NULL;
 	struct sigaction sa;
 	char err[512];
 	bool help = false, tty = isatty(2);
@@ -332,6 +337,14 @@ int cmd_record(int argc, char **argv)
 
 		for (k = 0; k < n; k++)
 			pcs[np++] = (struct rp_provider_config){ .name = names[k] };
+		if (c.sample_hz) {
+			pcs[np++] = (struct rp_provider_config){ .name = "Ringpipe-Sampler" };
+			pcs[np++] = (struct rp_provider_config){ .name = "Ringpipe-Symbols" };
+		}
+	}
+	if (c.sample_hz && record_sampler_define()) {
+		free(c.providers);
+		return tool_err("record", "out of memory");
 	}
 
 	memset(&sa, 0, sizeof(sa));
@@ -359,6 +372,13 @@ int cmd_record(int argc, char **argv)
 	}
 	c.co.session = s;
 	cap = rp_capture_open(&c.co, err, sizeof(err));
+	if (cap && c.sample_hz) {
+		rs = record_sampler_open(cap, c.sample_hz, c.co.pid, err, sizeof(err));
+		if (!rs) {
+			rc = tool_err("record", "%s", err);
+			goto out;
+		}
+	}
 	if (!cap || rp_capture_start(cap)) {
 		rc = tool_err("record", "%s", cap ? "cannot start the consumer thread" : err);
 		goto out;
@@ -395,6 +415,17 @@ int cmd_record(int argc, char **argv)
 		nanosleep(&ts, NULL);
 	}
 	rp_capture_stop(cap);
+	if (rs) {
+		struct record_sampler_stats rst = { 0 };
+
+		record_sampler_close(rs, &rst);	/* the queued samples first */
+		rs = NULL;
+		fprintf(stderr, "ringpipe record: %" PRIu64 " CPU samples (%s), %" PRIu64
+			" lost (BPF ring buffer full %" PRIu64 ", session rings full %" PRIu64
+			"), %zu mappings described\n", rst.samples, rst.event ? rst.event : "?",
+			rst.kernel_drops + rst.write_drops, rst.kernel_drops, rst.write_drops,
+			rst.modules);
+	}
 	rp_capture_stats(cap, &st);
 	/* read before stop frees the session; the capture is stopped, so the
 	 * final drain only merges what is queued and adds no late events */
@@ -413,6 +444,7 @@ int cmd_record(int argc, char **argv)
 out:
 	if (go_fd >= 0)
 		close(go_fd);	/* the held child sees EOF and exits 127 */
+	record_sampler_close(rs, NULL);
 	if (s)
 		rp_session_stop(s);
 	rp_capture_close(cap);

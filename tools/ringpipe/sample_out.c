@@ -22,6 +22,7 @@ static const struct nt_field sample_fields[] = {
 	{ "CgroupId", NT_U64, 0, 0, NULL },
 	{ "KernelFrames", NT_U32, 0, 0, NULL },
 	{ "UserFrames", NT_U32, 0, 0, NULL },
+	{ "Pid", NT_U32, 0, 0, NULL },
 };
 static const struct nt_field module_fields[] = {
 	{ "Pid", NT_U32, 0, 0, NULL },
@@ -45,7 +46,7 @@ static const struct nt_field thread_fields[] = {
 
 static const struct nt_event_desc descs[M_NR] = {
 	[M_SAMPLE] = { .provider = SAMPLER_PROVIDER, .event_id = SAMPLER_EV_SAMPLE,
-		       .name = "Sample", .level = 4, .nfields = 4, .fields = sample_fields },
+		       .name = "Sample", .level = 4, .nfields = 5, .fields = sample_fields },
 	[M_MODULE] = { .provider = SYM_PROVIDER, .event_id = SYM_EV_MODULE,
 		       .name = "ModuleLoad", .level = 4, .nfields = 6, .fields = module_fields },
 	[M_JIT] = { .provider = SYM_PROVIDER, .event_id = SYM_EV_JIT,
@@ -91,6 +92,9 @@ void sample_payload(const struct rp_sample_rec *r, uint8_t out[SAMPLE_PAYLOAD_LE
 	memcpy(out + 4, &r->cgroup_id, 8);
 	memcpy(out + 12, &nk, 4);
 	memcpy(out + 16, &nu, 4);
+	/* the sampled process: in a trace of several processes (ringpipe
+	 * record) the event's own process id is the recorder's */
+	memcpy(out + 20, &r->pid, 4);
 }
 
 static void put_str16(struct bytebuf *b, const char *s)
@@ -109,6 +113,31 @@ static void put_str16(struct bytebuf *b, const char *s)
 		}
 	}
 	app16(b, 0);
+}
+
+void sample_enc_module(struct bytebuf *b, const struct sym_module *m)
+{
+	app32(b, m->pid);
+	app64(b, m->start);
+	app64(b, m->end);
+	app64(b, m->offset);
+	put_str16(b, m->path);
+	put_str16(b, m->build_id);
+}
+
+void sample_enc_jit(struct bytebuf *b, const struct sym_jit *j)
+{
+	app32(b, j->pid);
+	app64(b, j->start);
+	app64(b, j->size);
+	put_str16(b, j->name);
+}
+
+void sample_enc_thread(struct bytebuf *b, uint32_t pid, uint32_t tid, const char *name)
+{
+	app32(b, pid);
+	app32(b, tid);
+	put_str16(b, name);
 }
 
 struct sample_writer *sample_writer_new(const struct sample_writer_opts *o)
@@ -155,9 +184,7 @@ static int thread_name(struct sample_writer *w, uint32_t pid, uint32_t tid, cons
 	e = enqueue(w, M_THREAD, ts, pid, tid);
 	if (!e)
 		return -ENOMEM;
-	app32(&w->pool, pid);
-	app32(&w->pool, tid);
-	put_str16(&w->pool, name);
+	sample_enc_thread(&w->pool, pid, tid, name);
 	e->payload_len = (uint32_t)(w->pool.len - e->payload_off);
 	return w->pool.oom ? -ENOMEM : 0;
 }
@@ -200,12 +227,7 @@ int sample_writer_symbols(struct sample_writer *w, struct sym_table *t, uint64_t
 
 		if (!e)
 			return -ENOMEM;
-		app32(&w->pool, m->pid);
-		app64(&w->pool, m->start);
-		app64(&w->pool, m->end);
-		app64(&w->pool, m->offset);
-		put_str16(&w->pool, m->path);
-		put_str16(&w->pool, m->build_id);
+		sample_enc_module(&w->pool, m);
 		e->payload_len = (uint32_t)(w->pool.len - e->payload_off);
 	}
 	for (; w->jits_done < sym_njit(t); w->jits_done++) {
@@ -214,10 +236,7 @@ int sample_writer_symbols(struct sample_writer *w, struct sym_table *t, uint64_t
 
 		if (!e)
 			return -ENOMEM;
-		app32(&w->pool, j->pid);
-		app64(&w->pool, j->start);
-		app64(&w->pool, j->size);
-		put_str16(&w->pool, j->name);
+		sample_enc_jit(&w->pool, j);
 		e->payload_len = (uint32_t)(w->pool.len - e->payload_off);
 	}
 	return w->pool.oom ? -ENOMEM : 0;
@@ -314,22 +333,4 @@ out:
 	free(w->q);
 	free(w);
 	return err;
-}
-
-int sampler_write_rp(struct rp_event *ev, const struct rp_sample_rec *r)
-{
-	uint32_t nk = r->nkernel < RP_SAMPLE_MAX_FRAMES ? r->nkernel : RP_SAMPLE_MAX_FRAMES;
-	uint32_t nu = r->nuser < RP_SAMPLE_MAX_FRAMES ? r->nuser : RP_SAMPLE_MAX_FRAMES;
-	uint64_t stack[2 * RP_SAMPLE_MAX_FRAMES];
-	uint8_t pl[SAMPLE_PAYLOAD_LEN];
-	struct iovec iov = { pl, sizeof(pl) };
-	struct rp_write_opts o = { .sz = sizeof(o), .flags = RP_WRITE_STACK_GIVEN,
-				   .stack = stack, .nstack = nk + nu };
-
-	sample_payload(r, pl);
-	memcpy(stack, r->kstack, nk * 8);
-	memcpy(stack + nk, r->ustack, nu * 8);
-	/* TODO(merge with bpf): pass r->ts_ns and r->tid once rp_write_opts
-	 * carries an explicit timestamp and thread */
-	return rp_event_writev(ev, &iov, 1, &o);
 }

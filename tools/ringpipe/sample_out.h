@@ -3,7 +3,7 @@
  * Writing CPU samples and the facts needed to symbolize them into nettrace.
  *
  * Events (provider Ringpipe-Sampler):
- *   1 Sample  Cpu u32, CgroupId u64, KernelFrames u32, UserFrames u32
+ *   1 Sample  Cpu u32, CgroupId u64, KernelFrames u32, UserFrames u32, Pid u32
  *             on the sampled thread, at the sample's time, with the stack
  *             (kernel frames, innermost first, then user frames) as the
  *             event's stack, which is where TraceEvent looks for it.
@@ -11,10 +11,8 @@
  *
  * Two paths. sample_writer_* serializes a standalone trace directly (what
  * `ringpipe sample` writes): timestamps are bpf_ktime_get_ns() values and
- * the trace clock is CLOCK_MONOTONIC in ns. sampler_write_rp() writes into
- * a live session through rp_event_writev() with RP_WRITE_STACK_GIVEN, for
- * `ringpipe record`; until the write options carry an explicit timestamp
- * and thread, such events are stamped by the writing thread.
+ * the trace clock is CLOCK_MONOTONIC in ns. `ringpipe record --sample`
+ * writes the same events into a live session (record_sample.c).
  */
 #ifndef RINGPIPE_TOOL_SAMPLE_OUT_H
 #define RINGPIPE_TOOL_SAMPLE_OUT_H
@@ -26,10 +24,16 @@
 
 #define SAMPLER_PROVIDER "Ringpipe-Sampler"
 #define SAMPLER_EV_SAMPLE 1
-#define SAMPLE_PAYLOAD_LEN 20
+#define SAMPLE_PAYLOAD_LEN 24
 
 /* Encodes a sample's payload (SAMPLE_PAYLOAD_LEN bytes). */
 void sample_payload(const struct rp_sample_rec *r, uint8_t out[SAMPLE_PAYLOAD_LEN]);
+
+/* Payloads of the Ringpipe-Symbols events (symbolize.h), appended to b. */
+struct bytebuf;
+void sample_enc_module(struct bytebuf *b, const struct sym_module *m);
+void sample_enc_jit(struct bytebuf *b, const struct sym_jit *j);
+void sample_enc_thread(struct bytebuf *b, uint32_t pid, uint32_t tid, const char *name);
 
 struct sample_writer;
 
@@ -54,8 +58,5 @@ uint64_t sample_writer_samples(const struct sample_writer *w);
 /* Sorts, writes everything and ends the trace; frees w. 0 or -errno. */
 int sample_writer_finish(struct sample_writer *w, uint64_t end_ns);
 
-struct rp_event;
-/* Session path: the Sample event of a live provider (see above). */
-int sampler_write_rp(struct rp_event *ev, const struct rp_sample_rec *r);
 
 #endif

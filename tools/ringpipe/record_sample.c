@@ -1,0 +1,262 @@
+// SPDX-License-Identifier: MIT
+/*
+ * `ringpipe record --sample HZ`: CPU samples in the recording session.
+ *
+ * The sampler's BPF ring buffer is drained by the capture's consumer thread
+ * (a capture source), so a sample reaches the session under the same merge
+ * horizon as the probes' events and is never late; its event carries the
+ * sampled thread, the sample's time and CPU, and the stack (kernel frames,
+ * then user frames) as the event's stack. What symbolization needs travels
+ * in the trace too, as in `ringpipe sample`: a process's mappings
+ * (Ringpipe-Symbols/ModuleLoad, with build ids) when its first sample comes
+ * and again every second, perf-map JIT symbols, and thread names.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "bytebuf.h"
+#include "hmap.h"
+#include "record_sample.h"
+#include "sample_out.h"
+#include "sampler.h"
+#include "symbolize.h"
+#include "write_origin.h"
+
+#define RESNAPSHOT_NS 1000000000ull
+
+static const struct rp_field f_sample[] = {
+	{ .name = "Cpu", .type = RP_TYPE_U32 },
+	{ .name = "CgroupId", .type = RP_TYPE_U64 },
+	{ .name = "KernelFrames", .type = RP_TYPE_U32 },
+	{ .name = "UserFrames", .type = RP_TYPE_U32 },
+	{ .name = "Pid", .type = RP_TYPE_U32 },
+};
+static const struct rp_field f_module[] = {
+	{ .name = "Pid", .type = RP_TYPE_U32 },
+	{ .name = "Start", .type = RP_TYPE_U64 },
+	{ .name = "End", .type = RP_TYPE_U64 },
+	{ .name = "Offset", .type = RP_TYPE_U64 },
+	{ .name = "Path", .type = RP_TYPE_STRING },
+	{ .name = "BuildId", .type = RP_TYPE_STRING },
+};
+static const struct rp_field f_jit[] = {
+	{ .name = "Pid", .type = RP_TYPE_U32 },
+	{ .name = "Start", .type = RP_TYPE_U64 },
+	{ .name = "Size", .type = RP_TYPE_U64 },
+	{ .name = "Name", .type = RP_TYPE_STRING },
+};
+static const struct rp_field f_thread[] = {
+	{ .name = "Pid", .type = RP_TYPE_U32 },
+	{ .name = "Tid", .type = RP_TYPE_U32 },
+	{ .name = "Name", .type = RP_TYPE_STRING },
+};
+
+static struct rp_event *ev_sample, *ev_module, *ev_jit, *ev_thread;
+
+struct record_sampler {
+	struct rp_capture *cap;
+	struct sampler *s;
+	struct sym_table *syms;
+	struct hmap seen;		/* pid -> 1: snapshotted */
+	struct hmap names;		/* pid << 32 | tid -> hash of the name written */
+	uint32_t *pids;
+	size_t npids, cappids;
+	size_t modules_done, jits_done;
+	uint64_t last_snap_ns;
+	uint64_t samples, write_drops;
+	struct bytebuf pl;
+};
+
+static struct rp_event *define(struct rp_provider *p, uint32_t id, const char *name,
+			       const struct rp_field *f, uint16_t n)
+{
+	struct rp_event_opts eo = { .sz = sizeof(eo), .id = id, .name = name, .level = 4,
+				    .nfields = n, .fields = f };
+
+	return rp_event_new(p, &eo);
+}
+
+int record_sampler_define(void)
+{
+	struct rp_provider_opts po = { .sz = sizeof(po), .name = SAMPLER_PROVIDER };
+	struct rp_provider *ps, *py;
+
+	if (ev_sample)
+		return 0;
+	ps = rp_provider_new(&po);
+	po.name = SYM_PROVIDER;
+	py = rp_provider_new(&po);
+	if (!ps || !py)
+		return -ENOMEM;
+	ev_sample = define(ps, SAMPLER_EV_SAMPLE, "Sample", f_sample, 5);
+	ev_module = define(py, SYM_EV_MODULE, "ModuleLoad", f_module, 6);
+	ev_jit = define(py, SYM_EV_JIT, "JitSymbol", f_jit, 4);
+	ev_thread = define(py, SYM_EV_THREAD, "Thread", f_thread, 3);
+	return ev_sample && ev_module && ev_jit && ev_thread ? 0 : -ENOMEM;
+}
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void count(struct record_sampler *rs, int rc)
+{
+	if (rc == -ENOBUFS)
+		rs->write_drops++;
+}
+
+/* Modules and JIT symbols the table learned since the last call, written
+ * now by this (the consumer) thread. */
+static void write_symbols(struct record_sampler *rs)
+{
+	for (; rs->modules_done < sym_nmodules(rs->syms); rs->modules_done++) {
+		rs->pl.len = 0;
+		sample_enc_module(&rs->pl, sym_module_at(rs->syms, rs->modules_done));
+		if (!rs->pl.oom)
+			count(rs, rp_event_write(ev_module, rs->pl.p, rs->pl.len));
+	}
+	for (; rs->jits_done < sym_njit(rs->syms); rs->jits_done++) {
+		rs->pl.len = 0;
+		sample_enc_jit(&rs->pl, sym_jit_at(rs->syms, rs->jits_done));
+		if (!rs->pl.oom)
+			count(rs, rp_event_write(ev_jit, rs->pl.p, rs->pl.len));
+	}
+}
+
+/* A thread's name, as an event of that thread, when it is new or changed. */
+static void write_thread_name(struct record_sampler *rs, const struct rp_sample_rec *r)
+{
+	uint64_t key = (uint64_t)r->pid << 32 | r->tid, v, h = 1469598103934665603ull;
+	struct rp_write_origin org;
+	struct iovec iov;
+	char name[17];
+	int i;
+
+	memcpy(name, r->comm, 16);
+	name[16] = 0;
+	for (i = 0; name[i]; i++)
+		h = (h ^ (uint8_t)name[i]) * 1099511628211ull;
+	if (hmap_get(&rs->names, key, &v) && v == h)
+		return;
+	if (hmap_put(&rs->names, key, h) ||
+	    rp_capture_origin(rs->cap, r->ts_ns, r->tid, r->cpu, &org))
+		return;
+	rs->pl.len = 0;
+	sample_enc_thread(&rs->pl, r->pid, r->tid, name);
+	if (rs->pl.oom)
+		return;
+	iov = (struct iovec){ rs->pl.p, rs->pl.len };
+	count(rs, rp_event_write_origin(ev_thread, &iov, 1, &org, NULL));
+}
+
+static int on_sample(void *ctx, const struct rp_sample_rec *r)
+{
+	struct record_sampler *rs = ctx;
+	uint32_t nk = r->nkernel < RP_SAMPLE_MAX_FRAMES ? r->nkernel : RP_SAMPLE_MAX_FRAMES;
+	uint32_t nu = r->nuser < RP_SAMPLE_MAX_FRAMES ? r->nuser : RP_SAMPLE_MAX_FRAMES;
+	uint64_t stack[2 * RP_SAMPLE_MAX_FRAMES], v;
+	uint8_t pl[SAMPLE_PAYLOAD_LEN];
+	struct iovec iov = { pl, sizeof(pl) };
+	struct rp_write_opts o = { .sz = sizeof(o), .flags = RP_WRITE_STACK_GIVEN,
+				   .stack = stack, .nstack = nk + nu };
+	struct rp_write_origin org;
+
+	/* a process is snapshotted at its first sample, while surely alive */
+	if (!hmap_get(&rs->seen, r->pid, &v) && !hmap_put(&rs->seen, r->pid, 1) &&
+	    !array_grow((void **)&rs->pids, &rs->cappids, rs->npids, sizeof(*rs->pids), 64)) {
+		rs->pids[rs->npids++] = r->pid;
+		sym_snapshot_pid(rs->syms, r->pid);
+		write_symbols(rs);
+	}
+	write_thread_name(rs, r);
+	if (rp_capture_origin(rs->cap, r->ts_ns, r->tid, r->cpu, &org))
+		return 0;
+	sample_payload(r, pl);
+	memcpy(stack, r->kstack, nk * 8);
+	memcpy(stack + nk, r->ustack, nu * 8);
+	count(rs, rp_event_write_origin(ev_sample, &iov, 1, &org, &o));
+	rs->samples++;
+	return 0;
+}
+
+static void resnapshot(struct record_sampler *rs)
+{
+	size_t i;
+
+	/* mappings appear after the first look (dlopen, a JIT's code) */
+	for (i = 0; i < rs->npids; i++)
+		sym_snapshot_pid(rs->syms, rs->pids[i]);
+	write_symbols(rs);
+}
+
+/* The capture source: runs on the consumer thread. */
+static int poll_samples(void *ctx)
+{
+	struct record_sampler *rs = ctx;
+	uint64_t now = mono_ns();
+
+	sampler_poll(rs->s, 0);
+	if (now - rs->last_snap_ns >= RESNAPSHOT_NS) {
+		rs->last_snap_ns = now;
+		resnapshot(rs);
+	}
+	return 0;
+}
+
+struct record_sampler *record_sampler_open(struct rp_capture *cap, uint32_t hz, pid_t pid,
+					   char *err, size_t errlen)
+{
+	struct sampler_opts so = { .freq_hz = hz, .pid = pid > 0 ? (uint32_t)pid : 0 };
+	struct record_sampler *rs = calloc(1, sizeof(*rs));
+
+	if (!rs || !(rs->syms = sym_table_new())) {
+		free(rs);
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	rs->cap = cap;
+	rs->last_snap_ns = mono_ns();
+	rs->s = sampler_start(&so, on_sample, rs, err, errlen);
+	if (!rs->s || rp_capture_add_source(cap, poll_samples, rs)) {
+		if (rs->s)
+			snprintf(err, errlen, "the capture takes no more sources");
+		record_sampler_close(rs, NULL);
+		return NULL;
+	}
+	return rs;
+}
+
+void record_sampler_close(struct record_sampler *rs, struct record_sampler_stats *st)
+{
+	if (!rs)
+		return;
+	/* the capture's consumer has stopped: a last look at the mappings,
+	 * and the samples still queued (at most a poll's worth, which may
+	 * arrive after younger events and be counted late) */
+	if (rs->s) {
+		resnapshot(rs);
+		if (st) {
+			st->kernel_drops = sampler_dropped(rs->s);
+			st->event = sampler_event_name(rs->s);
+		}
+		sampler_stop(rs->s);
+	}
+	if (st) {
+		st->samples = rs->samples;
+		st->write_drops = rs->write_drops;
+		st->modules = sym_nmodules(rs->syms);
+	}
+	sym_table_free(rs->syms);
+	hmap_free(&rs->seen);
+	hmap_free(&rs->names);
+	free(rs->pids);
+	bb_free(&rs->pl);
+	free(rs);
+}
