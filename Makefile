@@ -86,7 +86,7 @@ EP_BENCH    := $(OUTPUT)/eventpipe-bench/EventPipeBench.dll
 EP_SRCS     := $(wildcard bench/EventPipeBench/*.cs bench/EventPipeBench/*.csproj)
 
 .PHONY: all lib tools tests bench bench-bins eventpipe-bench run test deps install clean \
-	interop fuzz check-map
+	interop fuzz check-map sdt-check
 
 all: lib tools
 
@@ -97,6 +97,13 @@ tests: $(TEST_BINS) $(TOOL) $(DEMO)
 $(OUT)/user/%.o: user/%.c $(HDRS) | $(OUT)/user
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(CFLAGS) -c $< -o $@
+
+# the ringpipe:event USDT probe (user/usdt.h) needs <sys/sdt.h>
+$(OUT)/user/write.o $(OUT)/user/usdt.o: | sdt-check
+sdt-check:
+	$(Q)printf '#include <sys/sdt.h>\n' | $(CC) $(CFLAGS) -E -x c - >/dev/null 2>&1 || { \
+		echo "missing <sys/sdt.h>: make deps installs systemtap-sdt-dev" \
+		     "(or build without the USDT probe: make CFLAGS+=-DRP_NO_USDT)" >&2; exit 1; }
 
 $(OUT)/tools/%.o: tools/%.c $(HDRS) | $(OUT)/tools/ringpipe $(OUT)/tools/demo
 	$(call msg,CC,$@)
@@ -129,6 +136,18 @@ $(OUT)/tests/%: tests/%.c $(STATIC_LIB) $(HDRS) | $(OUT)/tests
 
 # test_collect includes the CLI's IPC client
 $(OUT)/tests/test_collect: tools/ringpipe/ipc_client.c tools/ringpipe/ipc_client.h
+
+# test_usdt traces a writer linked against libringpipe.so and one linked
+# against libringpipe.a (ringpipe:event must work in both)
+$(OUT)/tests/test_usdt: $(OUT)/tests/usdt_writer $(OUT)/tests/usdt_writer_static
+
+$(OUT)/tests/usdt_writer: tests/usdt_writer.c $(SHARED_LIB) $(HDRS) | $(OUT)/tests
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< -L$(OUT) -lringpipe -Wl,-rpath,$(abspath $(OUT)) -lpthread
+
+$(OUT)/tests/usdt_writer_static: tests/usdt_writer.c $(STATIC_LIB) $(HDRS) | $(OUT)/tests
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(STATIC_LIB) $(LDLIBS)
 
 # bench_rundown compiles the demo's method tables and CLR encoders in
 $(OUT)/bench/bench_rundown: tools/demo/jit.c tools/demo/clr_events.c

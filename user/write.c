@@ -28,6 +28,7 @@
 #include "atomics.h"
 #include "clock.h"
 #include "session.h"
+#include "usdt.h"
 
 #define SEQ_BASE 1u		/* a thread's number before its first attempt */
 #define MAX_FRAMES 64u
@@ -496,6 +497,8 @@ static int write_slow(struct rp_event *ev, uint64_t mask, const struct iovec *io
 	uint16_t flags = 0;
 	int rc = 0;
 
+	/* once per attempt, before any session sees it (usdt.h) */
+	RP_USDT_EVENT(ev, iov, iovcnt, len, mask);
 	if (rp_unlikely(!t)) {
 		t = rp_test_fail_alloc ? NULL : wt_register();
 		if (!t)
