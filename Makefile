@@ -156,6 +156,20 @@ $(OUT)/bench/%: bench/%.c $(STATIC_LIB) $(HDRS) | $(OUT)/bench
 	$(call msg,BENCH,$@)
 	$(Q)$(CC) $(CFLAGS) -O2 -march=native $(LDFLAGS) -o $@ $< $(STATIC_LIB) $(LDLIBS)
 
+# bench_usdt compares itself with usdt_off: the same program and library
+# but write.c built with -DRP_NO_USDT (linked first, so the archive's
+# write.o is never pulled in)
+$(OUT)/bench/bench_usdt: $(OUT)/bench/usdt_off
+
+$(OUT)/bench/write_nousdt.o: user/write.c $(HDRS) | $(OUT)/bench
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(CFLAGS) -DRP_NO_USDT -c $< -o $@
+
+$(OUT)/bench/usdt_off: bench/bench_usdt.c $(OUT)/bench/write_nousdt.o $(STATIC_LIB) $(HDRS) | $(OUT)/bench
+	$(call msg,BENCH,$@)
+	$(Q)$(CC) $(CFLAGS) -O2 -march=native -DRP_NO_USDT $(LDFLAGS) -o $@ $< \
+		$(OUT)/bench/write_nousdt.o $(STATIC_LIB) $(LDLIBS)
+
 # The probe is linked in, as in a statically instrumented program.
 $(OUT)/bench/lttng_bench: bench/lttng_bench.c bench/lttng_tp.c bench/lttng_tp.h $(HDRS) | $(OUT)/bench
 	$(call msg,BENCH,$@)
