@@ -28,6 +28,7 @@
 #include "atomics.h"
 #include "clock.h"
 #include "session.h"
+#include "user_events.h"
 #include "usdt.h"
 
 #define SEQ_BASE 1u		/* a thread's number before its first attempt */
@@ -499,6 +500,11 @@ static int write_slow(struct rp_event *ev, uint64_t mask, const struct iovec *io
 
 	/* once per attempt, before any session sees it (usdt.h) */
 	RP_USDT_EVENT(ev, iov, iovcnt, len, mask);
+	if (rp_unlikely(mask & RP_UE_BIT)) {
+		/* a tracer enabled the event's user_events tracepoint */
+		rp_ue_write(ev, iov, iovcnt, len);
+		mask &= ~RP_UE_BIT;
+	}
 	if (rp_unlikely(!t)) {
 		t = rp_test_fail_alloc ? NULL : wt_register();
 		if (!t)
