@@ -17,7 +17,9 @@
  *   arg3  const void *      payload: its first (for rp_event_write() its
  *                           only) segment, NULL when there is none
  *   arg4  uint64            payload length in bytes, all segments
- *   arg5  uint64            session mask (bit n: session slot n)
+ *   arg5  uint64            session mask (bit n: session slot n; for an
+ *                           event with a user_events tracepoint, bit 63
+ *                           is that tracepoint's enable bit)
  *   arg6  const struct iovec *  every segment (rp_event_write(): one)
  *   arg7  int32             segment count
  *

@@ -500,8 +500,9 @@ static int write_slow(struct rp_event *ev, uint64_t mask, const struct iovec *io
 
 	/* once per attempt, before any session sees it (usdt.h) */
 	RP_USDT_EVENT(ev, iov, iovcnt, len, mask);
-	if (rp_unlikely(mask & RP_UE_BIT)) {
-		/* a tracer enabled the event's user_events tracepoint */
+	if (rp_unlikely(mask & RP_UE_BIT) && ev->ue) {
+		/* a tracer enabled the event's user_events tracepoint (with no
+		 * tracepoint registered, bit 63 is session slot 63) */
 		rp_ue_write(ev, iov, iovcnt, len);
 		mask &= ~RP_UE_BIT;
 	}
