@@ -102,7 +102,7 @@ EP_SRCS     := $(wildcard bench/EventPipeBench/*.cs bench/EventPipeBench/*.cspro
 bpf: $(BPF_SKELS)
 
 .PHONY: bpf all lib tools tests bench bench-bins eventpipe-bench run test deps install clean \
-	interop fuzz check-map
+	interop fuzz check-map sdt-check
 
 all: lib tools
 
@@ -113,6 +113,13 @@ tests: $(TEST_BINS) $(TOOL) $(DEMO)
 $(OUT)/user/%.o: user/%.c $(HDRS) | $(OUT)/user
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(CFLAGS) -c $< -o $@
+
+# the ringpipe:event USDT probe (user/usdt.h) needs <sys/sdt.h>
+$(OUT)/user/write.o $(OUT)/user/usdt.o: | sdt-check
+sdt-check:
+	$(Q)printf '#include <sys/sdt.h>\n' | $(CC) $(CFLAGS) -E -x c - >/dev/null 2>&1 || { \
+		echo "missing <sys/sdt.h>: make deps installs systemtap-sdt-dev" \
+		     "(or build without the USDT probe: make CFLAGS+=-DRP_NO_USDT)" >&2; exit 1; }
 
 $(OUT)/tools/%.o: tools/%.c $(HDRS) | $(OUT)/tools/ringpipe $(OUT)/tools/demo
 	$(call msg,CC,$@)
@@ -195,12 +202,38 @@ $(OUT)/tests/test_record $(OUT)/bench/bench_bpf: tools/ringpipe/bpf_capture.c \
 $(OUT)/tests/test_record $(OUT)/bench/bench_bpf: LDLIBS += $(BPF_LIBS)
 $(OUT)/tests/test_record $(OUT)/bench/bench_bpf: CFLAGS += $(BPF_CFLAGS)
 
+# test_usdt traces a writer linked against libringpipe.so and one linked
+# against libringpipe.a (ringpipe:event must work in both)
+$(OUT)/tests/test_usdt: $(OUT)/tests/usdt_writer $(OUT)/tests/usdt_writer_static
+
+$(OUT)/tests/usdt_writer: tests/usdt_writer.c $(SHARED_LIB) $(HDRS) | $(OUT)/tests
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< -L$(OUT) -lringpipe -Wl,-rpath,$(abspath $(OUT)) -lpthread
+
+$(OUT)/tests/usdt_writer_static: tests/usdt_writer.c $(STATIC_LIB) $(HDRS) | $(OUT)/tests
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(STATIC_LIB) $(LDLIBS)
+
 # bench_rundown compiles the demo's method tables and CLR encoders in
 $(OUT)/bench/bench_rundown: tools/demo/jit.c tools/demo/clr_events.c
 
 $(OUT)/bench/%: bench/%.c $(STATIC_LIB) $(HDRS) | $(OUT)/bench
 	$(call msg,BENCH,$@)
 	$(Q)$(CC) $(CFLAGS) -O2 -march=native $(LDFLAGS) -o $@ $< $(STATIC_LIB) $(LDLIBS)
+
+# bench_usdt compares itself with usdt_off: the same program and library
+# but write.c built with -DRP_NO_USDT (linked first, so the archive's
+# write.o is never pulled in)
+$(OUT)/bench/bench_usdt: $(OUT)/bench/usdt_off
+
+$(OUT)/bench/write_nousdt.o: user/write.c $(HDRS) | $(OUT)/bench
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(CFLAGS) -DRP_NO_USDT -c $< -o $@
+
+$(OUT)/bench/usdt_off: bench/bench_usdt.c $(OUT)/bench/write_nousdt.o $(STATIC_LIB) $(HDRS) | $(OUT)/bench
+	$(call msg,BENCH,$@)
+	$(Q)$(CC) $(CFLAGS) -O2 -march=native -DRP_NO_USDT $(LDFLAGS) -o $@ $< \
+		$(OUT)/bench/write_nousdt.o $(STATIC_LIB) $(LDLIBS)
 
 # The probe is linked in, as in a statically instrumented program.
 $(OUT)/bench/lttng_bench: bench/lttng_bench.c bench/lttng_tp.c bench/lttng_tp.h $(HDRS) | $(OUT)/bench

@@ -6,7 +6,8 @@
 #
 #   --quick    one round (CI; well under a minute on a quiet machine)
 #   --details  afterwards, every bench/bench_* program's own tables (the
-#              ring, session, Block, sink and serializer figures)
+#              ring, session, Block, sink and serializer figures, and
+#              bench_usdt: the unarmed USDT probe against a build without it)
 #
 # Each contender prints "key value" lines (bench_session --kv, bench_block
 # --e2e, scripts/bench-lttng.sh, scripts/bench-eventpipe.sh), all in their

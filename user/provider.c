@@ -12,6 +12,7 @@
 #include "atomics.h"
 #include "session.h"
 #include "startup.h"
+#include "user_events.h"
 
 pthread_mutex_t rp_control_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct rp_provider *providers;
@@ -129,6 +130,7 @@ RP_API struct rp_provider *rp_provider_new(const struct rp_provider_opts *uopts)
 	p->enable_cb = o.enable_cb;
 	p->stopping_cb = o.stopping_cb;
 	p->cb_ctx = o.cb_ctx;
+	p->ue = rp_ue_wanted(p->name);
 	{
 		/* sessions already running that name this provider enable it now */
 		struct rp_provider_config cbcfg[RP_MAX_SESSIONS];
@@ -344,6 +346,8 @@ RP_API struct rp_event *rp_event_new(struct rp_provider *p, const struct rp_even
 	ev_count = idx;
 	ev->next = p->events;
 	p->events = ev;
+	if (p->ue)
+		rp_ue_register(ev);	/* failure leaves the event as it was */
 	/* sessions already running enable it right away */
 	for (s = 0; s < RP_MAX_SESSIONS; s++) {
 		struct rp_session *sess = rp_slots[s].session;

@@ -29,6 +29,7 @@ enum slot_state {
 	SLOT_RUNNING,
 	SLOT_ENDING,		/* stopping callbacks run: only their thread writes */
 	SLOT_STOPPING,
+	SLOT_RESERVED,		/* never a session: user_events' enable bit (user_events.h) */
 };
 
 struct rp_provider {
@@ -41,6 +42,7 @@ struct rp_provider {
 	uint64_t enabled_sessions;	/* under the control lock */
 	struct rp_event *events;	/* list, under the control lock */
 	struct rp_provider *next;
+	bool ue;			/* publishes user_events tracepoints too */
 };
 
 struct rp_event {
@@ -49,6 +51,7 @@ struct rp_event {
 	struct rp_provider *provider;
 	struct nt_event_desc desc;	/* strings and fields owned */
 	struct rp_event *next;		/* in provider->events */
+	struct rp_ue_event *ue;		/* its user_events tracepoint, or NULL */
 };
 
 struct session_cfg {

@@ -29,6 +29,8 @@
 #include "atomics.h"
 #include "clock.h"
 #include "session.h"
+#include "user_events.h"
+#include "usdt.h"
 #include "write_origin.h"
 
 #define SEQ_BASE 1u		/* a thread's number before its first attempt */
@@ -499,6 +501,14 @@ static int write_slow(struct rp_event *ev, uint64_t mask, const struct iovec *io
 	uint16_t flags = 0;
 	int rc = 0;
 
+	/* once per attempt, before any session sees it (usdt.h) */
+	RP_USDT_EVENT(ev, iov, iovcnt, len, mask);
+	if (rp_unlikely(mask & RP_UE_BIT) && ev->ue) {
+		/* a tracer enabled the event's user_events tracepoint (with no
+		 * tracepoint registered, bit 63 is session slot 63) */
+		rp_ue_write(ev, iov, iovcnt, len);
+		mask &= ~RP_UE_BIT;
+	}
 	if (rp_unlikely(!t)) {
 		t = rp_test_fail_alloc ? NULL : wt_register();
 		if (!t)
