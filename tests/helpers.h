@@ -106,6 +106,19 @@ static inline const char *th_tool(void)
 	return th_env("RINGPIPE_TOOL", ".output/default/ringpipe");
 }
 
+/* Runs `ringpipe ARGS 2>&1` into out; its exit status. */
+static inline int th_tool_run(const char *args, struct bytebuf *out)
+{
+	char *cmd;
+	int rc;
+
+	if (asprintf(&cmd, "'%s' %s 2>&1", th_tool(), args) < 0)
+		return -1;
+	rc = th_run(cmd, out);
+	free(cmd);
+	return rc;
+}
+
 /*
  * The TraceEvent dumper, or NULL after cr_skip-ready reason in *why.
  * With RINGPIPE_REQUIRE_INTEROP=1 a missing dumper is a failure, not a skip.

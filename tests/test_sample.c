@@ -17,17 +17,6 @@
 #include "nettrace.h"
 #include "../tools/ringpipe/symbolize.c"
 
-static int tool(const char *args, struct bytebuf *out)
-{
-	char *cmd;
-	int rc;
-
-	cr_assert(asprintf(&cmd, "'%s' %s 2>&1", th_tool(), args) > 0);
-	rc = th_run(cmd, out);
-	free(cmd);
-	return rc;
-}
-
 /* tests/progs/busy (non-PIE) or busy-pie, next to the tool's build */
 static char *busy_path(const char *name)
 {
@@ -43,7 +32,7 @@ static char *busy_path(const char *name)
 static void need_sampling(void)
 {
 	struct bytebuf out = { 0 };
-	int rc = tool("sample -a --duration 10ms -o /dev/null", &out);
+	int rc = th_tool_run("sample -a --duration 10ms -o /dev/null", &out);
 
 	if (rc != 0 && strstr((char *)out.p, "CAP_BPF"))
 		cr_skip_test("CPU sampling is not permitted here: %s", (char *)out.p);
@@ -113,11 +102,11 @@ Test(sample, busy_function_gets_90_percent_of_the_samples, .timeout = 60)
 	sleep_ms(300);		/* past the dynamic loader: busy_spin runs */
 	cr_assert(asprintf(&args, "sample -p %d -F 999 --duration 1.5 -o %s/s.nettrace", (int)pid,
 			   dir) > 0);
-	cr_assert_eq(tool(args, &out), 0, "%s", (char *)out.p);
+	cr_assert_eq(th_tool_run(args, &out), 0, "%s", (char *)out.p);
 	free(args);
 	out.len = 0;
 	cr_assert(asprintf(&args, "convert --to text %s/s.nettrace", dir) > 0);
-	cr_assert_eq(tool(args, &out), 0, "%s", (char *)out.p);
+	cr_assert_eq(th_tool_run(args, &out), 0, "%s", (char *)out.p);
 	count_leaves((char *)out.p, pid, "busy-pie!busy_spin+0x", &total, &hits);
 	fprintf(stderr, "busy_spin: %d of %d samples (%.1f %%)\n", hits, total,
 		total ? 100.0 * hits / total : 0.0);
@@ -151,7 +140,7 @@ Test(sample, record_sample_in_one_session_with_kernel_events, .timeout = 90)
 	sleep_ms(300);
 	cr_assert(asprintf(&args, "record -p %d --sample 999 --kernel exec --duration 1.5 "
 			   "-o %s/r.nettrace", (int)pid, dir) > 0);
-	cr_assert_eq(tool(args, &out), 0, "%s", (char *)out.p);
+	cr_assert_eq(th_tool_run(args, &out), 0, "%s", (char *)out.p);
 	bb_append(&out, "", 1);
 	cr_assert_not_null(strstr((char *)out.p, " CPU samples (cpu-clock), 0 lost") ?:
 			   strstr((char *)out.p, " CPU samples (cycles), 0 lost"), "%s", (char *)out.p);
@@ -160,7 +149,7 @@ Test(sample, record_sample_in_one_session_with_kernel_events, .timeout = 90)
 	free(args);
 	out.len = 0;
 	cr_assert(asprintf(&args, "convert --to text %s/r.nettrace", dir) > 0);
-	cr_assert_eq(tool(args, &out), 0, "%s", (char *)out.p);
+	cr_assert_eq(th_tool_run(args, &out), 0, "%s", (char *)out.p);
 	bb_append(&out, "", 1);
 	count_leaves((char *)out.p, pid, "busy-pie!busy_spin+0x", &total, &hits);
 	fprintf(stderr, "record --sample: busy_spin in %d of %d samples (%.1f %%)\n", hits,
@@ -192,13 +181,13 @@ Test(sample, command_mode_and_report_top_functions, .timeout = 60)
 
 	need_sampling();
 	cr_assert(asprintf(&args, "sample -F 499 -o %s/c.nettrace -- %s 1", dir, busy) > 0);
-	cr_assert_eq(tool(args, &out), 0, "%s", (char *)out.p);
+	cr_assert_eq(th_tool_run(args, &out), 0, "%s", (char *)out.p);
 	cr_assert(strstr((char *)out.p, "\"dropped\":0,"), "%s", (char *)out.p);
 	free(args);
 	out.len = 0;
 	/* the process has exited: symbols come from the trace's module events */
 	cr_assert(asprintf(&args, "report %s/c.nettrace", dir) > 0);
-	cr_assert_eq(tool(args, &out), 0, "%s", (char *)out.p);
+	cr_assert_eq(th_tool_run(args, &out), 0, "%s", (char *)out.p);
 	cr_assert(strstr((char *)out.p, "top functions (leaf frame of "), "%s", (char *)out.p);
 	cr_assert(strstr((char *)out.p, "%  busy!busy_spin\n"), "%s", (char *)out.p);
 	free(args);
@@ -216,7 +205,7 @@ static char *sample_trace(char *dir)
 	need_sampling();
 	cr_assert(asprintf(&path, "%s/t.nettrace", dir) > 0);
 	cr_assert(asprintf(&args, "sample -F 499 -o %s -- %s 0.6", path, busy) > 0);
-	cr_assert_eq(tool(args, &out), 0, "%s", (char *)out.p);
+	cr_assert_eq(th_tool_run(args, &out), 0, "%s", (char *)out.p);
 	free(args);
 	free(busy);
 	bb_free(&out);
@@ -240,7 +229,7 @@ Test(convert, speedscope_is_a_sampled_profile, .timeout = 60)
 	struct bytebuf out = { 0 };
 
 	cr_assert(asprintf(&args, "convert --to speedscope %s -o %s/p.json", trace, dir) > 0);
-	cr_assert_eq(tool(args, &out), 0, "%s", (char *)out.p);
+	cr_assert_eq(th_tool_run(args, &out), 0, "%s", (char *)out.p);
 	free(args);
 	cr_assert(asprintf(&args, "%s/p.json", dir) > 0);
 	python_check(args,
@@ -288,7 +277,7 @@ Test(convert, chrome_json_has_matching_slices_and_stacks, .timeout = 60)
 	struct bytebuf out = { 0 };
 
 	cr_assert(asprintf(&args, "convert --to chrome %s -o %s/c.json", trace, dir) > 0);
-	cr_assert_eq(tool(args, &out), 0, "%s", (char *)out.p);
+	cr_assert_eq(th_tool_run(args, &out), 0, "%s", (char *)out.p);
 	free(args);
 	cr_assert(asprintf(&args, "%s/c.json", dir) > 0);
 	python_check(args, chrome_check);
@@ -311,14 +300,14 @@ Test(convert, bad_arguments_are_usage_errors)
 {
 	struct bytebuf out = { 0 };
 
-	cr_assert_eq(tool("convert --to svg x.nettrace", &out), 2);
+	cr_assert_eq(th_tool_run("convert --to svg x.nettrace", &out), 2);
 	cr_assert(strstr((char *)out.p, "--to must be speedscope, chrome or text, not 'svg'"),
 		  "%s", (char *)out.p);
 	out.len = 0;
-	cr_assert_eq(tool("convert --to text /nonexistent.nettrace", &out), 1);
+	cr_assert_eq(th_tool_run("convert --to text /nonexistent.nettrace", &out), 1);
 	cr_assert(strstr((char *)out.p, "No such file"), "%s", (char *)out.p);
 	out.len = 0;
-	cr_assert_eq(tool("sample -F 0 -a -o /dev/null", &out), 2);
+	cr_assert_eq(th_tool_run("sample -F 0 -a -o /dev/null", &out), 2);
 	cr_assert(strstr((char *)out.p, "-F takes a frequency"), "%s", (char *)out.p);
 	bb_free(&out);
 }
