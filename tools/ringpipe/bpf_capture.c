@@ -1147,9 +1147,11 @@ void rp_capture_stop(struct rp_capture *c)
 	} else if (c->rb) {
 		ring_buffer__consume(c->rb);
 	}
-	/* nothing more comes from us: the drainer stops waiting */
+	/* nothing more comes from us: the drainer stops waiting. The session
+	 * may be stopped (freed) after this, and close() stops again: forget it */
 	if (c->session)
 		__atomic_store_n(&c->session->ext_horizon, 0, __ATOMIC_RELEASE);
+	c->session = NULL;
 }
 
 void rp_capture_stats(struct rp_capture *c, struct rp_capture_stats *st)
