@@ -169,6 +169,21 @@ Test(sample, record_sample_in_one_session_with_kernel_events, .timeout = 90)
 	cr_assert_not_null(strstr((char *)out.p, "#lost\t0\n"), "%s", (char *)out.p);
 	free(cmd);
 	free(args);
+	/* a command's exec and exit land among its samples: per-thread numbers
+	 * must still rise with time (a step back is a loss to TraceEvent) */
+	out.len = 0;
+	cr_assert(asprintf(&args, "record --sample 999 --kernel exec -o %s/c.nettrace -- %s 0.5",
+			   dir, busy) > 0);
+	cr_assert_eq(th_tool_run(args, &out), 0, "%s", (char *)out.p);
+	free(args);
+	out.len = 0;
+	cr_assert(asprintf(&cmd, "dotnet '%s' counts '%s/c.nettrace'", dll, dir) > 0);
+	cr_assert_eq(th_run(cmd, &out), 0, "TraceEvent: %s", (char *)out.p);
+	bb_append(&out, "", 1);
+	cr_assert_not_null(strstr((char *)out.p, "Ringpipe-Kernel/Exec\t1\n"), "%s", (char *)out.p);
+	cr_assert_not_null(strstr((char *)out.p, "Ringpipe-Kernel/Exit\t1\n"), "%s", (char *)out.p);
+	cr_assert_not_null(strstr((char *)out.p, "#lost\t0\n"), "%s", (char *)out.p);
+	free(cmd);
 	free(busy);
 	bb_free(&out);
 	th_rmdir(dir);

@@ -31,6 +31,7 @@
 #include <bpf/libbpf.h>
 
 #include "bpf_capture.h"
+#include "bytebuf.h"
 #include "capture.h"
 #include "capture.skel.h"
 #include "clock.h"
@@ -463,6 +464,25 @@ struct tid_seq {
 	uint32_t seq;
 };
 
+/*
+ * An event waiting for the end of the consumer's pass. Sequence numbers
+ * must rise with time within each origin thread (the drainer writes events
+ * in timestamp order and TraceEvent counts a step back as a loss), but the
+ * probes' ring buffer and the sampler's are read one after the other: a
+ * thread's sample may be older than its exec. So a pass queues what it
+ * reads from every source, sorts it by timestamp, and only then numbers and
+ * writes it.
+ */
+struct pending {
+	uint64_t ts_ns;
+	uint64_t order;		/* queue order: ties keep it */
+	struct rp_event *ev;
+	uint32_t tid, cpu;
+	size_t off;		/* payload, then the stack, in pend_bytes */
+	uint32_t len, nstack;
+	uint64_t *written, *drops;	/* the source's counters (atomic) */
+};
+
 struct rp_capture {
 	struct capture_bpf *skel;
 	struct ring_buffer *rb;
@@ -485,6 +505,10 @@ struct rp_capture {
 		void *ctx;
 	} sources[4];
 	size_t nsources;
+	/* one pass's events, written in timestamp order at its end */
+	struct pending *pend;
+	size_t npend, cappend;
+	struct bytebuf pend_bytes;
 	uint8_t payload[PAYLOAD_MAX];
 };
 
@@ -617,10 +641,6 @@ static int on_record(void *ctx, void *data, size_t size)
 	const struct rp_bpf_hdr *h = data;
 	struct pbuf b = { c->payload, 0, sizeof(c->payload), false };
 	struct rp_event *ev = NULL;
-	struct rp_write_origin org;
-	struct iovec iov;
-	uint32_t *seq;
-	int rc;
 
 	ST_INC(c, records);
 	if (size < sizeof(*h) || h->size > size)
@@ -745,22 +765,8 @@ static int on_record(void *ctx, void *data, size_t size)
 	if (b.overflow || !ev)
 		goto bad;
 	write_cgroup(c, h->cgroup_id);
-	seq = seq_slot(c, h->tid);
-	if (!seq)
-		return 0;
-	/* one step per attempt, captured or not: EventsLost stays exact */
-	(*seq)++;
-	org.ts = rp_clock_from_mono_ns_at(h->ts_ns, &c->anchor);
-	org.tid = h->tid;
-	org.seq = *seq;
-	org.cpu = h->cpu;
-	iov.iov_base = b.p;
-	iov.iov_len = b.n;
-	rc = rp_event_write_origin(ev, &iov, 1, &org, NULL);
-	if (rc == -ENOBUFS)
-		ST_INC(c, write_drops);
-	else if (!rc)
-		ST_INC(c, written);
+	rp_capture_queue(c, ev, h->ts_ns, h->tid, h->cpu, b.p, (uint32_t)b.n, NULL, 0,
+			 &c->st.written, &c->st.write_drops);
 	return 0;
 bad:
 	ST_INC(c, bad);
@@ -794,6 +800,74 @@ static void publish_horizon(struct rp_capture *c, uint64_t mono_ns)
 	/* pairs with the load_acquire in drainer_main(): our ring writes are
 	 * committed before the drainer can see this horizon */
 	__atomic_store_n(&c->session->ext_horizon, t ? t : 1, __ATOMIC_RELEASE);
+}
+
+int rp_capture_queue(struct rp_capture *c, struct rp_event *ev, uint64_t ts_ns, uint32_t tid,
+		     uint32_t cpu, const void *payload, uint32_t len, const uint64_t *stack,
+		     uint32_t nstack, uint64_t *written, uint64_t *drops)
+{
+	struct pending *p;
+
+	/* not an attempt when no session takes the event: no number used */
+	if (!rp_event_enabled(ev))
+		return 0;
+	if (array_grow((void **)&c->pend, &c->cappend, c->npend, sizeof(*c->pend), 256))
+		goto oom;
+	while (c->pend_bytes.len % 8)
+		bb_append(&c->pend_bytes, "", 1);
+	p = &c->pend[c->npend];
+	*p = (struct pending){ .ts_ns = ts_ns, .order = c->npend, .ev = ev, .tid = tid,
+			       .cpu = cpu, .off = c->pend_bytes.len, .len = len,
+			       .nstack = nstack, .written = written, .drops = drops };
+	bb_append(&c->pend_bytes, payload, len);
+	while (c->pend_bytes.len % 8)
+		bb_append(&c->pend_bytes, "", 1);
+	bb_append(&c->pend_bytes, stack, (size_t)nstack * 8);
+	if (c->pend_bytes.oom)
+		goto oom;
+	c->npend++;
+	return 0;
+oom:
+	__atomic_fetch_add(drops, 1, __ATOMIC_RELAXED);
+	return -ENOMEM;
+}
+
+static int cmp_pending(const void *a, const void *b)
+{
+	const struct pending *x = a, *y = b;
+
+	if (x->ts_ns != y->ts_ns)
+		return x->ts_ns < y->ts_ns ? -1 : 1;
+	return x->order < y->order ? -1 : x->order > y->order;
+}
+
+void rp_capture_flush(struct rp_capture *c)
+{
+	size_t i;
+
+	qsort(c->pend, c->npend, sizeof(*c->pend), cmp_pending);
+	for (i = 0; i < c->npend; i++) {
+		const struct pending *p = &c->pend[i];
+		const uint8_t *base = c->pend_bytes.p + p->off;
+		struct iovec iov = { (void *)base, p->len };
+		struct rp_write_opts o = { .sz = sizeof(o), .flags = RP_WRITE_STACK_GIVEN,
+					   .nstack = p->nstack };
+		struct rp_write_origin org;
+		int rc;
+
+		o.stack = (const uint64_t *)(const void *)(base + ((p->len + 7) & ~7u));
+		if (rp_capture_origin(c, p->ts_ns, p->tid, p->cpu, &org)) {
+			__atomic_fetch_add(p->drops, 1, __ATOMIC_RELAXED);
+			continue;
+		}
+		rc = rp_event_write_origin(p->ev, &iov, 1, &org, p->nstack ? &o : NULL);
+		if (rc == -ENOBUFS)
+			__atomic_fetch_add(p->drops, 1, __ATOMIC_RELAXED);
+		else if (!rc)
+			__atomic_fetch_add(p->written, 1, __ATOMIC_RELAXED);
+	}
+	c->npend = 0;
+	c->pend_bytes.len = 0;
 }
 
 static void poll_sources(struct rp_capture *c)
@@ -842,6 +916,7 @@ static void *consumer_main(void *arg)
 		if (ring_buffer__consume(c->rb) < 0 && errno != EINTR)
 			break;
 		poll_sources(c);
+		rp_capture_flush(c);
 		publish_horizon(c, t);
 		/* the ring buffer wakes us per submitted record (no
 		 * BPF_RB_NO_WAKEUP); the timeout bounds how stale the horizon
@@ -852,6 +927,7 @@ static void *consumer_main(void *arg)
 	refresh_anchor(c);
 	ring_buffer__consume(c->rb);
 	poll_sources(c);
+	rp_capture_flush(c);
 	return NULL;
 }
 
@@ -1116,7 +1192,15 @@ size_t rp_capture_nlinks(const struct rp_capture *c)
 
 int rp_capture_start(struct rp_capture *c)
 {
-	int err = pthread_create(&c->thread, NULL, consumer_main, c);
+	int err;
+
+	/* a horizon from the start: until the consumer's first pass ends (a
+	 * slow one when the first sample makes it read a process's ELF files)
+	 * the drainer must not merge ring events past records not read yet */
+	rp_clock_anchor_now(&c->anchor);
+	c->anchor_mono = rp_clock_mono_ns();
+	publish_horizon(c, c->anchor_mono);
+	err = pthread_create(&c->thread, NULL, consumer_main, c);
 
 	if (err)
 		return -err;
@@ -1146,6 +1230,7 @@ void rp_capture_stop(struct rp_capture *c)
 		c->started = false;
 	} else if (c->rb) {
 		ring_buffer__consume(c->rb);
+		rp_capture_flush(c);
 	}
 	/* nothing more comes from us: the drainer stops waiting. The session
 	 * may be stopped (freed) after this, and close() stops again: forget it */
@@ -1189,5 +1274,7 @@ void rp_capture_close(struct rp_capture *c)
 		free(c->cg.e[i].path);
 	free(c->cg.e);
 	free(c->seqs);
+	free(c->pend);
+	bb_free(&c->pend_bytes);
 	free(c);
 }

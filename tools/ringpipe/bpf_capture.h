@@ -98,6 +98,18 @@ int rp_capture_add_source(struct rp_capture *c, rp_capture_source_fn poll, void 
  * TraceEvent's per-thread loss count stays exact. 0, or -ENOMEM.
  */
 struct rp_write_origin;
+/*
+ * On the consumer thread (or after rp_capture_stop()): queues an event of
+ * origin thread tid for the end of the pass, where the pass's events are
+ * sorted by time, numbered and written (see struct pending). The payload
+ * and stack are copied. written/drops are the caller's counters, bumped
+ * atomically as the event is written or lost.
+ */
+int rp_capture_queue(struct rp_capture *c, struct rp_event *ev, uint64_t ts_ns, uint32_t tid,
+		     uint32_t cpu, const void *payload, uint32_t len, const uint64_t *stack,
+		     uint32_t nstack, uint64_t *written, uint64_t *drops);
+/* Writes what is queued (the consumer does at the end of each pass). */
+void rp_capture_flush(struct rp_capture *c);
 int rp_capture_origin(struct rp_capture *c, uint64_t ts_ns, uint32_t tid, uint32_t cpu,
 		      struct rp_write_origin *org);
 

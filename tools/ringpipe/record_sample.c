@@ -23,7 +23,6 @@
 #include "sample_out.h"
 #include "sampler.h"
 #include "symbolize.h"
-#include "write_origin.h"
 
 #define RESNAPSHOT_NS 1000000000ull
 
@@ -66,7 +65,7 @@ struct record_sampler {
 	size_t npids, cappids;
 	size_t modules_done, jits_done;
 	uint64_t last_snap_ns;
-	uint64_t samples, write_drops;
+	uint64_t samples, written, write_drops;	/* atomic: bumped as written */
 	struct bytebuf pl;
 };
 
@@ -109,7 +108,7 @@ static uint64_t mono_ns(void)
 static void count(struct record_sampler *rs, int rc)
 {
 	if (rc == -ENOBUFS)
-		rs->write_drops++;
+		__atomic_fetch_add(&rs->write_drops, 1, __ATOMIC_RELAXED);
 }
 
 /* Modules and JIT symbols the table learned since the last call, written
@@ -131,11 +130,9 @@ static void write_symbols(struct record_sampler *rs)
 }
 
 /* A thread's name, as an event of that thread, when it is new or changed. */
-static void write_thread_name(struct record_sampler *rs, const struct rp_sample_rec *r)
+static void queue_thread_name(struct record_sampler *rs, const struct rp_sample_rec *r)
 {
 	uint64_t key = (uint64_t)r->pid << 32 | r->tid, v, h = 1469598103934665603ull;
-	struct rp_write_origin org;
-	struct iovec iov;
 	char name[17];
 	int i;
 
@@ -145,15 +142,13 @@ static void write_thread_name(struct record_sampler *rs, const struct rp_sample_
 		h = (h ^ (uint8_t)name[i]) * 1099511628211ull;
 	if (hmap_get(&rs->names, key, &v) && v == h)
 		return;
-	if (hmap_put(&rs->names, key, h) ||
-	    rp_capture_origin(rs->cap, r->ts_ns, r->tid, r->cpu, &org))
+	if (hmap_put(&rs->names, key, h))
 		return;
 	rs->pl.len = 0;
 	sample_enc_thread(&rs->pl, r->pid, r->tid, name);
-	if (rs->pl.oom)
-		return;
-	iov = (struct iovec){ rs->pl.p, rs->pl.len };
-	count(rs, rp_event_write_origin(ev_thread, &iov, 1, &org, NULL));
+	if (!rs->pl.oom)
+		rp_capture_queue(rs->cap, ev_thread, r->ts_ns, r->tid, r->cpu, rs->pl.p,
+				 (uint32_t)rs->pl.len, NULL, 0, &rs->written, &rs->write_drops);
 }
 
 static int on_sample(void *ctx, const struct rp_sample_rec *r)
@@ -163,10 +158,6 @@ static int on_sample(void *ctx, const struct rp_sample_rec *r)
 	uint32_t nu = r->nuser < RP_SAMPLE_MAX_FRAMES ? r->nuser : RP_SAMPLE_MAX_FRAMES;
 	uint64_t stack[2 * RP_SAMPLE_MAX_FRAMES], v;
 	uint8_t pl[SAMPLE_PAYLOAD_LEN];
-	struct iovec iov = { pl, sizeof(pl) };
-	struct rp_write_opts o = { .sz = sizeof(o), .flags = RP_WRITE_STACK_GIVEN,
-				   .stack = stack, .nstack = nk + nu };
-	struct rp_write_origin org;
 
 	/* a process is snapshotted at its first sample, while surely alive */
 	if (!hmap_get(&rs->seen, r->pid, &v) && !hmap_put(&rs->seen, r->pid, 1) &&
@@ -175,14 +166,12 @@ static int on_sample(void *ctx, const struct rp_sample_rec *r)
 		sym_snapshot_pid(rs->syms, r->pid);
 		write_symbols(rs);
 	}
-	write_thread_name(rs, r);
-	if (rp_capture_origin(rs->cap, r->ts_ns, r->tid, r->cpu, &org))
-		return 0;
+	queue_thread_name(rs, r);
 	sample_payload(r, pl);
 	memcpy(stack, r->kstack, nk * 8);
 	memcpy(stack + nk, r->ustack, nu * 8);
-	count(rs, rp_event_write_origin(ev_sample, &iov, 1, &org, &o));
-	rs->samples++;
+	rp_capture_queue(rs->cap, ev_sample, r->ts_ns, r->tid, r->cpu, pl, sizeof(pl), stack,
+			 nk + nu, &rs->samples, &rs->write_drops);
 	return 0;
 }
 
@@ -247,6 +236,7 @@ void record_sampler_close(struct record_sampler *rs, struct record_sampler_stats
 			st->event = sampler_event_name(rs->s);
 		}
 		sampler_stop(rs->s);
+		rp_capture_flush(rs->cap);
 	}
 	if (st) {
 		st->samples = rs->samples;
