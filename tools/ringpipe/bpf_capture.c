@@ -841,12 +841,19 @@ static int cmp_pending(const void *a, const void *b)
 	return x->order < y->order ? -1 : x->order > y->order;
 }
 
-void rp_capture_flush(struct rp_capture *c)
+/*
+ * Writes the queued events stamped before limit_ns, in time order, and keeps
+ * the younger ones for a later pass: a source read later in this pass may
+ * still deliver an event older than those (another source's record stamped
+ * just before it was read), and it must not come after them.
+ */
+static void flush_before(struct rp_capture *c, uint64_t limit_ns)
 {
-	size_t i;
+	struct bytebuf keep = { 0 };
+	size_t i, n = 0;
 
 	qsort(c->pend, c->npend, sizeof(*c->pend), cmp_pending);
-	for (i = 0; i < c->npend; i++) {
+	for (i = 0; i < c->npend && c->pend[i].ts_ns < limit_ns; i++) {
 		const struct pending *p = &c->pend[i];
 		const uint8_t *base = c->pend_bytes.p + p->off;
 		struct iovec iov = { (void *)base, p->len };
@@ -866,8 +873,29 @@ void rp_capture_flush(struct rp_capture *c)
 		else if (!rc)
 			__atomic_fetch_add(p->written, 1, __ATOMIC_RELAXED);
 	}
-	c->npend = 0;
-	c->pend_bytes.len = 0;
+	/* the rest moves to the front, its bytes to a fresh buffer */
+	for (; i < c->npend; i++) {
+		struct pending p = c->pend[i];
+		size_t end = p.off + ((p.len + 7) & ~(size_t)7) + (size_t)p.nstack * 8;
+
+		bb_append(&keep, c->pend_bytes.p + p.off, end - p.off);
+		p.off = keep.len - (end - p.off);
+		p.order = n;
+		c->pend[n++] = p;
+	}
+	if (keep.oom) {
+		for (i = 0; i < n; i++)
+			__atomic_fetch_add(c->pend[i].drops, 1, __ATOMIC_RELAXED);
+		n = 0;
+	}
+	bb_free(&c->pend_bytes);
+	c->pend_bytes = keep;
+	c->npend = n;
+}
+
+void rp_capture_flush(struct rp_capture *c)
+{
+	flush_before(c, UINT64_MAX);
 }
 
 static void poll_sources(struct rp_capture *c)
@@ -916,7 +944,9 @@ static void *consumer_main(void *arg)
 		if (ring_buffer__consume(c->rb) < 0 && errno != EINTR)
 			break;
 		poll_sources(c);
-		rp_capture_flush(c);
+		/* what is stamped before t - slack was submitted before t, so
+		 * every source has delivered it in this pass */
+		flush_before(c, t - SUBMIT_SLACK_NS);
 		publish_horizon(c, t);
 		/* the ring buffer wakes us per submitted record (no
 		 * BPF_RB_NO_WAKEUP); the timeout bounds how stale the horizon
