@@ -100,6 +100,18 @@ internal static class Program
         }
     }
 
+    // The last line of every counting mode, then the exit status: 0 when the
+    // whole file was read, 1 (with TraceEvent's message on stderr) otherwise.
+    private static int Finish(StreamWriter output, int lost, string error)
+    {
+        output.Write("#lost\t" + lost.ToString(CultureInfo.InvariantCulture) + "\n");
+        if (error == null)
+            return 0;
+        output.Flush();
+        Console.Error.WriteLine("TraceDump: " + error);
+        return 1;
+    }
+
     // ------------------------------------------------------------------ dump
 
     private static int Dump(string file, StreamWriter output)
@@ -344,14 +356,7 @@ internal static class Program
             output.Write(counts[key].ToString(CultureInfo.InvariantCulture));
             output.Write('\n');
         }
-        output.Write("#lost\t" + lost.ToString(CultureInfo.InvariantCulture) + "\n");
-        if (error != null)
-        {
-            output.Flush();
-            Console.Error.WriteLine("TraceDump: " + error);
-            return 1;
-        }
-        return 0;
+        return Finish(output, lost, error);
     }
 
     // Per thread: how many events, and whether the numeric payload field FIELD
@@ -388,14 +393,7 @@ internal static class Program
             output.Write(key + "\t" + counts[key].ToString(CultureInfo.InvariantCulture) + "\n");
         output.Write("#nofield\t" + nofield.ToString(CultureInfo.InvariantCulture) + "\n");
         output.Write("#order_violations\t" + violations.ToString(CultureInfo.InvariantCulture) + "\n");
-        output.Write("#lost\t" + lost.ToString(CultureInfo.InvariantCulture) + "\n");
-        if (error != null)
-        {
-            output.Flush();
-            Console.Error.WriteLine("TraceDump: " + error);
-            return 1;
-        }
-        return 0;
+        return Finish(output, lost, error);
     }
 
     // ------------------------------------------------------------------ clr
@@ -426,14 +424,7 @@ internal static class Program
             sb.Append('\n');
             output.Write(sb);
         }, out int lost);
-        output.Write("#lost\t" + lost.ToString(CultureInfo.InvariantCulture) + "\n");
-        if (error != null)
-        {
-            output.Flush();
-            Console.Error.WriteLine("TraceDump: " + error);
-            return 1;
-        }
-        return 0;
+        return Finish(output, lost, error);
     }
 
     // ------------------------------------------------------------------ heap
@@ -600,14 +591,7 @@ internal static class Program
             try { source?.Dispose(); } catch { }
         }
         output.Write(last ?? "no-heap-dump\n");
-        output.Write("#lost\t" + lost.ToString(CultureInfo.InvariantCulture) + "\n");
-        if (error != null)
-        {
-            output.Flush();
-            Console.Error.WriteLine("TraceDump: " + error);
-            return 1;
-        }
-        return 0;
+        return Finish(output, lost, error);
     }
 
     // ------------------------------------------------------------------ tracelog
