@@ -66,6 +66,7 @@
 #include "ring.h"
 #include "ringpipe/ringpipe.h"
 #include "session.h"
+#include "bench_env.h"
 #include "bench_event.h"
 
 #define MAX_REPS 8
@@ -473,11 +474,9 @@ int main(int argc, char **argv)
 	struct lat lats[MAX_REPS];
 	struct stat3 tput[C_NR];
 	struct rp_provider *p;
-	const char *td = getenv("TMPDIR");
 	struct stat3 lat50 = { 0 }, lat99 = { 0 }, wk_prod[C_NR], wk_drain[C_NR];
 	unsigned int complete[C_NR] = { 0 };
 	bool all_complete = true, e2e = false;
-	int err;
 
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--quick")) {
@@ -493,20 +492,8 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
-	err = rp_clock_init();
-	if (err) {
-		fprintf(stderr, "bench_block: rp_clock_init: %s\n", strerror(-err));
+	if (bench_env_init("bench_block", tmpdir, sizeof(tmpdir), &allowed_cpus, cpus, &nr_cpus))
 		return 1;
-	}
-	snprintf(tmpdir, sizeof(tmpdir), "%s/bench_block.XXXXXX", td && *td ? td : "/tmp");
-	if (!mkdtemp(tmpdir))
-		die("mkdtemp");
-	sched_getaffinity(0, sizeof(allowed_cpus), &allowed_cpus);
-	for (int c = 0; c < CPU_SETSIZE && nr_cpus < NWRITERS; c++)
-		if (CPU_ISSET(c, &allowed_cpus))
-			cpus[nr_cpus++] = c;
-	if (nr_cpus < 2)
-		cpus[1] = cpus[0];
 
 	p = rp_provider_new(&po);
 	if (!p)

@@ -63,6 +63,7 @@
 #include "ring.h"
 #include "ringpipe/ringpipe.h"
 #include "session.h"
+#include "bench_env.h"
 #include "bench_event.h"
 
 #define MAX_REPS 8
@@ -698,8 +699,6 @@ int main(int argc, char **argv)
 	struct rp_event_opts eo = { .sz = sizeof(eo), .id = 1, .name = "Small", .level = 4,
 				    .nfields = 4, .fields = small_fields };
 	struct rp_provider *p, *p_off;
-	const char *td = getenv("TMPDIR");
-	int err;
 
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--quick")) {
@@ -716,20 +715,8 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
-	err = rp_clock_init();
-	if (err) {
-		fprintf(stderr, "bench_session: rp_clock_init: %s\n", strerror(-err));
+	if (bench_env_init("bench_session", tmpdir, sizeof(tmpdir), &allowed_cpus, cpus, &nr_cpus))
 		return 1;
-	}
-	snprintf(tmpdir, sizeof(tmpdir), "%s/bench_session.XXXXXX", td && *td ? td : "/tmp");
-	if (!mkdtemp(tmpdir))
-		die("mkdtemp");
-	sched_getaffinity(0, sizeof(allowed_cpus), &allowed_cpus);
-	for (int c = 0; c < CPU_SETSIZE && nr_cpus < 2; c++)
-		if (CPU_ISSET(c, &allowed_cpus))
-			cpus[nr_cpus++] = c;
-	if (nr_cpus < 2)
-		cpus[1] = cpus[0];
 
 	p = rp_provider_new(&po);
 	p_off = rp_provider_new(&po_off);
