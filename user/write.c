@@ -631,8 +631,11 @@ static int write_slow(struct rp_event *ev, uint64_t mask, const struct iovec *io
 	return rc;
 }
 
-RP_API int rp_event_writev(struct rp_event *ev, const struct iovec *iov, int iovcnt,
-			   const struct rp_write_opts *opts)
+/* The checks both vector writes make before the slow path; origin may be
+ * NULL (the calling thread writes for itself). */
+static inline int writev_checked(struct rp_event *ev, const struct iovec *iov, int iovcnt,
+				 const struct rp_write_opts *opts,
+				 const struct rp_write_origin *origin)
 {
 	uint64_t mask = rp_load_relaxed(&ev->hot.sessions);
 	size_t len = 0;
@@ -650,27 +653,21 @@ RP_API int rp_event_writev(struct rp_event *ev, const struct iovec *iov, int iov
 	 * sz; write_slow() reads those fields only when sz covers them */
 	return write_slow(ev, mask, iov, iovcnt, len,
 			  opts && opts->sz >= offsetof(struct rp_write_opts, stack) ? opts : NULL,
-			  NULL);
+			  origin);
+}
+
+RP_API int rp_event_writev(struct rp_event *ev, const struct iovec *iov, int iovcnt,
+			   const struct rp_write_opts *opts)
+{
+	return writev_checked(ev, iov, iovcnt, opts, NULL);
 }
 
 int rp_event_write_origin(struct rp_event *ev, const struct iovec *iov, int iovcnt,
 			  const struct rp_write_origin *origin, const struct rp_write_opts *opts)
 {
-	uint64_t mask = rp_load_relaxed(&ev->hot.sessions);
-	size_t len = 0;
-	int k;
-
-	if (!mask)
-		return 0;
-	if (!origin || iovcnt < 0 || (iovcnt && !iov))
+	if (!origin)
 		return -EINVAL;
-	for (k = 0; k < iovcnt; k++)
-		len += iov[k].iov_len;
-	if (len > 65535)
-		return -EINVAL;
-	return write_slow(ev, mask, iov, iovcnt, len,
-			  opts && opts->sz >= offsetof(struct rp_write_opts, stack) ? opts : NULL,
-			  origin);
+	return writev_checked(ev, iov, iovcnt, opts, origin);
 }
 
 RP_API int rp_event_write(struct rp_event *ev, const void *payload, size_t len)
