@@ -863,7 +863,10 @@ static int sort_and_dispatch(struct nt_reader *r, uint64_t stop, bool all)
 	r->npending = k;
 	if (err)
 		return err;
-	qsort(r->out + start, r->nout - start, sizeof(*r->out), cmp_rec_ts);
+	/* nothing released (every event at or after stop): r->out may still
+	 * be NULL, and NULL + 0 is undefined */
+	if (r->nout > start)
+		qsort(r->out + start, r->nout - start, sizeof(*r->out), cmp_rec_ts);
 	return 0;
 }
 
