@@ -29,6 +29,12 @@ fail:
 	return -ENOMEM;
 }
 
+void bb_fwrite(const struct bytebuf *b, FILE *f)
+{
+	if (b->len)
+		fwrite(b->p, 1, b->len, f);
+}
+
 void bb_free(struct bytebuf *b)
 {
 	free(b->p);

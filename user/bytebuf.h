@@ -12,6 +12,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 struct bytebuf {
@@ -23,6 +25,9 @@ struct bytebuf {
 
 int bb_grow(struct bytebuf *b, size_t need);
 void bb_free(struct bytebuf *b);
+/* Writes the contents to f (an empty buffer may have no storage, which
+ * fwrite must not be given). */
+void bb_fwrite(const struct bytebuf *b, FILE *f);
 /* Append printf-formatted text (not NUL-terminated in the count). */
 void bb_printf(struct bytebuf *b, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
@@ -115,6 +120,15 @@ static inline void bb_varu32(struct bytebuf *b, uint32_t v)
  * left as it was.
  */
 int array_grow(void **arr, size_t *cap, size_t n, size_t elem, size_t first);
+
+/* qsort() for arrays grown with array_grow(): an array that never grew is
+ * NULL, and qsort's base must not be, even for no elements. */
+static inline void array_sort(void *arr, size_t n, size_t elem,
+			      int (*cmp)(const void *, const void *))
+{
+	if (n)
+		qsort(arr, n, elem, cmp);
+}
 
 #if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "ringpipe's serializers assume a little-endian host"

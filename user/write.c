@@ -620,6 +620,8 @@ static int write_slow(struct rp_event *ev, uint64_t mask, const struct iovec *io
 		}
 		p = rp_record_payload(rec, nips);
 		for (k = 0; k < iovcnt; k++) {
+			if (!iov[k].iov_len)
+				continue;	/* an empty segment may have no base */
 			memcpy(p, iov[k].iov_base, iov[k].iov_len);
 			p += iov[k].iov_len;
 		}

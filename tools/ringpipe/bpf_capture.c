@@ -852,7 +852,7 @@ static void flush_before(struct rp_capture *c, uint64_t limit_ns)
 	struct bytebuf keep = { 0 };
 	size_t i, n = 0;
 
-	qsort(c->pend, c->npend, sizeof(*c->pend), cmp_pending);
+	array_sort(c->pend, c->npend, sizeof(*c->pend), cmp_pending);
 	for (i = 0; i < c->npend && c->pend[i].ts_ns < limit_ns; i++) {
 		const struct pending *p = &c->pend[i];
 		const uint8_t *base = c->pend_bytes.p + p->off;

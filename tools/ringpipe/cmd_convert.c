@@ -147,7 +147,7 @@ static void json_str(FILE *f, const char *s)
 	struct bytebuf b = { 0 };
 
 	nt_json_string(&b, s, strlen(s));
-	fwrite(b.p, 1, b.len, f);
+	bb_fwrite(&b, f);
 	bb_free(&b);
 }
 
@@ -302,9 +302,9 @@ static int speedscope(struct conv *c, const char *path)
 			json_str(c->out, buf);
 			fprintf(c->out, ",\"unit\":\"nanoseconds\",\"startValue\":0,\"endValue\":%"
 				PRIu64 ",\"samples\":[", p->n * weight);
-			fwrite(p->samples.p, 1, p->samples.len, c->out);
+			bb_fwrite(&p->samples, c->out);
 			fprintf(c->out, "],\"weights\":[");
-			fwrite(p->weights.p, 1, p->weights.len, c->out);
+			bb_fwrite(&p->weights, c->out);
 			fprintf(c->out, "]}");
 		}
 		fprintf(c->out, "]}\n");
@@ -510,9 +510,9 @@ static int chrome(struct conv *c)
 		free(os->names);
 	}
 	fprintf(c->out, "\n],\"stackFrames\":{");
-	fwrite(sf.p, 1, sf.len, c->out);
+	bb_fwrite(&sf, c->out);
 	fprintf(c->out, "},\"samples\":[");
-	fwrite(samples.p, 1, samples.len, c->out);
+	bb_fwrite(&samples, c->out);
 	fprintf(c->out, "]}\n");
 	if (sf.oom || samples.oom)
 		err = -ENOMEM;

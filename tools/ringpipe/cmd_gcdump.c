@@ -448,7 +448,7 @@ static int report(const char *path, long top, bool all)
 			free(h.types[i].name);
 	h.ntypes = n;
 	printf("types %zu\n", n);
-	qsort(h.types, n, sizeof(*h.types), all ? cmp_name : cmp_bytes_desc);
+	array_sort(h.types, n, sizeof(*h.types), all ? cmp_name : cmp_bytes_desc);
 	printf("%16s %12s  %s\n", "bytes", "count", "type");
 	for (i = 0; i < n && (all || (long)i < top); i++) {
 		char buf[40];

@@ -58,7 +58,7 @@ static void json_str(const char *s)
 	struct bytebuf b = { 0 };
 
 	nt_json_string(&b, s, strlen(s));
-	fwrite(b.p, 1, b.len, stdout);
+	bb_fwrite(&b, stdout);
 	bb_free(&b);
 }
 
@@ -248,7 +248,7 @@ int cmd_report(int argc, char **argv)
 		hmap_put(&bytes_by_meta, (uintptr_t)rec.meta, v + rec.payload_len);
 		cgroup_account(&cg, &rec);
 	}
-	qsort(cg.v, cg.n, sizeof(*cg.v), cmp_cgroup);
+	array_sort(cg.v, cg.n, sizeof(*cg.v), cmp_cgroup);
 
 	nm = nt_reader_nmeta(r);
 	metas = calloc(nm + 1, sizeof(*metas));
@@ -392,12 +392,12 @@ int cmd_dump(int argc, char **argv)
 		nt_dump_event(r, &rec, &out);
 		n++;
 		if (out.len > (1 << 20)) {
-			fwrite(out.p, 1, out.len, stdout);
+			bb_fwrite(&out, stdout);
 			out.len = 0;
 		}
 	}
 	nt_dump_summary(r, n, err < 0, &out);
-	fwrite(out.p, 1, out.len, stdout);
+	bb_fwrite(&out, stdout);
 	bb_free(&out);
 	if (err < 0)
 		tool_err("dump", "%s: %s", argv[1], nt_reader_errmsg(r));

@@ -295,7 +295,7 @@ int sample_writer_finish(struct sample_writer *w, uint64_t end_ns)
 	}
 	for (i = 0; i < M_NR && !err; i++)
 		err = nt_writer_define(nw, &descs[i], &ids[i]);
-	qsort(w->q, w->nq, sizeof(*w->q), cmp_qev);
+	array_sort(w->q, w->nq, sizeof(*w->q), cmp_qev);
 	for (i = 0; i < w->nq && !err; i++) {
 		const struct qev *q = &w->q[i];
 		struct nt_event ev = { 0 };

@@ -296,7 +296,7 @@ static void mod_load(struct elf_mod *m)
 		if (!access(dbg, R_OK))
 			read_elf(m, dbg, false, NULL);
 	}
-	qsort(m->syms, m->nsyms, sizeof(*m->syms), cmp_esym);
+	array_sort(m->syms, m->nsyms, sizeof(*m->syms), cmp_esym);
 	/* .symtab and .dynsym list most functions twice */
 	for (i = 0, j = 0; i < m->nsyms; i++)
 		if (!j || m->syms[i].addr != m->syms[j - 1].addr)
@@ -740,7 +740,7 @@ static void kernel_load(struct sym_table *t)
 	fclose(f);
 	for (size_t i = 0; i < t->nksyms; i++)
 		t->ksyms[i].name = t->kpool + (uintptr_t)t->ksyms[i].name;
-	qsort(t->ksyms, t->nksyms, sizeof(*t->ksyms), cmp_esym);
+	array_sort(t->ksyms, t->nksyms, sizeof(*t->ksyms), cmp_esym);
 }
 
 bool sym_lookup(struct sym_table *t, uint32_t pid, uint64_t ip, bool leaf, struct sym_result *r)
@@ -763,7 +763,7 @@ bool sym_lookup(struct sym_table *t, uint32_t pid, uint64_t ip, bool leaf, struc
 		return s != NULL;
 	}
 	if (!t->sorted) {
-		qsort(t->maps, t->nmaps, sizeof(*t->maps), cmp_map);
+		array_sort(t->maps, t->nmaps, sizeof(*t->maps), cmp_map);
 		t->sorted = true;
 	}
 	i = FIND_LE(t->maps, t->nmaps, m.pid, m.start, pid, addr);
@@ -802,7 +802,7 @@ bool sym_lookup(struct sym_table *t, uint32_t pid, uint64_t ip, bool leaf, struc
 		return true;
 	}
 	if (!t->jsorted) {
-		qsort(t->jits, t->njits, sizeof(*t->jits), cmp_jit);
+		array_sort(t->jits, t->njits, sizeof(*t->jits), cmp_jit);
 		t->jsorted = true;
 	}
 	i = FIND_LE(t->jits, t->njits, pid, start, pid, addr);
