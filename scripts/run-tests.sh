@@ -8,6 +8,8 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-.output/default}
 OUTPUT=${OUTPUT:-.output}
 FUZZ_SECONDS=${FUZZ_SECONDS:-20}
+# TESTS="test_block test_ipc": only these binaries, and no fuzzing
+TESTS=${TESTS:-}
 export RINGPIPE_TOOL=${RINGPIPE_TOOL:-$PWD/$OUT/ringpipe}
 export RINGPIPE_DEMO=${RINGPIPE_DEMO:-$PWD/$OUT/ringpipe-demo}
 export RINGPIPE_DOTNET_TOOLS=${RINGPIPE_DOTNET_TOOLS:-$PWD/$OUTPUT/dotnet-tools}
@@ -24,6 +26,8 @@ export CRITERION_VERBOSITY_LEVEL=${CRITERION_VERBOSITY_LEVEL:-1}
 export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
 
 passed=0 failed=0 skipped=0
+# failures again at the very end: CI logs are often read from the tail
+recap=""
 logdir=$OUTPUT/test-logs
 mkdir -p "$logdir"
 
@@ -66,6 +70,9 @@ run_criterion() {
 	printf '%3d passed, %d failed, %d skipped\n' "$p" "$((f + c))" "$s"
 	if [ "$((f + c))" -ne 0 ]; then
 		sed 's/^/      /' "$log" | grep -v '^      \[----\] *$' | tail -60
+		recap+="  $name:"$'\n'
+		recap+=$(grep -E -A2 'Assertion Failed|\[FAIL\]|CRASH|[Tt]imed out|signal' "$log" |
+			grep -v -e '^--$' -e '^\[----\] *$' | head -24 | sed 's/^/    /')$'\n'
 	fi
 	grep '^\[SKIP\]' "$log" | sed 's/^/      /'
 }
@@ -73,12 +80,15 @@ run_criterion() {
 echo "unit, integration and interop tests ($OUT):"
 for bin in "$OUT"/tests/test_*; do
 	[ -x "$bin" ] || continue
+	if [ -n "$TESTS" ] && ! [[ " $TESTS " == *" $(basename "$bin") "* ]]; then
+		continue
+	fi
 	run_criterion "$bin"
 done
 
-echo "fuzzing (${FUZZ_SECONDS}s per target, ASan+UBSan):"
+[ -z "$TESTS" ] && echo "fuzzing (${FUZZ_SECONDS}s per target, ASan+UBSan):"
 for fz in "$OUTPUT"/fuzz/fuzz_*; do
-	[ -x "$fz" ] || continue
+	[ -x "$fz" ] && [ -z "$TESTS" ] || continue
 	name=$(basename "$fz")
 	corpus=tests/fuzz/corpus/${name#fuzz_}
 	work=$(mktemp -d)
@@ -92,11 +102,16 @@ for fz in "$OUTPUT"/fuzz/fuzz_*; do
 	else
 		echo "FAILED"
 		tail -40 "$logdir/$name.log" | sed 's/^/      /'
+		recap+="  $name: crashed, see $logdir/$name.log"$'\n'
 		failed=$((failed + 1))
 	fi
 	rm -rf "$work"
 done
 
 echo
+if [ -n "$recap" ]; then
+	echo "failed (logs in $logdir):"
+	printf '%s' "$recap"
+fi
 echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]

@@ -97,29 +97,60 @@ Test(clock, now_before_init_initialises_lazily)
 	cr_assert_gt(t, 0, "first reading is 0");
 }
 
+/*
+ * One tick reading between two CLOCK_MONOTONIC readings.  A preemption
+ * between the reads (2 CPUs shared with the other tests) would widen the
+ * bracket, not move the truth: retry for a tight one, keep the tightest.
+ */
+struct bracket {
+	uint64_t ticks, mono_lo, mono_hi;
+};
+
+static struct bracket read_bracket(void)
+{
+	struct bracket best = { 0, 0, UINT64_MAX };
+	int i;
+
+	for (i = 0; i < 50; i++) {
+		struct bracket b;
+
+		b.mono_lo = rp_clock_mono_ns();
+		b.ticks = rp_clock_now();
+		b.mono_hi = rp_clock_mono_ns();
+		if (b.mono_hi - b.mono_lo < best.mono_hi - best.mono_lo)
+			best = b;
+		if (best.mono_hi - best.mono_lo < 5000)
+			break;
+	}
+	return best;
+}
+
 Test(clock, ticks_convert_to_clock_monotonic)
 {
-	uint64_t t0, t1, m0, m1, c0, c1, dm, dc;
+	struct bracket b0, b1;
+	uint64_t c0, c1, dlo, dhi, tol;
 
 	pin_to_current_cpu();
 	unsetenv("RINGPIPE_CLOCK");
 	cr_assert_eq(rp_clock_init(), 0, "init");
-	t0 = rp_clock_now();
-	m0 = rp_clock_mono_ns();
-	c0 = rp_clock_to_mono_ns(t0);
-	cr_assert_lt(absdiff(c0, m0), 200000ull,
-		     "converted %" PRIu64 " vs CLOCK_MONOTONIC %" PRIu64 ": expected within 200 us, off by %" PRIu64 " ns",
-		     c0, m0, absdiff(c0, m0));
+	b0 = read_bracket();
+	c0 = rp_clock_to_mono_ns(b0.ticks);
+	/* the converted reading lies between the two CLOCK_MONOTONIC reads,
+	 * give or take the calibration's error (200 us) */
+	cr_assert(c0 + 200000 >= b0.mono_lo && c0 <= b0.mono_hi + 200000,
+		  "converted %" PRIu64 " not within 200 us of CLOCK_MONOTONIC [%" PRIu64 ", %" PRIu64 "]",
+		  c0, b0.mono_lo, b0.mono_hi);
 	usleep(100000);
-	t1 = rp_clock_now();
-	m1 = rp_clock_mono_ns();
-	c1 = rp_clock_to_mono_ns(t1);
-	dm = m1 - m0;
-	dc = c1 - c0;
+	b1 = read_bracket();
+	c1 = rp_clock_to_mono_ns(b1.ticks);
+	dlo = b1.mono_lo - b0.mono_hi;
+	dhi = b1.mono_hi - b0.mono_lo;
 	/* 0.5 % of 100 ms: generous for a 15 ms calibration window */
-	cr_assert_lt(absdiff(dc, dm), dm / 200 + 20000,
-		     "100 ms sleep: CLOCK_MONOTONIC says %" PRIu64 " ns, converted ticks say %" PRIu64 " ns", dm, dc);
-	cr_assert_gt(t1, t0, "ticks did not advance across a sleep");
+	tol = dhi / 200 + 20000;
+	cr_assert(c1 - c0 + tol >= dlo && c1 - c0 <= dhi + tol,
+		  "100 ms sleep: CLOCK_MONOTONIC says %" PRIu64 "..%" PRIu64 " ns, converted ticks say %" PRIu64 " ns",
+		  dlo, dhi, c1 - c0);
+	cr_assert_gt(b1.ticks, b0.ticks, "ticks did not advance across a sleep");
 }
 
 Test(clock, anchors_convert_exactly_at_the_anchor)
