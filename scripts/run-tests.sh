@@ -71,8 +71,11 @@ run_criterion() {
 	if [ "$((f + c))" -ne 0 ]; then
 		sed 's/^/      /' "$log" | grep -v '^      \[----\] *$' | tail -60
 		recap+="  $name:"$'\n'
-		recap+=$(grep -E -A2 'Assertion Failed|\[FAIL\]|CRASH|[Tt]imed out|signal' "$log" |
-			grep -v -e '^--$' -e '^\[----\] *$' | head -24 | sed 's/^/    /')$'\n'
+		# each failed assertion with its message line, and the verdicts
+		recap+=$(awk '/Assertion Failed/ { print; n = 3; next }
+			!/^\[----\]/ { n = 0 }
+			n > 0 && !/^\[----\] *$/ { print; n--; next }
+			/\[FAIL\]|CRASH|[Tt]imed out|signal/' "$log" | head -24 | sed 's/^/    /')$'\n'
 	fi
 	grep '^\[SKIP\]' "$log" | sed 's/^/      /'
 }
