@@ -48,7 +48,10 @@ struct wthread {
 	struct wthread *next, *prev;
 };
 
-static __thread struct wthread *wt;
+/* initial-exec: a shared libringpipe reaches it with one %fs-relative load
+ * instead of a __tls_get_addr() call on every write (8 bytes of the static
+ * TLS that glibc keeps spare even for libraries loaded with dlopen) */
+static __thread struct wthread *wt __attribute__((tls_model("initial-exec")));
 static pthread_key_t wt_key;
 static pthread_once_t wt_once = PTHREAD_ONCE_INIT;
 static pthread_mutex_t wt_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -490,8 +493,16 @@ static int drop_alloc(uint64_t mask)
 	return -ENOMEM;
 }
 
-static int write_slow(struct rp_event *ev, uint64_t mask, const struct iovec *iov, int iovcnt,
-		      size_t len, const struct rp_write_opts *o, const struct rp_write_origin *org)
+/*
+ * The write itself, for an event enabled in the sessions of mask. Always
+ * inlined, so the flat write gets a copy specialised for one payload and no
+ * options or origin: the constants remove the stack, activity and origin code
+ * and the register spills they cause, which took the enabled 32-byte write
+ * from about 20 to 16 ns on the 2-vCPU test machine.
+ */
+static inline __attribute__((always_inline)) int
+write_events(struct rp_event *ev, uint64_t mask, const struct iovec *iov, int iovcnt,
+	     size_t len, const struct rp_write_opts *o, const struct rp_write_origin *org)
 {
 	struct wthread *t = wt;
 	uint64_t ips[MAX_FRAMES], ts;
@@ -633,11 +644,12 @@ static int write_slow(struct rp_event *ev, uint64_t mask, const struct iovec *io
 	return rc;
 }
 
-/* The checks both vector writes make before the slow path; origin may be
- * NULL (the calling thread writes for itself). */
-static inline int writev_checked(struct rp_event *ev, const struct iovec *iov, int iovcnt,
-				 const struct rp_write_opts *opts,
-				 const struct rp_write_origin *origin)
+/* The checks both vector writes make before writing; origin may be NULL
+ * (the calling thread writes for itself). Not inlined: one general copy of
+ * write_events() serves both. */
+static __attribute__((noinline)) int
+writev_checked(struct rp_event *ev, const struct iovec *iov, int iovcnt,
+	       const struct rp_write_opts *opts, const struct rp_write_origin *origin)
 {
 	uint64_t mask = rp_load_relaxed(&ev->hot.sessions);
 	size_t len = 0;
@@ -652,8 +664,8 @@ static inline int writev_checked(struct rp_event *ev, const struct iovec *iov, i
 	if (len > 65535)
 		return -EINVAL;
 	/* callers built before the stack fields were appended pass a smaller
-	 * sz; write_slow() reads those fields only when sz covers them */
-	return write_slow(ev, mask, iov, iovcnt, len,
+	 * sz; write_events() reads those fields only when sz covers them */
+	return write_events(ev, mask, iov, iovcnt, len,
 			  opts && opts->sz >= offsetof(struct rp_write_opts, stack) ? opts : NULL,
 			  origin);
 }
@@ -672,14 +684,23 @@ int rp_event_write_origin(struct rp_event *ev, const struct iovec *iov, int iovc
 	return writev_checked(ev, iov, iovcnt, opts, origin);
 }
 
+/* The flat write's copy of write_events(); out of line so that a disabled
+ * rp_event_write() stays a load, a branch and a return. */
+static __attribute__((noinline)) int write_flat(struct rp_event *ev, uint64_t mask,
+						const void *payload, size_t len)
+{
+	struct iovec iov = { (void *)payload, len };
+
+	return write_events(ev, mask, &iov, 1, len, NULL, NULL);
+}
+
 RP_API int rp_event_write(struct rp_event *ev, const void *payload, size_t len)
 {
 	uint64_t mask = rp_load_relaxed(&ev->hot.sessions);
-	struct iovec iov = { (void *)payload, len };
 
 	if (rp_likely(!mask))
 		return 0;
 	if (len > 65535)
 		return -EINVAL;
-	return write_slow(ev, mask, &iov, 1, len, NULL, NULL);
+	return write_flat(ev, mask, payload, len);
 }
