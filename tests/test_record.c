@@ -185,9 +185,15 @@ static void check_python_trace(const char *file, pid_t py, bool tracedump)
 				 pidf, "\"Collected\":", NULL), NGC);
 	/* nothing else from that provider */
 	cr_assert_eq(count_lines(&b, "\"provider\":\"Ringpipe-Usdt-CPython\"", NULL), 2 * NGC);
-	if (tracedump)
+	if (tracedump) {
 		cr_assert(strstr((char *)b.p, "\"lost\":0,\"error\":null"), "TraceEvent summary: %s",
 			  strstr((char *)b.p, "\"summary\""));
+		/* TraceEvent gives every event the header's process: python's,
+		 * not the recorder's */
+		snprintf(pidf, sizeof(pidf), "\"pid\":%d,", (int)py);
+		cr_assert_eq(count_lines(&b, "\"provider\":\"Ringpipe-Usdt-CPython\"", pidf, NULL),
+			     2 * NGC, "events not attributed to pid %d:\n%.600s", (int)py, (char *)b.p);
+	}
 	bb_free(&b);
 }
 

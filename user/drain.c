@@ -612,7 +612,7 @@ static int open_trace(struct drainer *d)
 	struct nt_writer_opts wo = { .sz = sizeof(wo) };
 
 	wo.format = d->s->format;
-	wo.pid = (uint32_t)getpid();
+	wo.pid = d->s->process_id ? d->s->process_id : (uint32_t)getpid();
 	wo.tick_freq = rp_clock_frequency();
 	wo.sync_ticks = rp_clock_now();
 	d->w = nt_writer_new(&d->usink->base, &wo);

@@ -224,6 +224,7 @@ struct rp_session *rp_session_start_ex(const struct rp_session_opts *uopts, unsi
 		rp_set_error("cannot create the rings: %s", strerror(errno));
 		goto err_slot;
 	}
+	s->process_id = o.process_id;
 	s->deferred = o.kind == RP_SESSION_DEFERRED;
 	s->held = (flags & RP_START_HELD) && !s->deferred;
 	if (!s->deferred) {

@@ -70,6 +70,7 @@ struct rp_session {
 	struct session_cfg cfg;
 	struct rp_shm *shm;
 	int format;
+	uint32_t process_id;		/* the trace header's; 0: getpid() */
 	int out_fd;
 	bool own_fd;
 	bool is_socket;

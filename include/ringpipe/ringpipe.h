@@ -210,6 +210,10 @@ struct rp_session_opts {
 	int kind;			/* enum rp_session_kind */
 	uint32_t drainer_timeout_ms;	/* Block: a drainer silent this long is dead
 					 * and producers stop waiting; 0: 1000 */
+	uint32_t process_id;		/* the process the trace describes, in its
+					 * header (readers give every event this
+					 * pid); 0: this process. A recorder that
+					 * traces another process names it here */
 };
 
 struct rp_session;

@@ -365,6 +365,8 @@ int cmd_record(int argc, char **argv)
 	so.nproviders = (uint32_t)np;
 	so.format = c.format;
 	so.path = c.out;
+	/* one traced process: readers attribute the events to it, not to us */
+	so.process_id = c.co.pid > 0 ? (uint32_t)c.co.pid : 0;
 	s = rp_session_start(&so);
 	if (!s) {
 		rc = tool_err("record", "cannot start the session: %s", rp_last_error());
