@@ -689,3 +689,71 @@ Test(runtime, ringpipe_gcdump_reports_the_loss_of_a_drop_mode_snapshot, .timeout
 	bb_free(&out);
 	th_rmdir(dir);
 }
+
+/* ---- sample profiler: each sample on the thread it sampled ----------------- */
+
+/* tid of a dump line ("tid":N), or 0 */
+static uint64_t line_tid(const char *line)
+{
+	const char *t = strstr(line, "\"tid\":");
+
+	return t ? strtoull(t + 6, NULL, 10) : 0;
+}
+
+static bool tid_in(const uint64_t *set, size_t n, uint64_t tid)
+{
+	for (size_t i = 0; i < n; i++)
+		if (set[i] == tid)
+			return true;
+	return false;
+}
+
+/*
+ * The demo's sampler thread writes a ThreadSample for every demo thread. As
+ * in EventPipe, TraceEvent must show each sample on the sampled thread: the
+ * managed ones (Type 2) on exactly the two writer threads, which write the
+ * Tick events, and never on the sampler, which writes nothing else. The
+ * sampler stays the capture thread, so nothing reads as lost.
+ */
+Test(runtime, thread_samples_are_shown_on_the_sampled_threads, .timeout = 120)
+{
+	TH_NEED_TRACEDUMP(dll);
+	char *dir = th_tmpdir(), *path = fmt("%s/samples.nettrace", dir);
+	char *extra[] = { "--duration", "60", "--threads", "2", "--rate", "100", "--alloc-threads",
+			  "0", "--jit-threads", "0", NULL };
+	uint64_t ticks[8], managed[8];
+	size_t nt = 0, nm = 0, samples = 0, i;
+	struct bytebuf out = { 0 };
+	struct demo d;
+	char *line, *save = NULL;
+
+	demo_start(&d, dir, extra);
+	collect(&d, "Ringpipe-Demo,Microsoft-DotNETCore-SampleProfiler", 2, path);
+	demo_stop(&d);
+	tracedump(dll, "dump", path, &out);
+	for (line = strtok_r((char *)out.p, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		uint64_t tid = line_tid(line);
+
+		if (strstr(line, "\"name\":\"Tick\"") && !tid_in(ticks, nt, tid)) {
+			cr_assert_lt(nt, 8u, "more Tick threads than writers");
+			ticks[nt++] = tid;
+		} else if (strstr(line, "\"name\":\"Thread/Sample\"")) {
+			samples++;
+			if (strstr(line, "\"Type\":2") && !tid_in(managed, nm, tid)) {
+				cr_assert_lt(nm, 8u, "managed samples on too many threads: %s", line);
+				managed[nm++] = tid;
+			}
+		} else if (strstr(line, "\"summary\":true")) {
+			cr_assert(strstr(line, "\"lost\":0,"), "%s", line);
+		}
+	}
+	cr_assert_eq(nt, 2, "Tick events from %zu threads, expected the 2 writers", nt);
+	cr_assert_gt(samples, 20, "only %zu samples in 2 s at 100/s per thread", samples);
+	cr_assert_eq(nm, 2, "managed samples on %zu threads, expected the 2 writers", nm);
+	for (i = 0; i < nm; i++)
+		cr_assert(tid_in(ticks, nt, managed[i]),
+			  "a managed sample on thread %" PRIu64 ", which wrote no Tick", managed[i]);
+	bb_free(&out);
+	free(path);
+	th_rmdir(dir);
+}

@@ -262,6 +262,13 @@ static void emit(struct drainer *d, const struct rp_ring *r, const struct held *
 	d->last_ts = ts;
 	ev.seq = hd->h.seq;
 	ev.tid = hd->h.tid;
+	if (flags & RP_REC_F_THREAD) {
+		const struct rp_shm_thread *th = (const void *)(rec + rp_record_thread_off(flags));
+
+		/* shown on the thread it is about, counted on its writer's */
+		ev.capture_tid = ev.tid;
+		ev.tid = th->tid;
+	}
 	ev.cpu = hd->h.cpu;
 	ev.ts = ts;
 	ev.payload = rec + rp_record_payload_off(flags, hd->stack_nr);

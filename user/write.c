@@ -508,7 +508,7 @@ write_events(struct rp_event *ev, uint64_t mask, const struct iovec *iov, int io
 	uint64_t ips[MAX_FRAMES], ts;
 	const uint64_t *sips = ips;
 
-	uint32_t nips = 0;
+	uint32_t nips = 0, about = 0;
 	uint16_t flags = 0;
 	int rc = 0;
 
@@ -547,6 +547,11 @@ write_events(struct rp_event *ev, uint64_t mask, const struct iovec *iov, int io
 			nips = capture_stack(t, ips, MAX_FRAMES);
 			if (nips)
 				flags |= RP_REC_F_STACK;
+		}
+		if (o->sz >= offsetof(struct rp_write_opts, thread_id) + sizeof(o->thread_id) &&
+		    o->thread_id && o->thread_id != (org ? org->tid : t->tid)) {
+			about = o->thread_id;
+			flags |= RP_REC_F_THREAD;
 		}
 	}
 
@@ -622,6 +627,12 @@ write_events(struct rp_event *ev, uint64_t mask, const struct iovec *iov, int io
 				memcpy(a->related_activity_id, o->related_activity_id, 16);
 			else
 				memset(a->related_activity_id, 0, 16);
+		}
+		if (flags & RP_REC_F_THREAD) {
+			struct rp_shm_thread *th = (void *)((char *)rec + rp_record_thread_off(flags));
+
+			th->tid = about;
+			th->__reserved = 0;
 		}
 		if (flags & RP_REC_F_STACK) {
 			struct rp_shm_stack *st = (void *)((char *)rec + rp_record_stack_off(flags));

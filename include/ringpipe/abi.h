@@ -29,7 +29,8 @@
 
 /* "RINGPIPE" read as a little-endian u64: shows up as text in a hexdump. */
 #define RP_ABI_MAGIC		0x45504950474e4952ULL
-#define RP_ABI_VERSION		1u
+/* 2: records may carry the thread they are about (RP_REC_F_THREAD) */
+#define RP_ABI_VERSION		2u
 /* "RPRG": first word of every ring header, catches a mis-computed offset. */
 #define RP_SHM_RING_MAGIC	0x47525052u
 
@@ -209,11 +210,22 @@ struct rp_shm_record {
 
 #define RP_REC_F_ACTIVITY	0x0001u	/* activity id + related activity id */
 #define RP_REC_F_STACK		0x0002u	/* stack: count + instruction pointers */
-#define RP_REC_F_KNOWN		(RP_REC_F_ACTIVITY | RP_REC_F_STACK)
+#define RP_REC_F_THREAD		0x0004u	/* the thread the event is about */
+#define RP_REC_F_KNOWN		(RP_REC_F_ACTIVITY | RP_REC_F_STACK | RP_REC_F_THREAD)
 
 struct rp_shm_activity {
 	__u8 activity_id[16];
 	__u8 related_activity_id[16];
+};
+
+/*
+ * The thread an event is about when that is not its writer (a sampler's
+ * ThreadSample for each thread it sampled). The header's tid and seq stay
+ * the writer's: readers count losses per writing thread.
+ */
+struct rp_shm_thread {
+	__u32 tid;		/* OS thread id */
+	__u32 __reserved;	/* 0; keeps what follows 8-byte aligned */
 };
 
 struct rp_shm_stack {
@@ -229,10 +241,16 @@ static inline __u32 rp_record_activity_off(__u16 flags)
 	return (__u32)sizeof(struct rp_shm_record);
 }
 
-static inline __u32 rp_record_stack_off(__u16 flags)
+static inline __u32 rp_record_thread_off(__u16 flags)
 {
 	return rp_record_activity_off(flags) +
 	       ((flags & RP_REC_F_ACTIVITY) ? (__u32)sizeof(struct rp_shm_activity) : 0);
+}
+
+static inline __u32 rp_record_stack_off(__u16 flags)
+{
+	return rp_record_thread_off(flags) +
+	       ((flags & RP_REC_F_THREAD) ? (__u32)sizeof(struct rp_shm_thread) : 0);
 }
 
 /* 64-bit so that a hostile stack count cannot overflow the sum. */
@@ -287,6 +305,7 @@ _Static_assert(RP__OFF(rp_shm_record, payload_len) == 26, "record.payload_len");
 _Static_assert(RP__OFF(rp_shm_record, cpu) == 28, "record.cpu");
 _Static_assert(sizeof(struct rp_shm_activity) == 32, "activity ids");
 _Static_assert(sizeof(struct rp_shm_stack) == 8, "stack header");
+_Static_assert(sizeof(struct rp_shm_thread) == 8, "thread block");
 _Static_assert(sizeof(struct rp_shm_record) % RP_REC_ALIGN == 0, "record header keeps alignment");
 _Static_assert(RP_REC_MAX_SIZE <= RP_REC_LEN_MASK, "max record fits the len word");
 #undef RP__OFF

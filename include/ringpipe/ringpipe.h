@@ -153,6 +153,11 @@ struct rp_write_opts {
 	uint32_t flags;			/* RP_WRITE_* */
 	const uint64_t *stack;		/* RP_WRITE_STACK_GIVEN: instruction pointers */
 	uint32_t nstack;
+	/* the OS thread the event is about when it is not the writer: a
+	 * runtime's sampler writing a ThreadSample for each thread it sampled.
+	 * Readers show the event on that thread; the writer stays its capture
+	 * thread, whose sequence numbers count losses. 0: the writer. */
+	uint32_t thread_id;
 };
 
 /*

@@ -595,9 +595,12 @@ bool clr_sampler_enabled(void)
 	return rp_event_enabled(ev_sample);
 }
 
-void clr_thread_sample(uint32_t type)
+void clr_thread_sample(uint32_t type, uint32_t tid)
 {
+	struct rp_write_opts o = { .sz = sizeof(o), .thread_id = tid };
+	struct iovec iov = { &type, 4 };
+
 	/* no expect line: samples are not part of what the decode test compares */
 	if (rp_event_enabled(ev_sample))
-		rp_event_write(ev_sample, &type, 4);
+		rp_event_writev(ev_sample, &iov, 1, &o);
 }

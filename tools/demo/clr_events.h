@@ -149,7 +149,7 @@ bool clr_rd_methods_enabled(void);
 
 /* ---- sample profiler (A.9) ---------------------------------------------- */
 
-void clr_thread_sample(uint32_t type);
+void clr_thread_sample(uint32_t type, uint32_t tid);
 bool clr_sampler_enabled(void);
 
 #endif /* RINGPIPE_DEMO_CLR_EVENTS_H */

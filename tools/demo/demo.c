@@ -384,6 +384,7 @@ static void *counters_main(void *arg)
 	uint64_t last = now_ns(), last_ticks = __atomic_load_n(&demo_ticks, __ATOMIC_RELAXED);
 
 	(void)arg;
+	sampler_add_self(false);
 	while (!stopping()) {
 		uint32_t interval = 0;
 		uint64_t now;
@@ -417,6 +418,7 @@ static void *counters_main(void *arg)
 		}
 		sleep_ns(20 * 1000000ull);
 	}
+	sampler_remove_self();
 	return NULL;
 }
 
@@ -428,6 +430,7 @@ static void *writer_main(void *arg)
 	uint64_t start = now_ns(), n = 0, work = 0;
 	char text[64];
 
+	sampler_add_self(true);
 	while (!stopping()) {
 		uint64_t due = (now_ns() - start) / 1000 * t->rate / 1000000;
 
@@ -459,6 +462,7 @@ static void *writer_main(void *arg)
 				sleep_ns(next - now < 10000000ull ? next - now : 10000000ull);
 		}
 	}
+	sampler_remove_self();
 	return NULL;
 }
 
@@ -597,7 +601,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "ringpipe-demo: cannot define the providers: %s\n", rp_last_error());
 		return 1;
 	}
-	sampler_set_threads((uint32_t)(threads + alloc_threads + jit_threads), 2);
+	sampler_add_self(false);	/* the main thread: waits, outside managed code */
 	/* the sampler and the allocators run before any session can ask for them */
 	if (sampler_start() || heap_start() || jit_start()) {
 		fprintf(stderr, "ringpipe-demo: cannot start the runtime's threads\n");
@@ -645,6 +649,7 @@ int main(int argc, char **argv)
 	rp_ipc_server_stop();
 	jit_stop();
 	heap_stop();
+	sampler_remove_self();
 	sampler_stop();
 	printf("ticks %" PRIu64 "\n", __atomic_load_n(&demo_ticks, __ATOMIC_RELAXED));
 	free(t);

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "heap.h"
+#include "sampler.h"
 
 #define ALLOC_BATCH 64u
 #define TICK_BYTES (100u * 1024u)		/* GCAllocationTick every ~100 KB per thread */
@@ -591,6 +592,7 @@ static void *mutator_main(void *arg)
 	struct mutator *m = arg;
 	uint64_t start = mono_ns(), bytes = 0;
 
+	sampler_add_self(true);
 	while (!heap_stopping()) {
 		uint64_t due = (mono_ns() - start) / 1000 * (ALLOC_BYTES_PER_SEC / 1000) / 1000;
 		unsigned k;
@@ -606,6 +608,7 @@ static void *mutator_main(void *arg)
 			nanosleep(&ts, NULL);	/* outside the world: a GC need not wait */
 		}
 	}
+	sampler_remove_self();
 	return NULL;
 }
 

@@ -19,6 +19,7 @@
 
 #include "clr_events.h"
 #include "jit.h"
+#include "sampler.h"
 
 struct jit_entry {
 	uint64_t method_id;
@@ -125,6 +126,7 @@ static void *jit_main(void *arg)
 	struct timespec start, now;
 	uint64_t n = 0;
 
+	sampler_add_self(true);
 	clock_gettime(CLOCK_MONOTONIC, &start);
 	while (!__atomic_load_n(&jit_stop_flag, __ATOMIC_RELAXED)) {
 		uint64_t el, due;
@@ -145,6 +147,7 @@ static void *jit_main(void *arg)
 			nanosleep(&ts, NULL);
 		}
 	}
+	sampler_remove_self();
 	return NULL;
 }
 

@@ -2,13 +2,14 @@
 /*
  * The sample profiler (see sampler.h).
  *
- * ringpipe writes an event on the calling thread's behalf only, so the
- * samples carry the sampler's thread id rather than the sampled thread's
- * (EventPipe puts the sampled thread there); the count and the Type values
- * are what a reader can rely on.
+ * Each sample names the sampled thread (rp_write_opts.thread_id): readers
+ * show it on that thread while the sampler stays its capture thread, so the
+ * sequence numbers that count losses remain the sampler's own.
  */
 #include <pthread.h>
+#include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "clr_events.h"
 #include "sampler.h"
@@ -19,7 +20,13 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
 static uint64_t sessions;		/* lock: sessions enabling the provider */
 static bool stop, started;		/* lock */
-static uint32_t n_managed, n_external;	/* lock */
+#define MAX_SAMPLED 256
+struct sampled {
+	uint32_t tid;
+	uint32_t type;		/* ThreadSample Type: 2 managed, 1 external */
+};
+static struct sampled sampled[MAX_SAMPLED];	/* lock */
+static uint32_t n_sampled;			/* lock */
 static pthread_t th;
 
 void sampler_enable(struct rp_provider *provider, int session_id, bool enabled,
@@ -37,11 +44,25 @@ void sampler_enable(struct rp_provider *provider, int session_id, bool enabled,
 	pthread_mutex_unlock(&lock);
 }
 
-void sampler_set_threads(uint32_t managed, uint32_t external)
+void sampler_add_self(bool managed)
 {
 	pthread_mutex_lock(&lock);
-	n_managed = managed;
-	n_external = external;
+	if (n_sampled < MAX_SAMPLED)	/* beyond that, threads go unsampled */
+		sampled[n_sampled++] = (struct sampled){ (uint32_t)gettid(), managed ? 2 : 1 };
+	pthread_mutex_unlock(&lock);
+}
+
+void sampler_remove_self(void)
+{
+	uint32_t tid = (uint32_t)gettid(), k;
+
+	pthread_mutex_lock(&lock);
+	for (k = 0; k < n_sampled; k++) {
+		if (sampled[k].tid == tid) {
+			sampled[k] = sampled[--n_sampled];
+			break;
+		}
+	}
 	pthread_mutex_unlock(&lock);
 }
 
@@ -50,19 +71,18 @@ static void *sampler_main(void *arg)
 	(void)arg;
 	pthread_mutex_lock(&lock);
 	while (!stop) {
-		uint32_t m, x, k;
+		struct sampled now[MAX_SAMPLED];
+		uint32_t n, k;
 
 		if (!sessions) {
 			pthread_cond_wait(&cond, &lock);
 			continue;
 		}
-		m = n_managed;
-		x = n_external;
+		n = n_sampled;
+		memcpy(now, sampled, n * sizeof(*now));
 		pthread_mutex_unlock(&lock);
-		for (k = 0; k < m; k++)
-			clr_thread_sample(2);	/* Managed */
-		for (k = 0; k < x; k++)
-			clr_thread_sample(1);	/* External */
+		for (k = 0; k < n; k++)
+			clr_thread_sample(now[k].type, now[k].tid);
 		{
 			struct timespec ts = { 0, SAMPLE_PERIOD_NS };
 

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Microsoft-DotNETCore-SampleProfiler: while any session enables it, a
- * sampler thread writes one ThreadSample per demo thread every 10 ms.
+ * sampler thread writes one ThreadSample per registered demo thread every
+ * 10 ms, attributed to that thread (rp_write_opts.thread_id) as EventPipe
+ * attributes its samples.
  * dotnet-gcdump opens a session with only this provider and waits for any
  * event before it asks for the heap dump, so the demo must answer it.
  */
@@ -15,8 +17,10 @@
 
 void sampler_enable(struct rp_provider *provider, int session_id, bool enabled,
 		    uint64_t keywords, uint8_t level, const char *args, void *ctx);
-/* How many threads to report as running managed code and as outside it. */
-void sampler_set_threads(uint32_t managed, uint32_t external);
+/* The calling thread is sampled from now on, as running managed code or
+ * outside it, until it calls sampler_remove_self() (before it exits). */
+void sampler_add_self(bool managed);
+void sampler_remove_self(void);
 int sampler_start(void);
 void sampler_stop(void);
 
