@@ -177,6 +177,39 @@ Test(ring, optional_parts_layout)
 	rp_shm_destroy(s);
 }
 
+/* ABI 2: the thread block sits between the activity ids and the stack. */
+Test(ring, thread_block_layout)
+{
+	struct rp_shm *s = mk_shm(1, 64 * KIB);
+	struct rp_ring *r = rp_shm_ring(s, 0);
+	uint16_t all = RP_REC_F_ACTIVITY | RP_REC_F_THREAD | RP_REC_F_STACK;
+	uint16_t flags = RP_REC_F_THREAD;
+	struct rp_shm_record *rec;
+	struct rp_shm_thread th;
+	struct rp_ring_item it;
+
+	cr_assert_eq(rp_record_thread_off(all), 64, "thread block after the activity ids");
+	cr_assert_eq(rp_record_stack_off(all), 72, "stack after the thread block");
+	cr_assert_eq(rp_record_size(all, 3, 11), 120, "32 + 32 + 8 + 8 + 24 + 11, padded to 8");
+	cr_assert_eq(rp_record_thread_off(flags), 32, "thread block right after the header");
+	cr_assert_eq(rp_record_payload_off(flags, 0), 40, "payload after the thread block");
+
+	rec = rp_ring_reserve(r, (uint32_t)rp_record_size(flags, 0, 5));
+	cr_assert_not_null(rec);
+	rp_record_fill(rec, 3, 99, 1, 7, flags, 5, 0);
+	th = (struct rp_shm_thread){ .tid = 4242 };
+	memcpy((char *)rec + rp_record_thread_off(flags), &th, sizeof(th));
+	memcpy(rp_record_payload(rec, 0), "about", 5);
+	rp_ring_commit(rec);
+	cr_assert_eq(rp_ring_peek(r, &it), 0, "peek failed: %s", rp_ring_last_error(r));
+	cr_assert_eq(it.hdr.flags, RP_REC_F_THREAD);
+	cr_assert_eq(it.hdr.tid, 1, "the header keeps the writer's tid");
+	memcpy(&th, (const char *)it.rec + rp_record_thread_off(it.hdr.flags), sizeof(th));
+	cr_assert_eq(th.tid, 4242, "thread block: expected 4242, seen %u", th.tid);
+	cr_assert_eq(memcmp(it.payload, "about", 5), 0, "payload differs");
+	rp_shm_destroy(s);
+}
+
 Test(ring, discard_is_skipped)
 {
 	struct rp_shm *s = mk_shm(1, 64 * KIB);
