@@ -502,6 +502,7 @@ struct rp_capture {
 	struct rp_capture_stats st;	/* consumer thread; read with relaxed loads */
 	struct {
 		rp_capture_source_fn poll;
+		rp_capture_source_fn quiesce;
 		void *ctx;
 	} sources[4];
 	size_t nsources;
@@ -906,11 +907,13 @@ static void poll_sources(struct rp_capture *c)
 		c->sources[i].poll(c->sources[i].ctx);
 }
 
-int rp_capture_add_source(struct rp_capture *c, rp_capture_source_fn poll, void *ctx)
+int rp_capture_add_source(struct rp_capture *c, rp_capture_source_fn poll,
+			  rp_capture_source_fn quiesce, void *ctx)
 {
 	if (c->started || c->nsources == sizeof(c->sources) / sizeof(c->sources[0]))
 		return -EBUSY;
 	c->sources[c->nsources].poll = poll;
+	c->sources[c->nsources].quiesce = quiesce;
 	c->sources[c->nsources++].ctx = ctx;
 	return 0;
 }
@@ -1251,9 +1254,16 @@ void rp_capture_stop(struct rp_capture *c)
 {
 	if (!c)
 		return;
-	/* no new records once detached; the consumer's last pass takes
-	 * whatever was submitted before */
+	/* no new records once detached, the other sources' included; the
+	 * consumer's last pass takes whatever was submitted before, while
+	 * the horizon still holds the drainer back */
 	destroy_links(c);
+	for (size_t i = 0; i < c->nsources; i++) {
+		if (c->sources[i].quiesce)
+			c->sources[i].quiesce(c->sources[i].ctx);
+		/* once: close() stops again, after the source may be freed */
+		c->sources[i].quiesce = NULL;
+	}
 	__atomic_store_n(&c->stop, 1, __ATOMIC_RELEASE);
 	if (c->started) {
 		pthread_join(c->thread, NULL);

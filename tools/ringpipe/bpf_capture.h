@@ -86,11 +86,14 @@ size_t rp_capture_nlinks(const struct rp_capture *c);
 /*
  * Another BPF source (the CPU sampler) drained by the consumer thread on
  * every pass, under the same horizon, so its events are never late either:
- * poll(ctx) delivers what is queued without waiting. At most 4; add them
- * before rp_capture_start().
+ * poll(ctx) delivers what is queued without waiting. rp_capture_stop()
+ * calls quiesce(ctx) (may be NULL) from its own thread before the
+ * consumer's last pass: the source stops producing, keeping what it queued
+ * for that pass. At most 4; add them before rp_capture_start().
  */
 typedef int (*rp_capture_source_fn)(void *ctx);
-int rp_capture_add_source(struct rp_capture *c, rp_capture_source_fn poll, void *ctx);
+int rp_capture_add_source(struct rp_capture *c, rp_capture_source_fn poll,
+			  rp_capture_source_fn quiesce, void *ctx);
 /*
  * On the consumer thread (inside a source's poll) only: the origin of an
  * event captured by thread tid on cpu at ts_ns (CLOCK_MONOTONIC), with that

@@ -199,6 +199,15 @@ static int poll_samples(void *ctx)
 	return 0;
 }
 
+/* The capture is stopping: no more ticks, its last pass takes the rest. */
+static int quiesce_samples(void *ctx)
+{
+	struct record_sampler *rs = ctx;
+
+	sampler_quiesce(rs->s);
+	return 0;
+}
+
 struct record_sampler *record_sampler_open(struct rp_capture *cap, uint32_t hz, pid_t pid,
 					   char *err, size_t errlen)
 {
@@ -213,7 +222,7 @@ struct record_sampler *record_sampler_open(struct rp_capture *cap, uint32_t hz, 
 	rs->cap = cap;
 	rs->last_snap_ns = mono_ns();
 	rs->s = sampler_start(&so, on_sample, rs, err, errlen);
-	if (!rs->s || rp_capture_add_source(cap, poll_samples, rs)) {
+	if (!rs->s || rp_capture_add_source(cap, poll_samples, quiesce_samples, rs)) {
 		if (rs->s)
 			snprintf(err, errlen, "the capture takes no more sources");
 		record_sampler_close(rs, NULL);
@@ -226,9 +235,9 @@ void record_sampler_close(struct record_sampler *rs, struct record_sampler_stats
 {
 	if (!rs)
 		return;
-	/* the capture's consumer has stopped: a last look at the mappings,
-	 * and the samples still queued (at most a poll's worth, which may
-	 * arrive after younger events and be counted late) */
+	/* the capture's consumer has stopped after quiescing us and taking
+	 * every queued sample: a last look at the mappings (events stamped
+	 * now, younger than everything written) */
 	if (rs->s) {
 		resnapshot(rs);
 		if (st) {

@@ -206,18 +206,27 @@ uint64_t sampler_dropped(const struct sampler *s)
 	return __atomic_load_n(&s->skel->bss->dropped, __ATOMIC_RELAXED);
 }
 
-void sampler_stop(struct sampler *s)
+void sampler_quiesce(struct sampler *s)
 {
 	int i;
 
+	for (i = 0; s->links && i < s->ncpu; i++) {
+		bpf_link__destroy(s->links[i]);
+		s->links[i] = NULL;
+	}
+	for (i = 0; s->fds && i < s->ncpu; i++) {
+		if (s->fds[i] >= 0)
+			close(s->fds[i]);
+		s->fds[i] = -1;
+	}
+}
+
+void sampler_stop(struct sampler *s)
+{
 	if (!s)
 		return;
 	/* stop the ticks first, so that the drain below sees a final state */
-	for (i = 0; s->links && i < s->ncpu; i++)
-		bpf_link__destroy(s->links[i]);
-	for (i = 0; s->fds && i < s->ncpu; i++)
-		if (s->fds[i] >= 0)
-			close(s->fds[i]);
+	sampler_quiesce(s);
 	if (s->rb) {
 		ring_buffer__consume(s->rb);
 		ring_buffer__free(s->rb);

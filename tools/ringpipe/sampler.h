@@ -49,6 +49,8 @@ int sampler_poll(struct sampler *s, int timeout_ms);
 const char *sampler_event_name(const struct sampler *s);
 /* Samples the BPF side could not queue (ring buffer full). */
 uint64_t sampler_dropped(const struct sampler *s);
+/* Stops the ticks; samples already queued stay for sampler_poll(). */
+void sampler_quiesce(struct sampler *s);
 /* Detaches, delivers what is still queued, frees. Accepts NULL. */
 void sampler_stop(struct sampler *s);
 
