@@ -362,7 +362,8 @@ Test(collect, find_socket_takes_the_newest_well_formed_name)
 	th_rmdir(dir);
 }
 
-static void advertise(const char *path, const char *magic, uint64_t pid)
+/* Connects to path and sends an advertise; the connection stays open. */
+static int advertise(const char *path, const char *magic, uint64_t pid)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	uint8_t adv[IPCC_ADVERTISE_SIZE] = { 0 };
@@ -376,10 +377,7 @@ static void advertise(const char *path, const char *magic, uint64_t pid)
 	memcpy(adv + 24, &pid, 8);
 	if (write(fd, adv, sizeof(adv)) != (ssize_t)sizeof(adv))
 		_exit(4);
-	/* stay connected until the other side hangs up */
-	while (read(fd, adv, 1) > 0)
-		;
-	close(fd);
+	return fd;
 }
 
 /* Reverse mode: bad magic and other pids are dropped, the right one is used. */
@@ -395,17 +393,15 @@ Test(collect, reverse_mode_takes_only_the_expected_advertise)
 	cr_assert_geq(lfd, 0, "%s", strerror(-lfd));
 	child = fork();
 	if (child == 0) {
-		if (fork() == 0) {
-			advertise(path, "ADVR_V2", 4242);
-			_exit(0);
-		}
-		usleep(100000);
-		if (fork() == 0) {
-			advertise(path, "ADVR_V1", 777);
-			_exit(0);
-		}
-		usleep(100000);
-		advertise(path, "ADVR_V1", 4242);
+		/* connections queue in the order they are made: no timing */
+		int fds[3] = { advertise(path, "ADVR_V2", 4242), advertise(path, "ADVR_V1", 777),
+			       advertise(path, "ADVR_V1", 4242) };
+		uint8_t c;
+
+		/* stay connected until the other side hangs up */
+		for (int i = 0; i < 3; i++)
+			while (read(fds[i], &c, 1) > 0)
+				;
 		_exit(0);
 	}
 	ipcc_endpoint_init_reverse(&ep, lfd, 4242);
