@@ -215,7 +215,7 @@ $(OUT)/tests/usdt_writer_static: tests/usdt_writer.c $(STATIC_LIB) $(HDRS) | $(O
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(STATIC_LIB) $(LDLIBS)
 
 # bench_rundown compiles the demo's method tables and CLR encoders in
-$(OUT)/bench/bench_rundown: tools/demo/jit.c tools/demo/clr_events.c
+$(OUT)/bench/bench_rundown: tools/demo/jit.c tools/demo/clr_events.c tools/demo/sampler.c
 
 $(OUT)/bench/%: bench/%.c $(STATIC_LIB) $(HDRS) | $(OUT)/bench
 	$(call msg,BENCH,$@)
@@ -281,8 +281,9 @@ run: deps
 	$(Q)$(MAKE) --no-print-directory interop
 	$(Q)scripts/run-demo.sh $(OUT)
 
+# the benchmarks are built too (not run), so that `make bench` cannot rot
 test: deps
-	$(Q)$(MAKE) --no-print-directory all tests fuzz
+	$(Q)$(MAKE) --no-print-directory all tests fuzz $(if $(SAN),,bench-bins)
 	$(Q)$(MAKE) --no-print-directory interop
 	$(Q)OUT=$(OUT) OUTPUT=$(OUTPUT) SAN=$(SAN) scripts/run-tests.sh
 

@@ -30,6 +30,7 @@
 /* The demo's modules, compiled in: the benchmark measures exactly that code. */
 #include "../tools/demo/clr_events.c"
 #include "../tools/demo/jit.c"
+#include "../tools/demo/sampler.c"	/* the JIT threads register with it */
 
 #define NPUB 8u
 #define MAX_SAMPLES (1u << 20)
