@@ -1811,3 +1811,43 @@ Test(ipc, many_clients_at_once, .timeout = 120)
 	check_alive(server_path, "many clients");
 	end_server();
 }
+
+/*
+ * A tool that sees the socket file connects at once: the file must not
+ * exist before the socket listens (dotnet-trace ps and ringpipe collect
+ * scan for it and connect right away). A prober on the other CPU spins on
+ * the path while the server starts, and connects the moment it appears.
+ */
+Test(ipc, the_socket_file_appears_only_once_it_listens, .timeout = 120)
+{
+	char *dir = th_tmpdir(), *spec;
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	const char *path = a.sun_path;
+	int round, refused = 0;
+
+	cr_assert_lt(strlen(dir) + sizeof("/race.sock"), sizeof(a.sun_path), "%s: too long", dir);
+	memcpy(a.sun_path, dir, strlen(dir));
+	memcpy(a.sun_path + strlen(dir), "/race.sock", sizeof("/race.sock"));
+	cr_assert(asprintf(&spec, "%s,listen,nosuspend", path) > 0);
+	for (round = 0; round < 1000; round++) {
+		struct start_arg sa = { .opts = { .sz = sizeof(sa.opts), .ports = spec,
+						  .no_default_port = true } };
+		pthread_t th;
+		int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+		cr_assert_geq(fd, 0);
+		cr_assert_eq(pthread_create(&th, NULL, start_main, &sa), 0);
+		while (access(path, F_OK) && !__atomic_load_n(&sa.returned, __ATOMIC_ACQUIRE))
+			;
+		if (connect(fd, (struct sockaddr *)&a, sizeof(a)) && errno == ECONNREFUSED)
+			refused++;
+		close(fd);
+		pthread_join(th, NULL);
+		cr_assert_eq(sa.ret, 0, "start: %s", rp_last_error());
+		rp_ipc_server_stop();
+	}
+	cr_assert_eq(refused, 0, "%d of 1000 connects made as the file appeared were refused",
+		     refused);
+	free(spec);
+	th_rmdir(dir);
+}

@@ -775,10 +775,33 @@ static bool stale_socket(const struct sockaddr_un *a)
 	return r < 0 && errno == ECONNREFUSED;
 }
 
-/* As the runtime: socket, fchmod 0600, bind, listen 255. */
+/*
+ * The name a listen port binds before it listens: ".rp-" + the final file
+ * name, in the same directory; "" when that does not fit a socket path.
+ */
+static void bind_name(const char *path, char *out, size_t len)
+{
+	const char *base = strrchr(path, '/');
+	size_t dir = base ? (size_t)(base - path) + 1 : 0, rest = strlen(path + dir);
+
+	*out = '\0';
+	if (dir + 4 + rest >= len)
+		return;
+	memcpy(out, path, dir);
+	memcpy(out + dir, ".rp-", 4);
+	memcpy(out + dir + 4, path + dir, rest + 1);
+}
+
+/*
+ * As the runtime: socket, fchmod 0600, bind, listen 255. The socket is
+ * bound under a temporary name and renamed once it listens: a tool that
+ * finds the file (dotnet-trace ps, ringpipe collect) can connect at once,
+ * instead of being refused between bind() and listen().
+ */
 static int port_listen(struct port *p)
 {
-	struct sockaddr_un a;
+	struct sockaddr_un a, t;
+	char tmp[sizeof(t.sun_path)];
 	int fd, err;
 
 	err = sun_addr(&a, p->path);
@@ -786,11 +809,27 @@ static int port_listen(struct port *p)
 		rp_set_error("%s: too long for a Unix socket path", p->path);
 		return err;
 	}
+	bind_name(p->path, tmp, sizeof(tmp));
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
 		goto fail;
 	if (fchmod(fd, 0600))
 		goto fail;
+	if (*tmp && !sun_addr(&t, tmp)) {
+		/* a live process owns the name: refused, as bind() would */
+		if (access(p->path, F_OK) == 0 && !stale_socket(&a)) {
+			errno = EADDRINUSE;
+			goto fail;
+		}
+		unlink(tmp);	/* left by a process that died before its rename */
+		if (bind(fd, (struct sockaddr *)&t, sizeof(t)) || listen(fd, 255))
+			goto fail_tmp;
+		if (rename(tmp, p->path))
+			goto fail_tmp;
+		p->created = true;
+		p->fd = fd;
+		return 0;
+	}
 	if (bind(fd, (struct sockaddr *)&a, sizeof(a))) {
 		if (errno != EADDRINUSE || !stale_socket(&a))
 			goto fail;
@@ -803,6 +842,10 @@ static int port_listen(struct port *p)
 		goto fail;
 	p->fd = fd;
 	return 0;
+fail_tmp:
+	err = errno;
+	unlink(tmp);
+	errno = err;
 fail:
 	err = -errno;
 	rp_set_error("diagnostic port %s: %s", p->path, strerror(errno));
