@@ -448,24 +448,37 @@ static int sock_addr(const char *path, struct sockaddr_un *sa)
 	return 0;
 }
 
+/*
+ * A runtime creates its socket file with bind() and only then listens: a
+ * tool that found the file in between is refused. Refusals are retried for
+ * CONNECT_REFUSED_MS before the socket is taken for a dead process's.
+ */
+#define CONNECT_REFUSED_MS 300
+#define CONNECT_RETRY_MS 10
+
 static int connect_path(const char *path)
 {
 	struct sockaddr_un sa;
-	int fd, rc = sock_addr(path, &sa);
+	int fd, rc = sock_addr(path, &sa), tries = 0;
 
 	if (rc)
 		return rc;
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	while (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		if (errno == EINTR)
-			continue;
+	for (;;) {
+		struct timespec ts = { 0, CONNECT_RETRY_MS * 1000000L };
+
+		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (fd < 0)
+			return -errno;
+		while ((rc = connect(fd, (struct sockaddr *)&sa, sizeof(sa))) < 0 && errno == EINTR)
+			;
+		if (!rc)
+			return fd;
 		rc = -errno;
-		close(fd);
-		return rc;
+		close(fd);	/* a fresh socket for the next try */
+		if (rc != -ECONNREFUSED || ++tries >= CONNECT_REFUSED_MS / CONNECT_RETRY_MS)
+			return rc;
+		nanosleep(&ts, NULL);
 	}
-	return fd;
 }
 
 int ipcc_reverse_listen(const char *path)
