@@ -323,7 +323,12 @@ static int bind_at(const char *path)
 }
 
 /* -p finds dotnet-diagnostic-<pid>-<digits>-socket, the newest one. */
-Test(collect, find_socket_takes_the_newest_well_formed_name)
+/*
+ * The process's own socket (its start time as the key) wins over a newer
+ * one; a socket older than the process (left by an earlier process with
+ * the same pid) is never taken; otherwise the newest well-formed name.
+ */
+Test(collect, find_socket_takes_the_process_own_socket)
 {
 	char *dir = strdup("/tmp/rp-sock-XXXXXX"), *a, *b, *c, *d, found[IPCC_PATH_MAX];
 	struct timespec old[2] = { { 1000000, 0 }, { 1000000, 0 } };
@@ -331,24 +336,25 @@ Test(collect, find_socket_takes_the_newest_well_formed_name)
 
 	/* /tmp, not $TMPDIR: socket paths must stay under 108 bytes */
 	cr_assert_not_null(mkdtemp(dir));
-	cr_assert(asprintf(&a, "%s/dotnet-diagnostic-%d-111-socket", dir, pid) > 0);
+	cr_assert(asprintf(&a, "%s/dotnet-diagnostic-%d-%llu-socket", dir, pid,
+			   rp_proc_start_ticks(pid)) > 0);
 	cr_assert(asprintf(&b, "%s/dotnet-diagnostic-%d-222-socket", dir, pid) > 0);
 	cr_assert(asprintf(&c, "%s/dotnet-diagnostic-%d-3x3-socket", dir, pid) > 0);
 	cr_assert(asprintf(&d, "%s/dotnet-diagnostic-%d-444-socket", dir, pid) > 0);
 	fa = bind_at(a);
-	fb = bind_at(b);
+	usleep(20000);
+	fb = bind_at(b);	/* newer than a, but not this process's key */
 	fc = bind_at(c);
 	cr_assert_eq(th_write_file(d, "not a socket", 12), 0);
-	cr_assert_eq(utimensat(AT_FDCWD, b, old, 0), 0);
 	setenv("TMPDIR", dir, 1);
 	cr_assert_eq(ipcc_find_socket(pid, found, sizeof(found)), 0);
-	cr_assert_str_eq(found, a);
-	cr_assert_eq(utimensat(AT_FDCWD, a, old, 0), 0);
-	old[0].tv_sec = old[1].tv_sec = 2000000;
-	cr_assert_eq(utimensat(AT_FDCWD, b, old, 0), 0);
-	cr_assert_eq(ipcc_find_socket(pid, found, sizeof(found)), 0);
-	cr_assert_str_eq(found, b);
+	cr_assert_str_eq(found, a, "the process's own key wins over a newer name");
 	unlink(a);
+	cr_assert_eq(ipcc_find_socket(pid, found, sizeof(found)), 0);
+	cr_assert_str_eq(found, b, "another key, not older than the process");
+	cr_assert_eq(utimensat(AT_FDCWD, b, old, 0), 0);
+	cr_assert_eq(ipcc_find_socket(pid, found, sizeof(found)), -ENOENT,
+		     "a socket older than the process is a previous process's: %s", found);
 	unlink(b);
 	cr_assert_eq(ipcc_find_socket(pid, found, sizeof(found)), -ENOENT);
 	cr_assert_eq(ipcc_find_socket(0x7ffffff0, found, sizeof(found)), -ESRCH);

@@ -17,6 +17,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "bytebuf.h"
 
@@ -233,6 +234,11 @@ extern int rp_ipc_read_timeout_ms;
  * it shuts down the sockets of readers that stopped reading (default 10000
  * ms); tests shorten it. */
 extern int rp_ipc_stop_grace_ms;
+
+/* Field 22 of /proc/<pid>/stat (start time in clock ticks since boot): the
+ * runtime's disambiguation key in its socket name. 0 when it cannot be
+ * read, as the runtime does. */
+unsigned long long rp_proc_start_ticks(pid_t pid);
 
 /* The listen socket path the runtime would use for this process:
  * "<tmp>dotnet-diagnostic-<pid>-<key>-socket". 0 or -ENAMETOOLONG. */

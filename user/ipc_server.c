@@ -233,15 +233,15 @@ static int send_all(int fd, int stop, const void *buf, size_t n)
 
 /* ---- process facts ----------------------------------------------------- */
 
-/* Field 22 of /proc/self/stat (start time in clock ticks since boot): the
- * runtime's disambiguation key. 0 when it cannot be read, as the runtime. */
-static unsigned long long start_time_key(void)
+unsigned long long rp_proc_start_ticks(pid_t pid)
 {
-	char buf[4096], *p, *save = NULL, *tok;
-	unsigned long long key = 0;
+	char path[64], buf[4096], *p, *save = NULL, *tok;
+	unsigned long long ticks = 0;
 	ssize_t n;
-	int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC), field = 3;
+	int fd, field = 3;
 
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return 0;
 	n = read(fd, buf, sizeof(buf) - 1);
@@ -254,11 +254,17 @@ static unsigned long long start_time_key(void)
 		return 0;
 	for (tok = strtok_r(p + 1, " ", &save); tok; tok = strtok_r(NULL, " ", &save), field++) {
 		if (field == 22) {
-			key = strtoull(tok, NULL, 10);
+			ticks = strtoull(tok, NULL, 10);
 			break;
 		}
 	}
-	return key;
+	return ticks;
+}
+
+/* The runtime's disambiguation key: our own start time. */
+static unsigned long long start_time_key(void)
+{
+	return rp_proc_start_ticks(getpid());
 }
 
 int rp_ipc_default_path(char *out, size_t len)

@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ipc.h"
 #include "ipc_client.h"
 
 static const uint8_t ipcc_magic[14] = "DOTNET_IPC_V1";	/* with its NUL */
@@ -354,11 +355,48 @@ static bool socket_name_matches(const char *name, pid_t pid)
 	return true;
 }
 
-/* Newest matching socket in dir; 0 (found), -ENOENT, -ENAMETOOLONG. */
-static int scan_dir(const char *dir, pid_t name_pid, char *best, size_t len)
+
+/* The <key> of a name socket_name_matches() accepted: "...-<key>-socket". */
+static unsigned long long name_key(const char *name)
+{
+	size_t end = strlen(name) - 7, i = end;	/* at "-socket" */
+
+	while (i > 0 && name[i - 1] != '-')
+		i--;
+	return i < end ? strtoull(name + i, NULL, 10) : 0;
+}
+
+/* Wall-clock second the process started at (boot time + start ticks); 0: unknown. */
+static time_t proc_start_wall(unsigned long long ticks)
+{
+	char line[256];
+	long hz = sysconf(_SC_CLK_TCK);
+	time_t btime = 0;
+	FILE *f;
+
+	if (!ticks || hz <= 0 || !(f = fopen("/proc/stat", "re")))
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, "btime ", 6))
+			btime = (time_t)strtoll(line + 6, NULL, 10);
+	fclose(f);
+	return btime ? btime + (time_t)(ticks / (unsigned long long)hz) : 0;
+}
+
+/*
+ * The socket of the process in dir. Runtimes name it after their start
+ * time (field 22 of /proc/self/stat), so a name with the process's key is
+ * its own; a file with another key is accepted only if it is not older
+ * than the process, because pids are reused and a runtime killed with
+ * SIGKILL leaves its socket file behind. Newest first within a rank.
+ * 0 (found), -ENOENT, -ENAMETOOLONG.
+ */
+static int scan_dir(const char *dir, pid_t name_pid, unsigned long long key, time_t started,
+		    char *best, size_t len)
 {
 	struct timespec newest = { 0, 0 };
-	bool found = false, too_long = false;
+	bool too_long = false;
+	int best_rank = 0;
 	struct dirent *de;
 	DIR *d = opendir(dir);
 
@@ -367,6 +405,7 @@ static int scan_dir(const char *dir, pid_t name_pid, char *best, size_t len)
 	while ((de = readdir(d))) {
 		char full[4096];
 		struct stat st;
+		int rank;
 
 		if (!socket_name_matches(de->d_name, name_pid))
 			continue;
@@ -378,20 +417,26 @@ static int scan_dir(const char *dir, pid_t name_pid, char *best, size_t len)
 			too_long = true;
 			continue;
 		}
-		if (!found || st.st_mtim.tv_sec > newest.tv_sec ||
+		rank = key && name_key(de->d_name) == key ? 2 :
+		       !started || st.st_mtim.tv_sec + 1 >= started ? 1 : 0;
+		if (!rank || rank < best_rank)
+			continue;
+		if (rank > best_rank || st.st_mtim.tv_sec > newest.tv_sec ||
 		    (st.st_mtim.tv_sec == newest.tv_sec && st.st_mtim.tv_nsec > newest.tv_nsec)) {
 			newest = st.st_mtim;
+			best_rank = rank;
 			snprintf(best, len, "%s", full);
-			found = true;
 		}
 	}
 	closedir(d);
-	return found ? 0 : too_long ? -ENAMETOOLONG : -ENOENT;
+	return best_rank ? 0 : too_long ? -ENAMETOOLONG : -ENOENT;
 }
 
 int ipcc_find_socket(pid_t pid, char *path, size_t len)
 {
 	char dir[4096], tmp[2048], proc[64];
+	unsigned long long key;
+	time_t started;
 	pid_t inner;
 	int rc;
 
@@ -400,22 +445,24 @@ int ipcc_find_socket(pid_t pid, char *path, size_t len)
 	snprintf(proc, sizeof(proc), "/proc/%d", (int)pid);
 	if (access(proc, F_OK))
 		return -ESRCH;
+	key = rp_proc_start_ticks(pid);
+	started = proc_start_wall(key);
 	target_tmpdir(pid, tmp, sizeof(tmp));
 	inner = ns_pid(pid);
 	if (inner != pid) {
 		/* another pid namespace: its /tmp through its root, its own pid */
 		snprintf(dir, sizeof(dir), "/proc/%d/root%s", (int)pid, tmp);
-		rc = scan_dir(dir, inner, path, len);
+		rc = scan_dir(dir, inner, key, started, path, len);
 		if (rc != -ENOENT)
 			return rc;
 	}
-	rc = scan_dir(tmp, pid, path, len);
+	rc = scan_dir(tmp, pid, key, started, path, len);
 	if (rc == -ENOENT) {
 		char mine[2048];
 
 		ipcc_client_tmpdir(mine, sizeof(mine));
 		if (strcmp(mine, tmp))
-			rc = scan_dir(mine, pid, path, len);
+			rc = scan_dir(mine, pid, key, started, path, len);
 	}
 	return rc;
 }

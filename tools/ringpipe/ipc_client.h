@@ -60,11 +60,14 @@
 /* ---- finding sockets --------------------------------------------------- */
 
 /*
- * The socket the process pid listens on: dotnet-diagnostic-<pid>-<digits>-socket
+ * The socket the process pid listens on: dotnet-diagnostic-<pid>-<key>-socket
  * in the target's $TMPDIR (read from /proc/<pid>/environ; else ours, else
- * /tmp), the newest by modification time. For a process in another pid
- * namespace the search goes through /proc/<pid>/root with the pid it has
- * there. 0, -ESRCH (no such process), -ENOENT (no socket), -ENAMETOOLONG.
+ * /tmp). The one whose key is the process's start time wins; else the
+ * newest by modification time that is not older than the process (an
+ * older one was left by a previous process with the same pid). For a
+ * process in another pid namespace the search goes through
+ * /proc/<pid>/root with the pid it has there. 0, -ESRCH (no such
+ * process), -ENOENT (no socket), -ENAMETOOLONG.
  */
 int ipcc_find_socket(pid_t pid, char *path, size_t len);
 
