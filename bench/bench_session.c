@@ -31,7 +31,7 @@
  * can drop), timed from rp_session_start() until rp_session_stop() returns
  * with the trace complete in $TMPDIR; bytes = the file's size. The
  * "alone" row pre-fills the rings with the drainer parked and times the
- * drainer emptying them by itself (unparked with a signal).
+ * drainer emptying them by itself (woken with rp_drainer_kick()).
  *
  * Memory rows: /proc/self/statm resident size around sessions of 1, 16, 64
  * and 256 MiB: after start, after every ring was written through once, and
@@ -49,7 +49,6 @@
 #include <malloc.h>
 #include <pthread.h>
 #include <sched.h>
-#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -213,12 +212,6 @@ static long rss_pages(void)
 		res = -1;
 	fclose(f);
 	return res;
-}
-
-/* A no-op handler: a signal cuts a parked drainer's nanosleep short. */
-static void on_sigusr1(int sig)
-{
-	(void)sig;
 }
 
 /* ---- floor ------------------------------------------------------------- */
@@ -413,7 +406,7 @@ static void rep_parked(struct row *r, unsigned int k)
 	rp_session_stats(s, &st);
 	r->drops += total_drops(&st);
 	rp_store_relaxed(&rp_drain_throttle_ns, 0);
-	pthread_kill(s->drainer, SIGUSR1);	/* cut its throttle sleep short */
+	rp_drainer_kick(s);	/* cut its throttle sleep short */
 	if (rp_session_stop(s))
 		die("rp_session_stop");
 	unlink(tmp_path("parked.nettrace"));
@@ -559,11 +552,10 @@ static struct drain_result drain_once(enum drain_mode mode)
 	}
 	run_writers(W_RP, nw, drain_events, NULL);
 	if (mode == D_ALONE) {
-		/* wake the drainer out of its throttle sleep: nanosleep returns
-		 * early when a handler runs */
+		/* wake the drainer out of its throttle sleep */
 		rp_store_relaxed(&rp_drain_throttle_ns, 0);
 		t0 = now_ns();
-		pthread_kill(s->drainer, SIGUSR1);
+		rp_drainer_kick(s);
 	}
 	wait_drained(s, attempted, &st);
 	tser = now_ns();
@@ -727,12 +719,6 @@ int main(int argc, char **argv)
 	if (!ev_on || !ev_off)
 		die("rp_event_new");
 
-	{
-		struct sigaction sa = { .sa_handler = on_sigusr1 };
-
-		sigemptyset(&sa.sa_mask);
-		sigaction(SIGUSR1, &sa, NULL);
-	}
 	if (!drain_only)
 		producer_rows();
 	if (!kv)

@@ -163,7 +163,7 @@ static int measure(bool armed)
 		en[k] = write_loop(ev_on, n);
 		dis[k] = write_loop(ev_off, n);
 		rp_store_relaxed(&rp_drain_throttle_ns, 0);
-		pthread_kill(s->drainer, SIGUSR1);	/* cut its throttle sleep short */
+		rp_drainer_kick(s);	/* cut its throttle sleep short */
 		if (rp_session_stop(s))
 			die("rp_session_stop");
 		unlink(path);
@@ -261,7 +261,7 @@ int main(int argc, char **argv)
 	if (one) {
 		struct sigaction sa = { .sa_handler = on_sigusr1 };
 
-		/* SIGUSR1 also cuts the parked drainer's sleep short */
+		/* bpftrace's signal() says the probe is armed */
 		sigaction(SIGUSR1, &sa, NULL);
 		return measure(armed);
 	}

@@ -951,3 +951,47 @@ Test(session, reader_disconnect_ends_the_session_cleanly, .timeout = 120)
 	close(sv[0]);
 	bb_free(&rd.got);
 }
+
+/*
+ * The drainer belongs to the library: it is named (top, perf and gdb show
+ * "rp-drain") and blocks every signal, so an application's handlers never
+ * run on it and a process-directed signal goes to the application's threads.
+ */
+Test(session, drainer_thread_is_named_and_takes_no_signals, .timeout = 60)
+{
+	struct rp_provider_config pc = { .name = "Test-Thread" };
+	struct rp_session_opts so = { .sz = sizeof(so), .providers = &pc, .nproviders = 1,
+				      .fd = -1 };
+	char *dir = th_tmpdir(), *path, file[64], line[256];
+	struct rp_session *s;
+	unsigned long long blocked = 0;
+	bool named = false;
+	FILE *f;
+
+	cr_assert(asprintf(&path, "%s/t.nettrace", dir) > 0);
+	so.path = path;
+	s = rp_session_start(&so);
+	cr_assert_not_null(s, "%s", rp_last_error());
+	snprintf(file, sizeof(file), "/proc/self/task/%d/comm",
+		 (int)rp_shm_header(s->shm)->drainer_tid);
+	f = fopen(file, "r");
+	cr_assert_not_null(f, "%s", file);
+	named = fgets(line, sizeof(line), f) && !strcmp(line, "rp-drain\n");
+	fclose(f);
+	cr_assert(named, "the drainer thread is called '%s', expected rp-drain", line);
+	snprintf(file, sizeof(file), "/proc/self/task/%d/status",
+		 (int)rp_shm_header(s->shm)->drainer_tid);
+	f = fopen(file, "r");
+	cr_assert_not_null(f, "%s", file);
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, "SigBlk:", 7))
+			blocked = strtoull(line + 7, NULL, 16);
+	fclose(f);
+	/* every signal the kernel lets a thread block (not SIGKILL, SIGSTOP) */
+	cr_assert_eq(blocked | (1ull << (SIGKILL - 1)) | (1ull << (SIGSTOP - 1)) |
+			     (3ull << 31), ~0ull,
+		     "the drainer leaves signals unblocked: SigBlk %016llx", blocked);
+	cr_assert_eq(rp_session_stop(s), 0);
+	free(path);
+	th_rmdir(dir);
+}

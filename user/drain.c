@@ -43,6 +43,7 @@
 #include "atomics.h"
 #include "clock.h"
 #include "session.h"
+#include "thread.h"
 #include "uring_sink.h"
 
 #define BATCH_SLEEP_NS 100000l		/* under a trickle, gather 100 us per pass */
@@ -691,8 +692,10 @@ static void *drainer_main(void *arg)
 		if (rp_load_relaxed(&rp_drain_throttle_ns) && !stopping) {
 			uint64_t t = rp_load_relaxed(&rp_drain_throttle_ns);
 			struct timespec ts = { (time_t)(t / 1000000000ull), (long)(t % 1000000000ull) };
+			uint32_t *wake = &rp_shm_header(d->s->shm)->drainer_wake;
 
-			nanosleep(&ts, NULL);
+			/* rp_drainer_kick() (stop, a test) cuts it short */
+			syscall(SYS_futex, wake, FUTEX_WAIT, rp_load_relaxed(wake), &ts, NULL, 0);
 		}
 		if (stopping || got >= BUSY_BATCH)
 			continue;	/* keep up with a flood */
@@ -763,9 +766,8 @@ int rp_drainer_start(struct rp_session *s)
 			goto err_free;
 	}
 	s->drainer_ctx = d;
-	err = pthread_create(&s->drainer, NULL, drainer_main, d);
+	err = rp_thread_start(&s->drainer, "rp-drain", drainer_main, d);
 	if (err) {
-		err = -err;
 		s->drainer_ctx = NULL;
 		goto err_free;
 	}

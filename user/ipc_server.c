@@ -43,6 +43,7 @@
 #include "ipc.h"
 #include "nettrace.h"
 #include "session.h"
+#include "thread.h"
 
 extern char **environ;
 
@@ -149,18 +150,6 @@ static void efd_drain(int fd)
 		perror("ringpipe: ipc: eventfd");
 }
 
-/* Threads we start take no signals: they belong to the application. */
-static int start_thread(pthread_t *th, void *(*fn)(void *), void *arg)
-{
-	sigset_t all, old;
-	int e;
-
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	e = pthread_create(th, NULL, fn, arg);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	return -e;
-}
 
 /*
  * Reads exactly n bytes before the deadline. Returns n, or fewer at EOF,
@@ -715,7 +704,7 @@ static void conn_spawn(int fd, int port)
 	c->wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	pthread_mutex_lock(&ipc_lock);
 	if (c->wake < 0 || srv.nconns >= MAX_CONNS || srv.state != SRV_RUNNING ||
-	    start_thread(&c->th, conn_main, c)) {
+	    rp_thread_start(&c->th, "rp-ipc-conn", conn_main, c)) {
 		int n = srv.nconns;
 
 		pthread_mutex_unlock(&ipc_lock);
@@ -1280,7 +1269,7 @@ RP_API int rp_ipc_server_start(const struct rp_ipc_opts *uopts)
 	}
 	srv.owner = getpid();
 	srv.state = SRV_RUNNING;
-	err = start_thread(&srv.accept_th, accept_main, NULL);
+	err = rp_thread_start(&srv.accept_th, "rp-ipc", accept_main, NULL);
 	if (err) {
 		srv.state = SRV_IDLE;
 		rp_set_error("cannot start the IPC thread: %s", strerror(-err));

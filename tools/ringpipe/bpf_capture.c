@@ -37,6 +37,7 @@
 #include "clock.h"
 #include "ringpipe/ringpipe.h"
 #include "session.h"
+#include "thread.h"
 #include "utf.h"
 #include "write_origin.h"
 
@@ -1233,10 +1234,9 @@ int rp_capture_start(struct rp_capture *c)
 	rp_clock_anchor_now(&c->anchor);
 	c->anchor_mono = rp_clock_mono_ns();
 	publish_horizon(c, c->anchor_mono);
-	err = pthread_create(&c->thread, NULL, consumer_main, c);
-
+	err = rp_thread_start(&c->thread, "rp-capture", consumer_main, c);
 	if (err)
-		return -err;
+		return err;
 	c->started = true;
 	return 0;
 }
