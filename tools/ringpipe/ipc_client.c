@@ -355,7 +355,6 @@ static bool socket_name_matches(const char *name, pid_t pid)
 	return true;
 }
 
-
 /* The <key> of a name socket_name_matches() accepted: "...-<key>-socket". */
 static unsigned long long name_key(const char *name)
 {
