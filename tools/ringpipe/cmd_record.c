@@ -249,35 +249,6 @@ static int parse_args(int argc, char **argv, struct record_cfg *c, bool *help)
 	return 0;
 }
 
-/* Starts CMD stopped at a pipe, so probes attach before it execs. */
-static pid_t spawn_held(char **cmd, int *go_fd)
-{
-	int p[2];
-	pid_t pid;
-
-	if (pipe2(p, O_CLOEXEC))
-		return -1;
-	pid = fork();
-	if (pid < 0) {
-		close(p[0]);
-		close(p[1]);
-		return -1;
-	}
-	if (pid == 0) {
-		char b;
-
-		close(p[1]);
-		if (read(p[0], &b, 1) != 1)
-			_exit(127);
-		execvp(cmd[0], cmd);
-		fprintf(stderr, "ringpipe record: cannot run %s: %s\n", cmd[0], strerror(errno));
-		_exit(127);
-	}
-	close(p[0]);
-	*go_fd = p[1];
-	return pid;
-}
-
 static void progress(const struct rp_capture_stats *st, const struct rp_session_stats *ss,
 		     uint64_t ms, bool final)
 {
@@ -353,7 +324,7 @@ int cmd_record(int argc, char **argv)
 	sigaction(SIGTERM, &sa, NULL);
 
 	if (c.cmd) {
-		child = spawn_held(c.cmd, &go_fd);
+		child = tool_spawn_held("record", c.cmd, &go_fd);
 		if (child < 0) {
 			rc = tool_err("record", "cannot start %s: %s", c.cmd[0], strerror(errno));
 			goto out;

@@ -148,7 +148,7 @@ int cmd_sample(int argc, char **argv)
 	char **cmd = NULL, err[256];
 	bool all = false;
 	uint64_t dur_ns = 0, t_end, last_snap;
-	int i, fd = -1, go[2] = { -1, -1 }, rc = 1, e;
+	int i, fd = -1, go_fd = -1, rc = 1, e;
 	pid_t child = 0;
 	struct sampler *s = NULL;
 	struct sigaction sa;
@@ -239,27 +239,12 @@ int cmd_sample(int argc, char **argv)
 	if (cmd) {
 		/* the child waits for the sampler before it execs: its first
 		 * instructions are sampled too */
-		if (pipe2(go, O_CLOEXEC)) {
-			tool_err("sample", "pipe: %s", strerror(errno));
-			goto out;
-		}
-		child = fork();
+		child = tool_spawn_held("sample", cmd, &go_fd);
 		if (child < 0) {
-			tool_err("sample", "fork: %s", strerror(errno));
+			child = 0;
+			tool_err("sample", "cannot start %s: %s", cmd[0], strerror(errno));
 			goto out;
 		}
-		if (!child) {
-			char b;
-
-			close(go[1]);
-			if (read(go[0], &b, 1) != 1)
-				_exit(127);
-			execvp(cmd[0], cmd);
-			fprintf(stderr, "ringpipe sample: %s: %s\n", cmd[0], strerror(errno));
-			_exit(127);
-		}
-		close(go[0]);
-		go[0] = -1;
 		so.pid = (uint32_t)child;
 	}
 	wo.fd = fd;
@@ -285,12 +270,12 @@ int cmd_sample(int argc, char **argv)
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	if (cmd) {
-		if (write(go[1], "g", 1) != 1) {
+		if (write(go_fd, "g", 1) != 1) {
 			tool_err("sample", "starting %s: %s", cmd[0], strerror(errno));
 			goto out;
 		}
-		close(go[1]);
-		go[1] = -1;
+		close(go_fd);
+		go_fd = -1;
 	}
 	t_end = dur_ns ? mono_ns() + dur_ns : UINT64_MAX;
 	last_snap = mono_ns();
@@ -343,10 +328,8 @@ out:
 	sampler_stop(s);
 	if (c.w)
 		sample_writer_finish(c.w, mono_ns());
-	if (go[0] >= 0)
-		close(go[0]);
-	if (go[1] >= 0)
-		close(go[1]);
+	if (go_fd >= 0)
+		close(go_fd);
 	if (child > 0) {
 		int st;
 

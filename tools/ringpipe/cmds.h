@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 int cmd_report(int argc, char **argv);
 int cmd_dump(int argc, char **argv);
@@ -25,6 +26,13 @@ bool gcdump_trace_complete(int fd);
 
 /* Prints "ringpipe <cmd>: <message>" to stderr; returns 1 (usage: 2). */
 int tool_err(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/*
+ * Starts argv held at a pipe, so that probes and samplers attach before its
+ * first instruction: it execs once a byte is written to *go_fd, and exits
+ * 127 if *go_fd is closed first (or it cannot run, saying so as "ringpipe
+ * <cmd>: cannot run ..."). The child's pid, or -1 with errno set.
+ */
+pid_t tool_spawn_held(const char *cmd, char **argv, int *go_fd);
 /* Strict unsigned parse: whole string, decimal, <= max. */
 int parse_u64(const char *s, uint64_t max, uint64_t *out);
 

@@ -3,11 +3,13 @@
  * ringpipe: the command-line front end.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cmds.h"
 
@@ -58,6 +60,36 @@ int tool_err(const char *cmd, const char *fmt, ...)
 	va_end(ap);
 	fputc('\n', stderr);
 	return 1;
+}
+
+pid_t tool_spawn_held(const char *cmd, char **argv, int *go_fd)
+{
+	int p[2], e;
+	pid_t pid;
+
+	if (pipe2(p, O_CLOEXEC))
+		return -1;
+	pid = fork();
+	if (pid < 0) {
+		e = errno;
+		close(p[0]);
+		close(p[1]);
+		errno = e;
+		return -1;
+	}
+	if (pid == 0) {
+		char b;
+
+		close(p[1]);
+		if (read(p[0], &b, 1) != 1)
+			_exit(127);
+		execvp(argv[0], argv);
+		fprintf(stderr, "ringpipe %s: cannot run %s: %s\n", cmd, argv[0], strerror(errno));
+		_exit(127);
+	}
+	close(p[0]);
+	*go_fd = p[1];
+	return pid;
 }
 
 int parse_u64(const char *s, uint64_t max, uint64_t *out)
