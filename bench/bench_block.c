@@ -102,15 +102,6 @@ static void die(const char *what)
 	exit(1);
 }
 
-static void pin(int cpu)
-{
-	cpu_set_t set;
-
-	CPU_ZERO(&set);
-	CPU_SET(cpu, &set);
-	pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
-}
-
 static void unpin(void)
 {
 	pthread_setaffinity_np(pthread_self(), sizeof(allowed_cpus), &allowed_cpus);
@@ -192,7 +183,7 @@ static void *writer(void *p)
 
 	for (int i = 0; i < 8; i++)
 		s.name[i] = (uint16_t)name[i];
-	pin(a->cpu);
+	bench_pin(a->cpu);
 	pthread_barrier_wait(a->bar);
 	a->t_first = mono_ns();
 	for (uint64_t i = 1; i <= a->n; i++) {
@@ -274,7 +265,7 @@ static void prefault(struct rp_session *s)
 		struct rp_ring *r = rp_shm_ring(s->shm, i);
 
 		if (CPU_ISSET(i, &allowed_cpus))
-			pin((int)i);
+			bench_pin((int)i);
 		memset(r->data, 0, r->size);
 	}
 	unpin();

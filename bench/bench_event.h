@@ -7,6 +7,8 @@
 #ifndef RINGPIPE_BENCH_EVENT_H
 #define RINGPIPE_BENCH_EVENT_H
 
+#include <pthread.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +32,16 @@ static const struct rp_field small_fields[] = {
 	{ "Extra", RP_TYPE_U32, 0, 0, NULL },
 	{ "Name", RP_TYPE_STRING, 0, 0, NULL },
 };
+
+/* Pins the calling thread to cpu: writers run one per CPU. */
+static inline void bench_pin(int cpu)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+}
 
 struct stat3 {
 	double med, min, max;

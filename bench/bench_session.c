@@ -98,15 +98,6 @@ static void sleep_ms(unsigned int ms)
 	nanosleep(&ts, NULL);
 }
 
-static void pin(int cpu)
-{
-	cpu_set_t set;
-
-	CPU_ZERO(&set);
-	CPU_SET(cpu, &set);
-	pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
-}
-
 static void unpin(void)
 {
 	pthread_setaffinity_np(pthread_self(), sizeof(allowed_cpus), &allowed_cpus);
@@ -174,7 +165,7 @@ static void prefault(struct rp_session *s, int only_ring)
 		if (only_ring >= 0 && (uint32_t)only_ring != i)
 			continue;
 		if (CPU_ISSET(i, &allowed_cpus))
-			pin((int)i);
+			bench_pin((int)i);
 		memset(r->data, 0, r->size);
 	}
 	unpin();
@@ -260,7 +251,7 @@ static void *writer(void *p)
 	uint64_t t0, t1, refused = 0;
 	uint32_t tid = (uint32_t)gettid();
 
-	pin(a->cpu);
+	bench_pin(a->cpu);
 	small_fill(&s, 0, a->index);
 	pthread_barrier_wait(a->bar);
 	t0 = now_ns();
@@ -449,7 +440,7 @@ static void producer_rows(void)
 			die("mmap");
 		frings[i].mask = FLOOR_RING - 1;
 		if (CPU_ISSET(i, &allowed_cpus))
-			pin((int)i);
+			bench_pin((int)i);
 		memset(frings[i].data, 0, FLOOR_RING);
 	}
 	unpin();
@@ -626,7 +617,7 @@ static uint64_t fill_rings(struct rp_session *s)
 		struct rp_ring *r = rp_shm_ring(s->shm, (uint32_t)cpus[c] % rp_shm_nr_rings(s->shm));
 		uint64_t cap = 8 * (r->size / REC_BYTES) + 1000000;
 
-		pin(cpus[c]);
+		bench_pin(cpus[c]);
 		for (uint64_t i = 0; i < cap; i++) {
 			if (!(i & 1023) && rp_load_relaxed(&r->hdr->producer_pos) >= r->size)
 				break;

@@ -71,15 +71,6 @@ static void die(const char *what)
 	exit(1);
 }
 
-static void pin_cpu(int cpu)
-{
-	cpu_set_t set;
-
-	CPU_ZERO(&set);
-	CPU_SET(cpu, &set);
-	pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
-}
-
 static double write_loop(struct rp_event *ev, uint64_t n)
 {
 	struct small s = { .thread = 0 };
@@ -121,7 +112,7 @@ static int measure(bool armed)
 
 	snprintf(path, sizeof(path), "%s/bench-usdt-%d.nettrace",
 		 getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid());
-	pin_cpu(cpu < 0 ? 0 : cpu);
+	bench_pin(cpu < 0 ? 0 : cpu);
 	p = rp_provider_new(&po);
 	ev_on = p ? rp_event_new(p, &on) : NULL;
 	ev_off = p ? rp_event_new(p, &off) : NULL;

@@ -47,15 +47,6 @@ static uint64_t mono_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static void pin(int cpu)
-{
-	cpu_set_t set;
-
-	CPU_ZERO(&set);
-	CPU_SET(cpu, &set);
-	pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
-}
-
 struct warg {
 	int cpu;
 	uint32_t index;
@@ -68,7 +59,7 @@ static void *writer(void *p)
 {
 	struct warg *a = p;
 
-	pin(a->cpu);
+	bench_pin(a->cpu);
 	pthread_barrier_wait(a->bar);
 	a->t_first = mono_ns();
 	for (uint64_t i = 1; i <= a->n; i++)
