@@ -32,7 +32,7 @@ WORK=$4
 reps=7 e2e_reps=5 n=1000000 nstack=100000 ndis=20000000
 if [ "$QUICK" = 1 ]; then reps=3 e2e_reps=2 n=500000 nstack=20000 ndis=10000000; fi
 
-skip() { echo "skip $*"; exit 0; }
+. "$(dirname "$0")/bench-common.sh"
 command -v dotnet >/dev/null 2>&1 || skip "the .NET SDK (dotnet) is not installed"
 [ -f "$DLL" ] || skip "bench/EventPipeBench did not build (see .output/eventpipe-bench.log)"
 [ -x "$RP" ] || skip "no ringpipe tool to count the events"
@@ -44,8 +44,6 @@ TRACE=$WORK/eventpipe.nettrace
 ep_env=(DOTNET_EnableEventPipe=1 "DOTNET_EventPipeOutputPath=$TRACE"
 	"DOTNET_EventPipeConfig=Ringpipe-Bench:0xFFFFFFFFFFFFFFFF:5"
 	DOTNET_EventPipeOutputStreaming=1 DOTNET_EventPipeRundown=0)
-val() { awk -v k="$1" '$1 == k { print $2 }'; }
-median() { sort -g | awk '{ v[NR] = $1 } END { printf "%.4f\n", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 # events of the benchmark's event in the trace
 counted() { "$RP" report "$TRACE" 2>/dev/null | awk '/Ringpipe-Bench\/Small/ && !f { print $1; f = 1 } END { if (!f) print 0 }'; }
 now_ns() { date +%s%N; }
@@ -100,18 +98,9 @@ for k in $(seq "$e2e_reps"); do
 		got=$(counted)
 		bytes=$(stat -c %s "$TRACE" 2>/dev/null || echo 0)
 		[ "$k" = 1 ] && [ $mode = drop ] && echo "rss_kb $(( $(val hwm_kb <<<"$out") - hwm0 ))"
-		awk -v m=$mode -v a="$att" -v s="$(( t_end - first ))" -v g="$got" -v b="$bytes" 'BEGIN {
-			s /= 1e9
-			printf "%s evs %.0f\n%s loss %.4f\n%s mbs %.3f\n", m, a / s, m, 100 * (a - g) / a, m, b / s / 1e6
-		}' >>"$WORK/e2e.txt"
+		e2e_record $mode "$att" "$(awk -v ns=$(( t_end - first )) 'BEGIN { printf "%.9f", ns / 1e9 }')" \
+			"$(( att - got ))" "$bytes"
 	done
 done
 rm -f "$TRACE"
-echo "attempted 1000000"
-for mode in "${modes[@]}" big; do
-	for key in evs loss mbs; do
-		echo "$mode.$key $(awk -v m=$mode -v k=$key '$1 == m && $2 == k { print $3 }' "$WORK/e2e.txt" | median)"
-	done
-	echo "$mode.loss_max $(awk -v m=$mode '$1 == m && $2 == "loss" { print $3 }' "$WORK/e2e.txt" | sort -g | tail -1)"
-done
-echo "ok 1"
+e2e_summary "${modes[@]}" big

@@ -31,7 +31,7 @@ WORK=$3
 reps=7 e2e_reps=5 n=1000000 ndis=20000000 sub=16M warm=4000000
 if [ "$QUICK" = 1 ]; then reps=3 e2e_reps=2 n=500000 ndis=10000000 sub=4M warm=1000000; fi
 
-skip() { echo "skip $*"; exit 0; }
+. "$(dirname "$0")/bench-common.sh"
 
 command -v lttng >/dev/null 2>&1 && command -v lttng-sessiond >/dev/null 2>&1 ||
 	skip "lttng-tools not installed (make deps)"
@@ -73,8 +73,6 @@ daemons_rss_kb() {
 	echo "$sum"
 }
 discarded() { lttng list "$1" | awk '/Discarded events:/ { s += $3 } END { print s + 0 }'; }
-median() { sort -g | awk '{ v[NR] = $1 } END { printf "%.4f\n", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-val() { awk -v k="$1" '$1 == k { print $2 }'; }
 
 # session NAME SUBBUF NUM [enable-channel options...]
 session() {
@@ -127,17 +125,8 @@ for k in $(seq "$e2e_reps"); do
 		lost=$(discarded e2e)
 		bytes=$(du -sb "$WORK/e2e" | awk '{ print $1 }')
 		[ "$k" = 1 ] && [ $mode = drop ] && echo "rss_kb $(daemons_rss_kb)"
-		awk -v m=$mode -v a="$att" -v s="$secs" -v l="$lost" -v b="$bytes" 'BEGIN {
-			printf "%s evs %.0f\n%s loss %.4f\n%s mbs %.3f\n", m, a / s, m, 100 * l / a, m, b / s / 1e6
-		}' >>"$WORK/e2e.txt"
+		e2e_record $mode "$att" "$secs" "$lost" "$bytes"
 		destroy e2e
 	done
 done
-echo "attempted 1000000"
-for mode in drop block; do
-	for key in evs loss mbs; do
-		echo "$mode.$key $(awk -v m=$mode -v k=$key '$1 == m && $2 == k { print $3 }' "$WORK/e2e.txt" | median)"
-	done
-	echo "$mode.loss_max $(awk -v m=$mode '$1 == m && $2 == "loss" { print $3 }' "$WORK/e2e.txt" | sort -g | tail -1)"
-done
-echo "ok 1"
+e2e_summary drop block
