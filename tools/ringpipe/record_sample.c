@@ -26,32 +26,11 @@
 
 #define RESNAPSHOT_NS 1000000000ull
 
-static const struct rp_field f_sample[] = {
-	{ .name = "Cpu", .type = RP_TYPE_U32 },
-	{ .name = "CgroupId", .type = RP_TYPE_U64 },
-	{ .name = "KernelFrames", .type = RP_TYPE_U32 },
-	{ .name = "UserFrames", .type = RP_TYPE_U32 },
-	{ .name = "Pid", .type = RP_TYPE_U32 },
-};
-static const struct rp_field f_module[] = {
-	{ .name = "Pid", .type = RP_TYPE_U32 },
-	{ .name = "Start", .type = RP_TYPE_U64 },
-	{ .name = "End", .type = RP_TYPE_U64 },
-	{ .name = "Offset", .type = RP_TYPE_U64 },
-	{ .name = "Path", .type = RP_TYPE_STRING },
-	{ .name = "BuildId", .type = RP_TYPE_STRING },
-};
-static const struct rp_field f_jit[] = {
-	{ .name = "Pid", .type = RP_TYPE_U32 },
-	{ .name = "Start", .type = RP_TYPE_U64 },
-	{ .name = "Size", .type = RP_TYPE_U64 },
-	{ .name = "Name", .type = RP_TYPE_STRING },
-};
-static const struct rp_field f_thread[] = {
-	{ .name = "Pid", .type = RP_TYPE_U32 },
-	{ .name = "Tid", .type = RP_TYPE_U32 },
-	{ .name = "Name", .type = RP_TYPE_STRING },
-};
+#define RP_FIELD(n, t) { .name = n, .type = RP_TYPE_##t },
+static const struct rp_field f_sample[] = { SAMPLE_FIELDS(RP_FIELD) };
+static const struct rp_field f_module[] = { SYM_MODULE_FIELDS(RP_FIELD) };
+static const struct rp_field f_jit[] = { SYM_JIT_FIELDS(RP_FIELD) };
+static const struct rp_field f_thread[] = { SYM_THREAD_FIELDS(RP_FIELD) };
 
 static struct rp_event *ev_sample, *ev_module, *ev_jit, *ev_thread;
 
@@ -90,10 +69,10 @@ int record_sampler_define(void)
 	py = rp_provider_new(&po);
 	if (!ps || !py)
 		return -ENOMEM;
-	ev_sample = define(ps, SAMPLER_EV_SAMPLE, "Sample", f_sample, 5);
-	ev_module = define(py, SYM_EV_MODULE, "ModuleLoad", f_module, 6);
-	ev_jit = define(py, SYM_EV_JIT, "JitSymbol", f_jit, 4);
-	ev_thread = define(py, SYM_EV_THREAD, "Thread", f_thread, 3);
+	ev_sample = define(ps, SAMPLER_EV_SAMPLE, "Sample", f_sample, SAMPLE_NFIELDS(f_sample));
+	ev_module = define(py, SYM_EV_MODULE, "ModuleLoad", f_module, SAMPLE_NFIELDS(f_module));
+	ev_jit = define(py, SYM_EV_JIT, "JitSymbol", f_jit, SAMPLE_NFIELDS(f_jit));
+	ev_thread = define(py, SYM_EV_THREAD, "Thread", f_thread, SAMPLE_NFIELDS(f_thread));
 	return ev_sample && ev_module && ev_jit && ev_thread ? 0 : -ENOMEM;
 }
 

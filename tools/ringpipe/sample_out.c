@@ -17,42 +17,25 @@
 
 enum { M_SAMPLE, M_MODULE, M_JIT, M_THREAD, M_NR };
 
-static const struct nt_field sample_fields[] = {
-	{ "Cpu", NT_U32, 0, 0, NULL },
-	{ "CgroupId", NT_U64, 0, 0, NULL },
-	{ "KernelFrames", NT_U32, 0, 0, NULL },
-	{ "UserFrames", NT_U32, 0, 0, NULL },
-	{ "Pid", NT_U32, 0, 0, NULL },
-};
-static const struct nt_field module_fields[] = {
-	{ "Pid", NT_U32, 0, 0, NULL },
-	{ "Start", NT_U64, 0, 0, NULL },
-	{ "End", NT_U64, 0, 0, NULL },
-	{ "Offset", NT_U64, 0, 0, NULL },
-	{ "Path", NT_STRING, 0, 0, NULL },
-	{ "BuildId", NT_STRING, 0, 0, NULL },
-};
-static const struct nt_field jit_fields[] = {
-	{ "Pid", NT_U32, 0, 0, NULL },
-	{ "Start", NT_U64, 0, 0, NULL },
-	{ "Size", NT_U64, 0, 0, NULL },
-	{ "Name", NT_STRING, 0, 0, NULL },
-};
-static const struct nt_field thread_fields[] = {
-	{ "Pid", NT_U32, 0, 0, NULL },
-	{ "Tid", NT_U32, 0, 0, NULL },
-	{ "Name", NT_STRING, 0, 0, NULL },
-};
+#define NT_FIELD(n, t) { n, NT_##t, 0, 0, NULL },
+static const struct nt_field sample_fields[] = { SAMPLE_FIELDS(NT_FIELD) };
+static const struct nt_field module_fields[] = { SYM_MODULE_FIELDS(NT_FIELD) };
+static const struct nt_field jit_fields[] = { SYM_JIT_FIELDS(NT_FIELD) };
+static const struct nt_field thread_fields[] = { SYM_THREAD_FIELDS(NT_FIELD) };
 
 static const struct nt_event_desc descs[M_NR] = {
 	[M_SAMPLE] = { .provider = SAMPLER_PROVIDER, .event_id = SAMPLER_EV_SAMPLE,
-		       .name = "Sample", .level = 4, .nfields = 5, .fields = sample_fields },
+		       .name = "Sample", .level = 4, .nfields = SAMPLE_NFIELDS(sample_fields),
+		       .fields = sample_fields },
 	[M_MODULE] = { .provider = SYM_PROVIDER, .event_id = SYM_EV_MODULE,
-		       .name = "ModuleLoad", .level = 4, .nfields = 6, .fields = module_fields },
+		       .name = "ModuleLoad", .level = 4, .nfields = SAMPLE_NFIELDS(module_fields),
+		       .fields = module_fields },
 	[M_JIT] = { .provider = SYM_PROVIDER, .event_id = SYM_EV_JIT,
-		    .name = "JitSymbol", .level = 4, .nfields = 4, .fields = jit_fields },
+		    .name = "JitSymbol", .level = 4, .nfields = SAMPLE_NFIELDS(jit_fields),
+		    .fields = jit_fields },
 	[M_THREAD] = { .provider = SYM_PROVIDER, .event_id = SYM_EV_THREAD,
-		       .name = "Thread", .level = 4, .nfields = 3, .fields = thread_fields },
+		       .name = "Thread", .level = 4, .nfields = SAMPLE_NFIELDS(thread_fields),
+		       .fields = thread_fields },
 };
 
 /* A queued event: its bytes live in the writer's pool. */

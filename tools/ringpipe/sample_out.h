@@ -26,6 +26,21 @@
 #define SAMPLER_EV_SAMPLE 1
 #define SAMPLE_PAYLOAD_LEN 24
 
+/*
+ * The fields of the Sample event and of the Ringpipe-Symbols events, once:
+ * sample_out.c expands them as nt_field (the standalone writer) and
+ * record_sample.c as rp_field (a live session), so both commands write the
+ * same schemas. F(name, type): type is the suffix of both NT_ and RP_TYPE_.
+ */
+#define SAMPLE_FIELDS(F) \
+	F("Cpu", U32) F("CgroupId", U64) F("KernelFrames", U32) F("UserFrames", U32) F("Pid", U32)
+#define SYM_MODULE_FIELDS(F) \
+	F("Pid", U32) F("Start", U64) F("End", U64) F("Offset", U64) F("Path", STRING) \
+	F("BuildId", STRING)
+#define SYM_JIT_FIELDS(F) F("Pid", U32) F("Start", U64) F("Size", U64) F("Name", STRING)
+#define SYM_THREAD_FIELDS(F) F("Pid", U32) F("Tid", U32) F("Name", STRING)
+#define SAMPLE_NFIELDS(a) (uint16_t)(sizeof(a) / sizeof((a)[0]))
+
 /* Encodes a sample's payload (SAMPLE_PAYLOAD_LEN bytes). */
 void sample_payload(const struct rp_sample_rec *r, uint8_t out[SAMPLE_PAYLOAD_LEN]);
 
