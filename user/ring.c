@@ -121,7 +121,15 @@ static int ring_skip_corrupt(struct rp_ring *r, uint64_t prod, const char *why)
 	return -EBADMSG;
 }
 
-/* Returns NULL if len is a plausible length for a record at the head. */
+/* Is len a plausible length for a record with avail bytes after its start?
+ * One test: every record the drainer reads goes through it. */
+static inline bool ring_len_ok(const struct rp_ring *r, uint32_t len, uint64_t avail)
+{
+	return len >= RING_REC_HDR && !(len % RP_REC_ALIGN) && len <= r->max_record &&
+	       len <= avail;
+}
+
+/* Why len fails ring_len_ok(), written into buf; NULL if it does not. */
 static const char *ring_check_len(const struct rp_ring *r, uint32_t len, uint64_t avail,
 				  char *buf, size_t buflen)
 {
@@ -194,7 +202,6 @@ static int ring_not_committed(struct rp_ring *r, uint32_t lenw, uint64_t prod, u
 {
 	uint64_t now = ring_mono_ns(), pos = r->cons, target;
 	uint32_t len = lenw & RP_REC_LEN_MASK;
-	char why[128];
 
 	if (!r->stuck_since_ns || r->stuck_pos != pos) {
 		r->stuck_pos = pos;
@@ -204,7 +211,7 @@ static int ring_not_committed(struct rp_ring *r, uint32_t lenw, uint64_t prod, u
 	if (now - r->stuck_since_ns < r->shm->stale_ns)
 		return -EAGAIN;
 
-	if ((lenw & RP_REC_BUSY) && !ring_check_len(r, len, avail, why, sizeof(why)))
+	if ((lenw & RP_REC_BUSY) && ring_len_ok(r, len, avail))
 		target = pos + len;
 	else
 		target = prod;	/* length unknown: nothing after it can be parsed */
@@ -255,9 +262,7 @@ int rp_ring_peek(struct rp_ring *r, struct rp_ring_item *it)
 		if (!lenw || (lenw & RP_REC_BUSY))
 			return ring_not_committed(r, lenw, prod, avail);
 		len = lenw & RP_REC_LEN_MASK;
-		/* the plausible case in one test; ring_check_len() says why not */
-		bad = rp_likely(len >= RING_REC_HDR && !(len % RP_REC_ALIGN) &&
-				len <= r->max_record && len <= avail)
+		bad = rp_likely(ring_len_ok(r, len, avail))
 		      ? NULL : ring_check_len(r, len, avail, why, sizeof(why));
 		if (bad) {
 			snprintf(msg, sizeof(msg), "len word 0x%08x: %s", lenw, bad);
@@ -319,7 +324,6 @@ uint64_t rp_ring_lookahead(struct rp_ring *r, uint64_t from, uint64_t end, uint3
 			   rp_ring_chunk_fn fn, void *ctx)
 {
 	uint64_t pos = from, start = from, min = UINT64_MAX;
-	char why[160];
 
 	/* never outside what the producer position allows, nor behind the
 	 * reader: those bytes may be free space or reused */
@@ -334,7 +338,7 @@ uint64_t rp_ring_lookahead(struct rp_ring *r, uint64_t from, uint64_t end, uint3
 		if (!lenw || (lenw & RP_REC_BUSY))
 			break;		/* not committed yet */
 		len = lenw & RP_REC_LEN_MASK;
-		if (ring_check_len(r, len, end - pos, why, sizeof(why)))
+		if (!ring_len_ok(r, len, end - pos))
 			break;		/* rp_ring_peek() reports it when it gets here */
 		if (!(lenw & RP_REC_DISCARD)) {
 			uint64_t ts;
