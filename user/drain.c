@@ -334,16 +334,9 @@ static void pre_chunk(void *ctx, uint64_t pos, uint64_t min_ts)
 {
 	struct rqueue *q = ctx;
 
-	if (q->npre == q->pre_cap) {
-		size_t nc = q->pre_cap ? q->pre_cap * 2 : 256;
-		struct bound *n = realloc(q->pre, nc * sizeof(*n));
-
-		if (!n) {
-			q->pre_oom = true;	/* bounds only get weaker: safe */
-			return;
-		}
-		q->pre = n;
-		q->pre_cap = nc;
+	if (array_grow((void **)&q->pre, &q->pre_cap, q->npre, sizeof(*q->pre), 256)) {
+		q->pre_oom = true;	/* bounds only get weaker: safe */
+		return;
 	}
 	q->pre[q->npre++] = (struct bound){ .pos = pos, .t = min_ts };
 }
@@ -381,24 +374,15 @@ static void look_ahead(struct rqueue *q, struct rp_ring *r, uint64_t prod, uint6
 		return;
 	}
 	if (q->syn_head + q->syn_n + q->npre > q->syn_cap) {
-		size_t nc;
-		struct bound *n;
-
 		if (q->syn_head) {
 			memmove(q->syn, q->syn + q->syn_head, q->syn_n * sizeof(*q->syn));
 			q->syn_head = 0;
 		}
-		nc = q->syn_cap;
-		while (q->syn_n + q->npre > nc)
-			nc = nc ? nc * 2 : 256;
-		if (nc != q->syn_cap) {
-			n = realloc(q->syn, nc * sizeof(*n));
-			if (!n) {
-				q->npre = 0;
-				return;
-			}
-			q->syn = n;
-			q->syn_cap = nc;
+		/* room for syn_n + npre bounds (npre > 0 here) */
+		if (array_grow((void **)&q->syn, &q->syn_cap, q->syn_n + q->npre - 1,
+			       sizeof(*q->syn), 256)) {
+			q->npre = 0;
+			return;
 		}
 	}
 	/* suffix minima, from the back */
