@@ -417,15 +417,8 @@ static struct cg_ent *cg_add(struct cg_table *t, uint64_t id, const char *path)
 {
 	struct cg_ent *e;
 
-	if (t->n == t->cap) {
-		size_t nc = t->cap ? t->cap * 2 : 64;
-		struct cg_ent *ne = realloc(t->e, nc * sizeof(*ne));
-
-		if (!ne)
-			return NULL;
-		t->e = ne;
-		t->cap = nc;
-	}
+	if (array_grow((void **)&t->e, &t->cap, t->n, sizeof(*t->e), 64))
+		return NULL;
 	e = &t->e[t->n];
 	e->id = id;
 	e->path = strdup(path);

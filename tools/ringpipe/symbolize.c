@@ -44,9 +44,9 @@ struct elf_mod {
 	struct seg *segs;
 	size_t nsegs;
 	struct esym *syms;
-	size_t nsyms;
+	size_t nsyms, capsyms;
 	char **names;		/* owned symbol names */
-	size_t nnames;
+	size_t nnames, capnames;
 };
 
 struct map_ent {
@@ -204,7 +204,6 @@ static int read_symtab(struct elf_mod *m, Elf *e, Elf_Scn *scn, const GElf_Shdr 
 		GElf_Sym s;
 		const char *name;
 		int type;
-		void *p;
 
 		if (!gelf_getsym(d, (int)i, &s) || s.st_shndx == SHN_UNDEF || !s.st_value)
 			continue;
@@ -214,16 +213,9 @@ static int read_symtab(struct elf_mod *m, Elf *e, Elf_Scn *scn, const GElf_Shdr 
 		name = elf_strptr(e, sh->sh_link, s.st_name);
 		if (!name || !*name)
 			continue;
-		if (m->nsyms % 1024 == 0) {
-			p = realloc(m->syms, (m->nsyms + 1024) * sizeof(*m->syms));
-			if (!p)
-				return -ENOMEM;
-			m->syms = p;
-			p = realloc(m->names, (m->nnames + 1024) * sizeof(*m->names));
-			if (!p)
-				return -ENOMEM;
-			m->names = p;
-		}
+		if (array_grow((void **)&m->syms, &m->capsyms, m->nsyms, sizeof(*m->syms), 1024) ||
+		    array_grow((void **)&m->names, &m->capnames, m->nnames, sizeof(*m->names), 1024))
+			return -ENOMEM;
 		m->names[m->nnames] = strdup(name);
 		if (!m->names[m->nnames])
 			return -ENOMEM;
@@ -310,18 +302,12 @@ static struct elf_mod *mod_get(struct sym_table *t, const char *path)
 	struct elf_mod *m;
 	const char *slash;
 	size_t i;
-	void *p;
 
 	for (i = 0; i < t->nmods; i++)
 		if (!strcmp(t->mods[i]->path, path))
 			return t->mods[i];
-	if (t->nmods == t->capmods) {
-		t->capmods = t->capmods ? 2 * t->capmods : 16;
-		p = realloc(t->mods, t->capmods * sizeof(*t->mods));
-		if (!p)
-			return NULL;
-		t->mods = p;
-	}
+	if (array_grow((void **)&t->mods, &t->capmods, t->nmods, sizeof(*t->mods), 16))
+		return NULL;
 	m = calloc(1, sizeof(*m));
 	if (!m || !(m->path = strdup(path))) {
 		free(m);
@@ -719,20 +705,9 @@ static void kernel_load(struct sym_table *t)
 		if (type != 't' && type != 'T' && type != 'w' && type != 'W')
 			continue;
 		len = strlen(name) + 1;
-		if (t->nksyms == cap) {
-			void *p = realloc(t->ksyms, (cap = cap ? 2 * cap : 65536) * sizeof(*t->ksyms));
-
-			if (!p)
-				break;
-			t->ksyms = p;
-		}
-		if (pool + len > poolcap) {
-			void *p = realloc(t->kpool, poolcap = poolcap ? 2 * poolcap : 1 << 22);
-
-			if (!p)
-				break;
-			t->kpool = p;
-		}
+		if (array_grow((void **)&t->ksyms, &cap, t->nksyms, sizeof(*t->ksyms), 65536) ||
+		    array_grow((void **)&t->kpool, &poolcap, pool + len - 1, 1, 1 << 22))
+			break;
 		memcpy(t->kpool + pool, name, len);
 		t->ksyms[t->nksyms++] = (struct esym){ addr, 0, (const char *)(uintptr_t)pool };
 		pool += len;
