@@ -12,8 +12,11 @@
 .SECONDARY:
 .DEFAULT_GOAL := all
 
-VERSION   := 0.1.0
-SOVERSION := 0
+# The version is written once, in include/ringpipe/ringpipe.h; `make
+# check-version` checks that the symbol map and the man pages agree.
+VERSION   := $(shell sed -n 's/^\#define RP_VERSION_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\)$$/\2/p' \
+		include/ringpipe/ringpipe.h | paste -sd.)
+SOVERSION := $(firstword $(subst ., ,$(VERSION)))
 PREFIX    ?= /usr/local
 DESTDIR   ?=
 LIBDIR    ?= $(PREFIX)/lib
@@ -40,11 +43,16 @@ OUTPUT  := .output
 OUT     := $(OUTPUT)/$(if $(SAN),$(SAN),default)
 
 WARN    := -Wall -Wextra -Werror -Wmissing-field-initializers -Werror=undef \
-           -Wno-unused-parameter
+           -Wshadow -Wmissing-prototypes -Wno-unused-parameter
 OPT     ?= -O2
 CFLAGS  ?= $(OPT) -g
+# The library's modules, lowest layer first (Documentation/architecture.md);
+# `make check-deps` proves that no object calls into a module above its own.
+LIB_DIRS := util core kernel producer nettrace session ipc startup
+LIB_INC  := -Iinclude $(addprefix -Iuser/,$(LIB_DIRS))
+# -MMD -MP: each object depends on the headers it includes, and no more
 CFLAGS  += -std=gnu11 $(WARN) -fPIC -fvisibility=hidden -D_GNU_SOURCE \
-           -Iinclude -Iuser -fno-omit-frame-pointer
+           $(LIB_INC) -fno-omit-frame-pointer -MMD -MP
 LDLIBS  := -luring -lpthread -lm
 
 ifeq ($(SAN),asan)
@@ -59,12 +67,22 @@ endif
 CFLAGS  += $(SANFLAGS)
 LDFLAGS += $(SANFLAGS)
 
-LIB_SRCS  := $(sort $(wildcard user/*.c))
+LIB_SRCS  := $(sort $(wildcard $(addprefix user/,$(addsuffix /*.c,$(LIB_DIRS)))))
 LIB_OBJS  := $(patsubst user/%.c,$(OUT)/user/%.o,$(LIB_SRCS))
+# The tool: main.c and one file per command, over a static library of what
+# several commands (and the host agent) share: tools/ringpipe/lib/.
 TOOL_SRCS := $(sort $(wildcard tools/ringpipe/*.c))
 TOOL_OBJS := $(patsubst tools/%.c,$(OUT)/tools/%.o,$(TOOL_SRCS))
+TLIB_SRCS := $(sort $(wildcard tools/ringpipe/lib/*.c))
+TLIB_OBJS := $(patsubst tools/%.c,$(OUT)/tools/%.o,$(TLIB_SRCS))
+TOOL_LIB  := $(OUT)/libringpipe-tool.a
+TOOL_INC  := -Itools/ringpipe/lib
+# The demo runtime: demo.c is its main; the rest is a library the
+# benchmarks link too.
 DEMO_SRCS := $(sort $(wildcard tools/demo/*.c))
 DEMO_OBJS := $(patsubst tools/%.c,$(OUT)/tools/%.o,$(DEMO_SRCS))
+DEMO_LIB_OBJS := $(filter-out %/demo.o,$(DEMO_OBJS))
+DEMO_LIB  := $(OUT)/libringpipe-demo.a
 TEST_SRCS := $(sort $(wildcard tests/test_*.c))
 TEST_BINS := $(patsubst tests/%.c,$(OUT)/tests/%,$(TEST_SRCS))
 BENCH_SRCS:= $(sort $(wildcard bench/bench_*.c))
@@ -83,7 +101,9 @@ BPF_LIBS  := -lbpf -lelf -lz
 BPF_CFLAGS:= -I$(OUT)/bpf -Ibpf
 # usdt.bpf.h pulls in <linux/errno.h>, which wants the multiarch <asm/...>
 BPF_ARCH_INC := $(shell $(CC) -dumpmachine 2>/dev/null)
-HDRS      := $(wildcard include/ringpipe/*.h user/*.h user/*.inc tools/ringpipe/*.h tools/demo/*.h tests/*.h bench/*.h)
+# headers as the fuzzers and the install rule see them (objects track their
+# own through -MMD)
+HDRS      := $(wildcard include/ringpipe/*.h user/*/*.h user/*/*.inc)
 
 STATIC_LIB := $(OUT)/libringpipe.a
 SHARED_LIB := $(OUT)/libringpipe.so.$(VERSION)
@@ -102,7 +122,7 @@ EP_SRCS     := $(wildcard bench/EventPipeBench/*.cs bench/EventPipeBench/*.cspro
 bpf: $(BPF_SKELS)
 
 .PHONY: bpf all lib tools tests bench bench-bins eventpipe-bench run test deps install clean \
-	interop fuzz check-map sdt-check
+	interop fuzz check-map check-deps check-version check-install checks sdt-check uninstall
 
 all: lib tools
 
@@ -110,23 +130,24 @@ lib: $(STATIC_LIB) $(SHARED_LIB)
 tools: $(TOOL) $(DEMO)
 tests: $(TEST_BINS) $(TOOL) $(DEMO)
 
-$(OUT)/user/%.o: user/%.c $(HDRS) | $(OUT)/user
+$(OUT)/user/%.o: user/%.c
 	$(call msg,CC,$@)
-	$(Q)$(CC) $(CFLAGS) -c $< -o $@
+	$(Q)mkdir -p $(@D) && $(CC) $(CFLAGS) -c $< -o $@
 
 # the ringpipe:event USDT probe (user/usdt.h) needs <sys/sdt.h>
-$(OUT)/user/write.o $(OUT)/user/usdt.o: | sdt-check
+$(OUT)/user/producer/write.o $(OUT)/user/kernel/usdt.o: | sdt-check
 sdt-check:
 	$(Q)printf '#include <sys/sdt.h>\n' | $(CC) $(CFLAGS) -E -x c - >/dev/null 2>&1 || { \
 		echo "missing <sys/sdt.h>: make deps installs systemtap-sdt-dev" \
 		     "(or build without the USDT probe: make CFLAGS+=-DRP_NO_USDT)" >&2; exit 1; }
 
-$(OUT)/tools/%.o: tools/%.c $(HDRS) | $(OUT)/tools/ringpipe $(OUT)/tools/demo
+$(OUT)/tools/%.o: tools/%.c
 	$(call msg,CC,$@)
-	$(Q)$(CC) $(CFLAGS) $(BPF_CFLAGS) -c $< -o $@
+	$(Q)mkdir -p $(@D) && $(CC) $(CFLAGS) $(BPF_CFLAGS) $(TOOL_INC) -c $< -o $@
 
-# The tool's BPF loader includes the generated skeletons.
-$(OUT)/tools/ringpipe/bpf_capture.o $(OUT)/tools/ringpipe/cmd_record.o: $(BPF_SKELS) $(BPF_HDRS)
+# The tool's BPF loaders include the generated skeletons: they exist before
+# any tool object compiles (afterwards -MMD tracks them).
+$(TOOL_OBJS) $(TLIB_OBJS): | $(BPF_SKELS)
 
 # Kernel types for CO-RE, from the running kernel's BTF. Without BTF a copy
 # pinned in bpf/vmlinux.h (generated elsewhere) is used, if one exists.
@@ -153,7 +174,23 @@ $(OUT)/bpf/%.skel.h: $(OUT)/bpf/%.bpf.o
 	$(call msg,SKEL,$@)
 	$(Q)$(BPFTOOL) gen skeleton $< name $*_bpf > $@
 
-$(STATIC_LIB): $(LIB_OBJS)
+# The static library holds the whole library as one relocatable object, as
+# the shared library is one file: a program that uses any of it gets all of
+# it, the startup session's constructor included (no module below it has to
+# reference it to pull it into a link).
+$(OUT)/libringpipe.o: $(LIB_OBJS)
+	$(call msg,LD,$@)
+	$(Q)$(LD) -r -o $@ $^
+
+$(STATIC_LIB): $(OUT)/libringpipe.o
+	$(call msg,AR,$@)
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(TOOL_LIB): $(TLIB_OBJS)
+	$(call msg,AR,$@)
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(DEMO_LIB): $(DEMO_LIB_OBJS)
 	$(call msg,AR,$@)
 	$(Q)rm -f $@ && ar rcs $@ $^
 
@@ -165,27 +202,25 @@ $(SHARED_LIB): $(LIB_OBJS) user/libringpipe.map
 	$(Q)ln -sf libringpipe.so.$(VERSION) $(OUT)/libringpipe.so.$(SOVERSION)
 	$(Q)ln -sf libringpipe.so.$(VERSION) $(OUT)/libringpipe.so
 
-$(TOOL): $(TOOL_OBJS) $(STATIC_LIB)
+$(TOOL): $(TOOL_OBJS) $(TOOL_LIB) $(STATIC_LIB)
 	$(call msg,LINK,$@)
-	$(Q)$(CC) $(LDFLAGS) -o $@ $(TOOL_OBJS) $(STATIC_LIB) $(BPF_LIBS) $(LDLIBS)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(TOOL_OBJS) $(TOOL_LIB) $(STATIC_LIB) $(BPF_LIBS) $(LDLIBS)
 
 # The demo runtime keeps frame pointers and symbols: it is what users attach to.
-$(OUT)/ringpipe-demo: $(DEMO_OBJS) $(STATIC_LIB)
+$(OUT)/ringpipe-demo: $(OUT)/tools/demo/demo.o $(DEMO_LIB) $(STATIC_LIB)
 	$(call msg,LINK,$@)
-	$(Q)$(CC) $(LDFLAGS) -rdynamic -o $@ $(DEMO_OBJS) $(STATIC_LIB) $(LDLIBS)
+	$(Q)$(CC) $(LDFLAGS) -rdynamic -o $@ $^ $(LDLIBS)
 
-$(OUT)/tests/%: tests/%.c $(STATIC_LIB) $(HDRS) | $(OUT)/tests
+# Tests link the tool's and the demo's libraries too (never a .c of theirs)
+$(OUT)/tests/%: tests/%.c $(TOOL_LIB) $(DEMO_LIB) $(STATIC_LIB) | $(OUT)/tests $(BPF_SKELS)
 	$(call msg,TEST,$@)
-	$(Q)$(CC) $(CFLAGS) -Itests $(LDFLAGS) -o $@ $< $(STATIC_LIB) -lcriterion $(LDLIBS)
+	$(Q)$(CC) $(CFLAGS) $(BPF_CFLAGS) $(TOOL_INC) -Itools/demo -Itests $(LDFLAGS) -o $@ $< \
+		$(TOOL_LIB) $(DEMO_LIB) $(STATIC_LIB) -lcriterion $(BPF_LIBS) $(LDLIBS)
 
 # ---- CPU sampling and symbols ------------------------------------------
 # bpf/sample.bpf.c builds through the generic bpf/%.bpf.c rule above.
-$(OUT)/tools/ringpipe/sampler.o: $(OUT)/bpf/sample.skel.h bpf/capture.h
-$(OUT)/tools/ringpipe/sampler.o: CFLAGS += -I$(OUT)/bpf
-$(OUT)/tools/ringpipe/sample_out.o $(OUT)/tools/ringpipe/cmd_sample.o: bpf/capture.h
-# test_sample compiles the symbolizer in; busy is its sampled target
-$(OUT)/tests/test_sample: tools/ringpipe/symbolize.c $(OUT)/tests/progs/busy $(OUT)/tests/progs/busy-pie
-$(OUT)/tests/test_sample: LDLIBS += -lelf
+# busy is test_sample's sampled target
+$(OUT)/tests/test_sample: $(OUT)/tests/progs/busy $(OUT)/tests/progs/busy-pie
 $(OUT)/tests/progs/busy: tests/progs/busy.c | $(OUT)/tests
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D) && $(CC) -O1 -g -fno-omit-frame-pointer -no-pie -o $@ $<
@@ -193,47 +228,38 @@ $(OUT)/tests/progs/busy-pie: tests/progs/busy.c | $(OUT)/tests
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D) && $(CC) -O1 -g -fno-omit-frame-pointer -fPIE -pie -o $@ $<
 
-# test_collect includes the CLI's IPC client
-$(OUT)/tests/test_collect: tools/ringpipe/ipc_client.c tools/ringpipe/ipc_client.h
-
-# test_record and bench_bpf include the tool's BPF loader and load programs
-$(OUT)/tests/test_record $(OUT)/bench/bench_bpf: tools/ringpipe/bpf_capture.c \
-	tools/ringpipe/bpf_capture.h $(BPF_SKELS) $(BPF_HDRS)
-$(OUT)/tests/test_record $(OUT)/bench/bench_bpf: LDLIBS += $(BPF_LIBS)
-$(OUT)/tests/test_record $(OUT)/bench/bench_bpf: CFLAGS += $(BPF_CFLAGS)
-
 # test_usdt traces a writer linked against libringpipe.so and one linked
 # against libringpipe.a (ringpipe:event must work in both)
 $(OUT)/tests/test_usdt: $(OUT)/tests/usdt_writer $(OUT)/tests/usdt_writer_static
 
-$(OUT)/tests/usdt_writer: tests/usdt_writer.c $(SHARED_LIB) $(HDRS) | $(OUT)/tests
+$(OUT)/tests/usdt_writer: tests/usdt_writer.c $(SHARED_LIB) | $(OUT)/tests
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< -L$(OUT) -lringpipe -Wl,-rpath,$(abspath $(OUT)) -lpthread
 
-$(OUT)/tests/usdt_writer_static: tests/usdt_writer.c $(STATIC_LIB) $(HDRS) | $(OUT)/tests
+$(OUT)/tests/usdt_writer_static: tests/usdt_writer.c $(STATIC_LIB) | $(OUT)/tests
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(STATIC_LIB) $(LDLIBS)
 
-# bench_rundown compiles the demo's method tables and CLR encoders in
-$(OUT)/bench/bench_rundown: tools/demo/jit.c tools/demo/clr_events.c tools/demo/sampler.c
-
-$(OUT)/bench/%: bench/%.c $(STATIC_LIB) $(HDRS) | $(OUT)/bench
+# benchmarks link the tool's library (bench_bpf: the BPF loader) and the
+# demo's (bench_rundown: its method tables and CLR encoders)
+$(OUT)/bench/%: bench/%.c $(TOOL_LIB) $(DEMO_LIB) $(STATIC_LIB) | $(OUT)/bench $(BPF_SKELS)
 	$(call msg,BENCH,$@)
-	$(Q)$(CC) $(CFLAGS) -O2 -march=native $(LDFLAGS) -o $@ $< $(STATIC_LIB) $(LDLIBS)
+	$(Q)$(CC) $(CFLAGS) $(BPF_CFLAGS) $(TOOL_INC) -Itools/demo -O2 -march=native $(LDFLAGS) -o $@ $< \
+		$(TOOL_LIB) $(DEMO_LIB) $(STATIC_LIB) $(BPF_LIBS) $(LDLIBS)
 
-# bench_usdt compares itself with usdt_off: the same program and library
-# but write.c built with -DRP_NO_USDT (linked first, so the archive's
-# write.o is never pulled in)
+# bench_usdt compares itself with usdt_off: the same program over a copy of
+# the library built with -DRP_NO_USDT
 $(OUT)/bench/bench_usdt: $(OUT)/bench/usdt_off
 
-$(OUT)/bench/write_nousdt.o: user/write.c $(HDRS) | $(OUT)/bench
+NOUSDT_OBJS := $(patsubst user/%.c,$(OUT)/bench/nousdt/%.o,$(LIB_SRCS))
+$(OUT)/bench/nousdt/%.o: user/%.c
 	$(call msg,CC,$@)
-	$(Q)$(CC) $(CFLAGS) -DRP_NO_USDT -c $< -o $@
+	$(Q)mkdir -p $(@D) && $(CC) $(CFLAGS) -DRP_NO_USDT -c $< -o $@
 
-$(OUT)/bench/usdt_off: bench/bench_usdt.c $(OUT)/bench/write_nousdt.o $(STATIC_LIB) $(HDRS) | $(OUT)/bench
+$(OUT)/bench/usdt_off: bench/bench_usdt.c $(NOUSDT_OBJS) | $(OUT)/bench
 	$(call msg,BENCH,$@)
 	$(Q)$(CC) $(CFLAGS) -O2 -march=native -DRP_NO_USDT $(LDFLAGS) -o $@ $< \
-		$(OUT)/bench/write_nousdt.o $(STATIC_LIB) $(LDLIBS)
+		$(NOUSDT_OBJS) $(LDLIBS)
 
 # The probe is linked in, as in a statically instrumented program.
 $(OUT)/bench/lttng_bench: bench/lttng_bench.c bench/lttng_tp.c bench/lttng_tp.h $(HDRS) | $(OUT)/bench
@@ -251,13 +277,13 @@ $(EP_BENCH): $(EP_SRCS)
 # libFuzzer targets always build with clang + ASan + UBSan, whatever SAN says.
 $(OUTPUT)/fuzz/%: tests/fuzz/%.c $(LIB_SRCS) $(HDRS) | $(OUTPUT)/fuzz
 	$(call msg,FUZZ,$@)
-	$(Q)$(CLANG) -std=gnu11 -g -O1 -D_GNU_SOURCE -Iinclude -Iuser \
+	$(Q)$(CLANG) -std=gnu11 -g -O1 -D_GNU_SOURCE $(LIB_INC) \
 		-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
 		-o $@ $< $(LIB_SRCS) $(LDLIBS)
 
 fuzz: $(FUZZ_BINS)
 
-$(OUT)/user $(OUT)/tools/ringpipe $(OUT)/tools/demo $(OUT)/tests $(OUT)/bench $(OUTPUT)/fuzz $(OUT)/bpf:
+$(OUT)/tests $(OUT)/bench $(OUTPUT)/fuzz $(OUT)/bpf:
 	$(Q)mkdir -p $@
 
 # The TraceEvent-based reference dumper used by the interop tests.
@@ -284,6 +310,7 @@ run: deps
 # the benchmarks are built too (not run), so that `make bench` cannot rot
 test: deps
 	$(Q)$(MAKE) --no-print-directory all tests fuzz $(if $(SAN),,bench-bins)
+	$(Q)$(MAKE) --no-print-directory checks
 	$(Q)$(MAKE) --no-print-directory interop
 	$(Q)OUT=$(OUT) OUTPUT=$(OUTPUT) SAN=$(SAN) scripts/run-tests.sh
 
@@ -299,8 +326,23 @@ bench: deps
 	$(Q)$(MAKE) --no-print-directory eventpipe-bench
 	$(Q)OUT=$(OUT) OUTPUT=$(OUTPUT) scripts/run-bench.sh $(BENCH_ARGS)
 
+# The build's own checks, run by `make test`: the export list, the module
+# graph, one version everywhere, and an install used as a user would.
+checks: check-map check-deps check-version $(if $(SAN),,check-install)
+
 check-map: $(SHARED_LIB)
 	$(Q)scripts/check-exports.sh $(SHARED_LIB) user/libringpipe.map
+
+check-deps: $(LIB_OBJS) $(TOOL_OBJS) $(TLIB_OBJS) $(DEMO_OBJS)
+	$(Q)scripts/check-deps.py "library:$(subst $() ,$(comma),$(LIB_OBJS))" \
+		"tool:$(subst $() ,$(comma),$(TOOL_OBJS) $(TLIB_OBJS))" \
+		"demo:$(subst $() ,$(comma),$(DEMO_OBJS))"
+
+check-version:
+	$(Q)scripts/check-version.sh $(VERSION)
+
+check-install: lib tools
+	$(Q)OUT=$(OUT) scripts/check-install.sh
 
 install: lib tools
 	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCDIR)/ringpipe $(DESTDIR)$(BINDIR) \
@@ -311,9 +353,25 @@ install: lib tools
 	ln -sf libringpipe.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libringpipe.so
 	install -m 644 include/ringpipe/*.h $(DESTDIR)$(INCDIR)/ringpipe/
 	install -m 755 $(TOOL) $(DEMO) $(DESTDIR)$(BINDIR)/
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCDIR@|$(INCDIR)|' \
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(patsubst $(PREFIX)%,$${prefix}%,$(LIBDIR))|' \
+		-e 's|@INCDIR@|$(patsubst $(PREFIX)%,$${prefix}%,$(INCDIR))|' \
 		-e 's|@VERSION@|$(VERSION)|' libringpipe.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/libringpipe.pc
+	install -d $(DESTDIR)$(MANDIR)/man3
 	install -m 644 Documentation/man/*.1 $(DESTDIR)$(MANDIR)/man1/
+	$(if $(wildcard Documentation/man/*.3),install -m 644 Documentation/man/*.3 $(DESTDIR)$(MANDIR)/man3/)
+
+uninstall:
+	rm -f $(DESTDIR)$(LIBDIR)/libringpipe.a $(DESTDIR)$(LIBDIR)/libringpipe.so \
+		$(DESTDIR)$(LIBDIR)/libringpipe.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/libringpipe.so.$(VERSION) \
+		$(DESTDIR)$(LIBDIR)/pkgconfig/libringpipe.pc \
+		$(DESTDIR)$(BINDIR)/ringpipe $(DESTDIR)$(BINDIR)/ringpipe-demo \
+		$(addprefix $(DESTDIR)$(MANDIR)/man1/,$(notdir $(wildcard Documentation/man/*.1))) \
+		$(addprefix $(DESTDIR)$(MANDIR)/man3/,$(notdir $(wildcard Documentation/man/*.3)))
+	rm -rf $(DESTDIR)$(INCDIR)/ringpipe
 
 clean:
 	rm -rf $(OUTPUT)
+
+comma := ,
+# generated header dependencies of every object and binary
+-include $(shell find $(OUT) -name '*.d' 2>/dev/null)

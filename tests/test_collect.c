@@ -25,7 +25,7 @@
 #include <time.h>
 
 #include "helpers.h"
-#include "../tools/ringpipe/ipc_client.c"
+#include "ipc_client.h"
 
 #define APP_DLL_DEFAULT ".output/interop-app/DotnetApp.dll"
 

@@ -10,7 +10,7 @@
 #include "helpers.h"
 #include "nettrace.h"
 #include "ringpipe/ringpipe.h"
-#include "startup.h"
+#include "config.h"
 
 Test(startup, provider_lists_parse)
 {

@@ -41,7 +41,7 @@
 #include "cmds.h"
 #include "ipc_client.h"
 #include "nettrace.h"
-#include "startup.h"
+#include "config.h"
 
 #define CO_REPLY_TIMEOUT_MS 30000
 #define CO_RESUME_TIMEOUT_MS 10000

@@ -17,6 +17,13 @@
 uint32_t utf8_next(const uint8_t **p, const uint8_t *end);
 /* Writes cp as UTF-8 (1 to 4 bytes) at o; returns the count. */
 size_t utf8_put(char *o, uint32_t cp);
+/* cp as UTF-16: one unit, or a surrogate pair (cp >= 0x10000); returns the
+ * count. cp must be a scalar value (what utf8_next() returns). */
+size_t utf16_put(uint16_t *o, uint32_t cp);
+/* Appends len bytes of UTF-8 as UTF-16LE code units, then a NUL unit when
+ * nul is set; invalid input becomes U+FFFD. Returns the number of units
+ * appended (the NUL included), or -ENOMEM with b unchanged in length. */
+long utf8_to_utf16le(struct bytebuf *b, const char *s, size_t len, int nul);
 /* Appends `units` UTF-16LE code units as UTF-8 (unpaired surrogates become
  * U+FFFD); no terminator. */
 void utf16le_to_utf8(struct bytebuf *b, const uint8_t *s, size_t units);

@@ -11,10 +11,8 @@
 
 #include "atomics.h"
 #include "session.h"
-#include "startup.h"
 #include "user_events.h"
 
-pthread_mutex_t rp_control_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct rp_provider *providers;
 
 /*
@@ -26,22 +24,6 @@ static struct rp_provider *providers;
 #define EV_CHUNKS 1024u
 static struct rp_event **ev_chunks[EV_CHUNKS];
 static uint32_t ev_count;	/* under rp_control_lock */
-
-static __thread char last_error[256];
-
-void rp_set_error(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(last_error, sizeof(last_error), fmt, ap);
-	va_end(ap);
-}
-
-RP_API const char *rp_last_error(void)
-{
-	return last_error;
-}
 
 struct rp_event *rp_event_by_index(uint32_t index)
 {
@@ -371,11 +353,4 @@ void rp_events_disable_all(void)
 		for (ev = p->events; ev; ev = ev->next)
 			__atomic_store_n(&ev->hot.sessions, 0, __ATOMIC_RELAXED);
 	}
-}
-
-/* Programs linking libringpipe (statically or not) get the environment's
- * startup session before main(); see startup.c. */
-__attribute__((constructor)) static void ringpipe_startup(void)
-{
-	rp_startup_session();
 }

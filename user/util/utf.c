@@ -1,4 +1,7 @@
 // SPDX-License-Identifier: MIT
+#include <errno.h>
+#include <string.h>
+
 #include "utf.h"
 
 uint32_t utf8_next(const uint8_t **ps, const uint8_t *end)
@@ -80,4 +83,36 @@ void utf16le_to_utf8(struct bytebuf *b, const uint8_t *s, size_t units)
 		/* 3 bytes reserved per unit; a pair (2 units) needs only 4 */
 		b->len += utf8_put((char *)b->p + b->len, c);
 	}
+}
+
+size_t utf16_put(uint16_t *o, uint32_t cp)
+{
+	if (cp < 0x10000) {
+		o[0] = (uint16_t)cp;
+		return 1;
+	}
+	cp -= 0x10000;
+	o[0] = (uint16_t)(0xd800 | (cp >> 10));
+	o[1] = (uint16_t)(0xdc00 | (cp & 0x3ff));
+	return 2;
+}
+
+long utf8_to_utf16le(struct bytebuf *b, const char *str, size_t len, int nul)
+{
+	const uint8_t *s = (const uint8_t *)str, *end = s + len;
+	size_t start = b->len;
+
+	/* every input byte gives at most one unit (a 4-byte sequence, two) */
+	if (bb_reserve(b, len * 2 + 2))
+		return -ENOMEM;
+	while (s < end) {
+		uint16_t u[2];
+		size_t k, n = utf16_put(u, utf8_next(&s, end));
+
+		for (k = 0; k < n; k++)
+			bb_u16(b, u[k]);
+	}
+	if (nul)
+		bb_u16(b, 0);
+	return (long)((b->len - start) / 2);
 }

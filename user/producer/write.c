@@ -62,8 +62,6 @@ static struct wthread no_state;
 /* sessions taking threads' final sequence numbers, by slot; under wt_lock */
 static struct rp_session *finals_to[RP_MAX_SESSIONS];
 
-struct slot rp_slots[RP_MAX_SESSIONS];
-
 static void post_finals(struct wthread *t)
 {
 	int i;

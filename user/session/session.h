@@ -19,18 +19,12 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "error.h"
 #include "nettrace.h"
 #include "ring.h"
 #include "ringpipe/ringpipe.h"
+#include "slots.h"
 
-enum slot_state {
-	SLOT_FREE = 0,
-	SLOT_STARTING,
-	SLOT_RUNNING,
-	SLOT_ENDING,		/* stopping callbacks run: only their thread writes */
-	SLOT_STOPPING,
-	SLOT_RESERVED,		/* never a session: user_events' enable bit (user_events.h) */
-};
 
 struct rp_provider {
 	char *name;
@@ -110,16 +104,6 @@ struct rp_session {
 	size_t nfinals, capfinals;
 };
 
-struct slot {
-	uint32_t state;			/* enum slot_state; atomic */
-	uint32_t gen;			/* bumped when the slot is reused */
-	struct rp_session *session;
-	struct rp_shm *shm;		/* valid while RUNNING */
-	bool block;			/* Block mode: a full ring parks the writer */
-};
-
-extern struct slot rp_slots[RP_MAX_SESSIONS];
-extern pthread_mutex_t rp_control_lock;
 
 /* provider.c */
 struct rp_event *rp_event_by_index(uint32_t index);
@@ -192,8 +176,5 @@ void rp_drainer_release(struct rp_session *s);
 struct rp_session *rp_session_start_ex(const struct rp_session_opts *opts, unsigned int flags);
 void rp_session_release(struct rp_session *s);
 void rp_drainer_kick(struct rp_session *s);
-
-/* Thread-local text for rp_last_error(). */
-void rp_set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 #endif /* RINGPIPE_SESSION_H */
