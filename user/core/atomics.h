@@ -17,6 +17,21 @@
 #define rp_add_relaxed(p, v)	((void)__atomic_fetch_add((p), (v), __ATOMIC_RELAXED))
 #define rp_fetch_add_relaxed(p, v) __atomic_fetch_add((p), (v), __ATOMIC_RELAXED)
 
+#define rp_fetch_add_release(p, v) __atomic_fetch_add((p), (v), __ATOMIC_RELEASE)
+#define rp_fetch_add_acq_rel(p, v) __atomic_fetch_add((p), (v), __ATOMIC_ACQ_REL)
+#define rp_fetch_sub_release(p, v) __atomic_fetch_sub((p), (v), __ATOMIC_RELEASE)
+#define rp_or_relaxed(p, v)	((void)__atomic_fetch_or((p), (v), __ATOMIC_RELAXED))
+#define rp_and_relaxed(p, v)	((void)__atomic_fetch_and((p), (v), __ATOMIC_RELAXED))
+#define rp_xchg_acq_rel(p, v)	__atomic_exchange_n((p), (v), __ATOMIC_ACQ_REL)
+/* Strong CAS, relaxed on failure: true when *p was *expected. */
+#define rp_cas_acq_rel(p, expected, desired)					\
+	__atomic_compare_exchange_n((p), (expected), (desired), 0,		\
+				    __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)
+/* A compiler barrier: orders this thread's accesses for the compiler only.
+ * The other side of such a pairing pays for the hardware order (membarrier,
+ * see futex.h's asymmetric fence). */
+#define rp_compiler_barrier()	__atomic_signal_fence(__ATOMIC_SEQ_CST)
+
 /* Weak CAS: on failure *expected is refreshed with the current value. */
 #define rp_cas_weak_relaxed(p, expected, desired)				\
 	__atomic_compare_exchange_n((p), (expected), (desired), 1,		\

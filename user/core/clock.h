@@ -76,6 +76,14 @@ static inline uint64_t rp_clock_mono_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* Sleeps ns of CLOCK_MONOTONIC time (a signal may end it early). */
+static inline void rp_clock_sleep_ns(uint64_t ns)
+{
+	struct timespec ts = { (time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull) };
+
+	nanosleep(&ts, NULL);
+}
+
 static inline uint64_t rp_clock_rdtsc(void)
 {
 #if defined(__x86_64__) || defined(__i386__)

@@ -34,6 +34,8 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
+#include "atomics.h"
+
 #ifndef RP_NO_USDT
 
 #define _SDT_HAS_SEMAPHORES 1
@@ -52,7 +54,7 @@ static inline int rp_usdt_event_armed(void)
 	 * (through /proc/PID/mem) raises it from outside; nothing in this
 	 * process pairs with it and a write that misses the very first
 	 * moment of an attach is no different from one made just before. */
-	return __builtin_expect(__atomic_load_n(&ringpipe_event_semaphore, __ATOMIC_RELAXED), 0);
+	return rp_unlikely(rp_load_relaxed(&ringpipe_event_semaphore));
 }
 
 #define RP_USDT_EVENT(ev, iov, iovcnt, len, mask)					\

@@ -29,9 +29,14 @@
  * Sleeping. With nothing to do the drainer declares itself idle and sleeps on
  * the session's futex word with a timeout; producers wake it only when it is
  * idle and a ring holds more than the watermark. Stop wakes it explicitly.
+ * A producer's commit and its look at the idle flag, against the drainer's
+ * idle flag and its look at the rings, are a store-buffering pair: the
+ * drainer's rp_fence_heavy() and the producers' rp_fence_light() close it
+ * for producers in this process (fence.h). For any other writer the bound
+ * of a missed wake is by design IDLE_SLEEP_NS: the drainer never sleeps
+ * longer before it looks again (test_drain shows both).
  */
 #include <errno.h>
-#include <linux/futex.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,6 +47,8 @@
 
 #include "atomics.h"
 #include "clock.h"
+#include "fence.h"
+#include "futex.h"
 #include "session.h"
 #include "thread.h"
 #include "uring_sink.h"
@@ -108,15 +115,6 @@ struct drainer {
 uint64_t rp_drain_throttle_ns;
 int rp_drain_pause;
 int rp_drain_freeze;
-uint64_t rp_drain_waiter_wakeups;
-
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static void set_output_error(struct drainer *d, int err)
 {
@@ -126,8 +124,9 @@ static void set_output_error(struct drainer *d, int err)
 	if (d->failed)
 		return;
 	d->failed = true;
-	__atomic_compare_exchange_n(&s->output_error, &zero, err, false, __ATOMIC_RELAXED,
-				    __ATOMIC_RELAXED);
+	/* the first error stays; readers load it relaxed (a figure, not a
+	 * handshake) */
+	rp_cas_acq_rel(&s->output_error, &zero, err);
 	/* the reader went away or the disk failed: stop collecting (writers
 	 * then skip the session); stop() still tears it down */
 	pthread_mutex_lock(&rp_control_lock);
@@ -512,8 +511,12 @@ static size_t merge_out(struct drainer *d, uint64_t horizon)
 			n++;
 		} while (best->n && win_at(best, 0)->h.timestamp <= limit);
 	}
-	/* only the drainer writes it: a plain store, read with relaxed loads */
+	/* only the drainer writes them: plain stores, read with relaxed loads;
+	 * the bytes are what the writer produced so far (the sink may still
+	 * hold the tail of them until its next flush) */
 	rp_store_relaxed(&d->s->stats.events_written, d->written);
+	if (n && d->w)
+		rp_store_relaxed(&d->s->stats.bytes_written, nt_writer_bytes(d->w));
 	return n;
 }
 
@@ -563,14 +566,15 @@ static void sleep_idle(struct drainer *d, int64_t ns)
 {
 	struct rp_shm_session *h = rp_shm_header(d->s->shm);
 	uint32_t word = rp_load_relaxed(&h->drainer_wake);
-	struct timespec to = { ns / 1000000000, ns % 1000000000 };
 
 	rp_store_relaxed(&h->drainer_idle, 1);
-	/* pairs with the producers' commit: after declaring idle, look again,
-	 * so a record committed before a producer read the idle flag is seen */
-	rp_smp_mb();
+	/* pairs with rp_fence_light() between a producer's commit and its load
+	 * of drainer_idle (wake_drainer() in write.c): either that producer
+	 * sees the flag and wakes us, or its record is visible to the look at
+	 * the rings below */
+	rp_fence_heavy();
 	if (rings_empty(d) && !rp_load_relaxed(&d->s->stop_requested))
-		syscall(SYS_futex, &h->drainer_wake, FUTEX_WAIT, word, &to, NULL, 0);
+		rp_futex_wait(&h->drainer_wake, word, (uint64_t)ns);
 	rp_store_relaxed(&h->drainer_idle, 0);
 	rp_add_relaxed(&d->s->stats.wakeups, 1);
 }
@@ -595,7 +599,7 @@ static void heartbeat(struct drainer *d)
 {
 	struct rp_shm_session *h = rp_shm_header(d->s->shm);
 
-	rp_store_relaxed(&h->drainer_heartbeat_ns, mono_ns());
+	rp_store_relaxed(&h->drainer_heartbeat_ns, rp_clock_mono_ns());
 }
 
 /* Starts the trace: the writer writes the stream header through the sink. */
@@ -622,7 +626,7 @@ static void *drainer_main(void *arg)
 	struct rp_shm_session *h = rp_shm_header(s->shm);
 	size_t i;
 
-	d->last_sp_ns = mono_ns();
+	d->last_sp_ns = rp_clock_mono_ns();
 	heartbeat(d);
 	rp_store_relaxed(&h->drainer_pid, (uint32_t)getpid());
 	/* pairs with the load_acquire in rp_drainer_start() */
@@ -670,16 +674,15 @@ static void *drainer_main(void *arg)
 		if (!merge_out(d, horizon) && windows_full(d))
 			force_out(d);
 		release(d);
-		maybe_sequence_point(d, mono_ns());
+		maybe_sequence_point(d, rp_clock_mono_ns());
 		if (stopping && rings_empty(d))
 			break;
 		if (rp_load_relaxed(&rp_drain_throttle_ns) && !stopping) {
 			uint64_t t = rp_load_relaxed(&rp_drain_throttle_ns);
-			struct timespec ts = { (time_t)(t / 1000000000ull), (long)(t % 1000000000ull) };
 			uint32_t *wake = &rp_shm_header(d->s->shm)->drainer_wake;
 
 			/* rp_drainer_kick() (stop, a test) cuts it short */
-			syscall(SYS_futex, wake, FUTEX_WAIT, rp_load_relaxed(wake), &ts, NULL, 0);
+			rp_futex_wait(wake, rp_load_relaxed(wake), t);
 		}
 		if (stopping || got >= BUSY_BATCH)
 			continue;	/* keep up with a flood */
@@ -750,6 +753,7 @@ int rp_drainer_start(struct rp_session *s)
 			goto err_free;
 	}
 	s->drainer_ctx = d;
+	rp_fence_init();	/* sleep_idle()'s heavy fence */
 	err = rp_thread_start(&s->drainer, "rp-drain", drainer_main, d);
 	if (err) {
 		s->drainer_ctx = NULL;
@@ -771,24 +775,6 @@ err_free:
 	return err;
 }
 
-void rp_drainer_wake_waiters(struct rp_shm *shm)
-{
-	struct rp_shm_session *h = rp_shm_header(shm);
-	/* pairs with the store_release of waiter_head by an admitted head */
-	uint32_t head = rp_load_acquire(&h->waiter_head);
-	struct rp_shm_waiter *w;
-
-	if (head == rp_load_acquire(&h->waiter_tail))
-		return;
-	/* space was freed: wake the head only; it passes the baton on */
-	w = &h->waiters[head % RP_SHM_WAITER_SLOTS];
-	if (rp_test_admit_hook)
-		rp_store_relaxed(&rp_waiter_wake_ns, mono_ns());
-	__atomic_fetch_add(&w->futex, 1, __ATOMIC_RELEASE);
-	syscall(SYS_futex, &w->futex, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
-	rp_add_relaxed(&rp_drain_waiter_wakeups, 1);
-}
-
 void rp_drainer_release(struct rp_session *s)
 {
 	/* pairs with the load_acquire in drainer_main()'s held loop */
@@ -800,7 +786,7 @@ void rp_drainer_kick(struct rp_session *s)
 	struct rp_shm_session *h = rp_shm_header(s->shm);
 
 	rp_add_relaxed(&h->drainer_wake, 1);
-	syscall(SYS_futex, &h->drainer_wake, FUTEX_WAKE, 1, NULL, NULL, 0);
+	rp_futex_wake(&h->drainer_wake, 1);
 }
 
 int rp_drainer_stop(struct rp_session *s)

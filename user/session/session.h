@@ -21,9 +21,11 @@
 
 #include "error.h"
 #include "nettrace.h"
+#include "park.h"
 #include "ring.h"
 #include "ringpipe/ringpipe.h"
 #include "slots.h"
+#include "threads.h"
 
 
 struct rp_provider {
@@ -131,29 +133,9 @@ void rp_rundown_disable(int slot);
 /* In a forked child: no session survives, every event is disabled. */
 void rp_events_disable_all(void);
 
-/* write.c */
-/* Raises the abort flag and wakes every parked producer (teardown). */
-void rp_session_abort_waiters(struct rp_shm *shm);
-/* The calling thread never parks (rundown, drainer-side writers). */
-void rp_thread_set_no_park(bool no_park);
-/* The calling thread runs a session's stopping callbacks: its events go to
- * that session only (even ENDING), and a full ring waits for the drainer. */
-int rp_thread_begin_ending(int slot);
-void rp_thread_end_ending(void);
-/* Test hooks: called with each ticket admitted after parking; fail the
- * thread-state allocation. */
-extern void (*rp_test_admit_hook)(uint32_t ticket);
-extern int rp_test_fail_alloc;
-/* With the admit hook set: CLOCK_MONOTONIC ns of the last wake of a parked
- * producer (by the drainer, or by a head passing the baton). */
-extern uint64_t rp_waiter_wake_ns;
-int rp_writers_init(void);
-void rp_writers_quiesce(void);
-/* The session takes exiting threads' final sequence numbers from now on. */
-void rp_writers_attach(struct rp_session *s);
-/* Appends every live thread's final sequence number for a slot/gen. */
-void rp_writers_collect_finals(struct rp_session *s);
-void rp_session_add_final(struct rp_session *s, uint32_t tid, uint32_t seq);
+/* write.c: test hook; producers never wake the drainer (it then finds
+ * their records only when its idle timeout expires). */
+extern int rp_test_no_drainer_wake;
 
 /* drain.c */
 /* Test hooks: the drainer sleeps this long after every pass (0: never);
@@ -161,10 +143,6 @@ void rp_session_add_final(struct rp_session *s, uint32_t tid, uint32_t seq);
 extern uint64_t rp_drain_throttle_ns;
 extern int rp_drain_pause;
 extern int rp_drain_freeze;
-/* Wakeups of parked producers by drainers, process-wide (benchmarks). */
-extern uint64_t rp_drain_waiter_wakeups;
-/* Wakes the head of a Block session's waiter queue after space was freed. */
-void rp_drainer_wake_waiters(struct rp_shm *shm);
 int rp_drainer_start(struct rp_session *s);
 int rp_drainer_stop(struct rp_session *s);
 void rp_drainer_release(struct rp_session *s);

@@ -1,0 +1,244 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The write path (user/producer/write.c): DESIGN invariant 1, checked by the
+ * kernel. A writer thread installs a seccomp filter that kills the process
+ * on any system call but exit, then writes; if an enabled write into a ring
+ * with room, a write that drops on a full ring, or a disabled event made a
+ * single syscall, the child process dies of SIGSYS and the test fails.
+ * Also: every attempt advances the thread's sequence number.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "helpers.h"
+#include "ringpipe/ringpipe.h"
+#include "session.h"
+
+static const struct rp_field fields[] = {
+	{ "A", RP_TYPE_U64, 0, 0, NULL },
+	{ "B", RP_TYPE_U64, 0, 0, NULL },
+	{ "C", RP_TYPE_U64, 0, 0, NULL },
+	{ "D", RP_TYPE_U64, 0, 0, NULL },
+};
+
+/* Allows exit(2) of the calling thread and nothing else. */
+static int forbid_syscalls(void)
+{
+	struct sock_filter insns[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_exit, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+	};
+	struct sock_fprog prog = { (unsigned short)(sizeof(insns) / sizeof(insns[0])), insns };
+
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
+		return -errno;
+	if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog))
+		return -errno;
+	return 0;
+}
+
+enum sandbox_job {
+	JOB_WRITE_ROOM,		/* enabled writes into a ring with room */
+	JOB_WRITE_FULL,		/* enabled writes into a full ring (Drop: drops) */
+	JOB_DISABLED,		/* writes of an event no session enables */
+	JOB_CONTROL_GETPID,	/* the control: one getpid() must be fatal */
+};
+
+struct sandbox {
+	enum sandbox_job job;
+	struct rp_event *ev, *off;
+	uint32_t n;
+	uint32_t ok, dropped, other;
+	int filter_err;
+};
+
+static void *sandbox_writer(void *arg)
+{
+	struct sandbox *b = arg;
+	uint64_t p[4] = { 1, 2, 3, 4 };
+	uint32_t i;
+
+	/* first write: thread registration, clock set-up (syscalls allowed) */
+	rp_event_write(b->ev, p, sizeof(p));
+	rp_event_write(b->off, p, sizeof(p));
+	b->filter_err = forbid_syscalls();
+	if (b->filter_err)
+		return NULL;
+	if (b->job == JOB_CONTROL_GETPID)
+		(void)syscall(SYS_getpid);
+	for (i = 0; i < b->n; i++) {
+		int rc;
+
+		p[0] = i;
+		rc = rp_event_write(b->job == JOB_DISABLED ? b->off : b->ev, p, sizeof(p));
+		if (rc == 0)
+			b->ok++;
+		else if (rc == -ENOBUFS)
+			b->dropped++;
+		else
+			b->other++;
+	}
+	/* a raw exit: pthread_exit() would run destructors that make syscalls;
+	 * the kernel still clears the tid, so the join below returns */
+	syscall(SYS_exit, 0);
+	return NULL;
+}
+
+/* In a child process: a session, a writer under the filter, the checks.
+ * Exit status 0: all held; 10+: which check failed. */
+static int sandbox_child(enum sandbox_job job, int mode, uint32_t n)
+{
+	struct rp_provider_opts po = { .sz = sizeof(po), .name = "Test-Write-Sandbox" };
+	struct rp_provider_opts po_off = { .sz = sizeof(po_off), .name = "Test-Write-Off" };
+	struct rp_event_opts eo = { .sz = sizeof(eo), .id = 1, .name = "E", .level = 4,
+				    .nfields = 4, .fields = fields };
+	struct rp_provider_config pc = { .name = "Test-Write-Sandbox" };
+	struct rp_session_opts so = { .sz = sizeof(so), .providers = &pc, .nproviders = 1,
+				      .buffer_bytes = 1 << 20, .buffering = mode, .path = "/dev/null" };
+	struct rp_session_stats st = { .sz = sizeof(st) };
+	struct sandbox b = { .job = job, .n = n };
+	struct rp_session *s;
+	pthread_t th;
+
+	b.ev = rp_event_new(rp_provider_new(&po), &eo);
+	b.off = rp_event_new(rp_provider_new(&po_off), &eo);
+	if (!b.ev || !b.off)
+		return 10;
+	s = rp_session_start(&so);
+	if (!s)
+		return 11;
+	if (job == JOB_WRITE_FULL) {
+		/* a paused drainer is alive and never idle: producers have
+		 * nobody to wake, and the ring fills */
+		rp_store_relaxed(&rp_drain_pause, 1);
+		usleep(50000);	/* longer than an idle sleep that had begun */
+	}
+	if (pthread_create(&th, NULL, sandbox_writer, &b))
+		return 12;
+	pthread_join(th, NULL);
+	rp_store_relaxed(&rp_drain_pause, 0);
+	if (b.filter_err)
+		return 13;
+	if (rp_session_stop(s))
+		return 14;
+	(void)st;
+	if (b.other)
+		return 15;
+	switch (job) {
+	case JOB_WRITE_ROOM:
+		return b.ok == n && !b.dropped ? 0 : 16;
+	case JOB_WRITE_FULL:
+		return b.dropped > 0 && b.ok + b.dropped == n ? 0 : 17;
+	case JOB_DISABLED:
+		return b.ok == n ? 0 : 18;
+	case JOB_CONTROL_GETPID:
+		return 19;	/* the getpid() should have killed us */
+	}
+	return 20;
+}
+
+/* Runs a job in a child; returns its wait status. */
+static int sandbox(enum sandbox_job job, int mode, uint32_t n)
+{
+	int status;
+	pid_t pid;
+
+	fflush(NULL);
+	pid = fork();
+	cr_assert_geq(pid, 0);
+	if (!pid)
+		_exit(sandbox_child(job, mode, n));
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	return status;
+}
+
+static void expect_clean(int status, const char *what)
+{
+	cr_assert_not(WIFSIGNALED(status) && WTERMSIG(status) == SIGSYS,
+		      "%s made a system call (killed by the seccomp filter)", what);
+	cr_assert(WIFEXITED(status), "%s: child died of signal %d", what,
+		  WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+	cr_assert_eq(WEXITSTATUS(status), 0, "%s: check %d failed in the child", what,
+		     WEXITSTATUS(status));
+}
+
+Test(write, the_filter_kills_a_writer_that_makes_a_syscall)
+{
+	int status = sandbox(JOB_CONTROL_GETPID, RP_BUFFERING_DROP, 1);
+
+	cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGSYS,
+		  "the control's getpid() must be fatal, or the other tests prove nothing "
+		  "(status %#x)", status);
+}
+
+/* 2,000 records of 64 bytes stay under the wake watermark (half a ring):
+ * no write has a reason to wake the drainer */
+Test(write, an_enabled_write_with_room_makes_no_syscall_drop)
+{
+	expect_clean(sandbox(JOB_WRITE_ROOM, RP_BUFFERING_DROP, 2000), "a Drop write with room");
+}
+
+Test(write, an_enabled_write_with_room_makes_no_syscall_block)
+{
+	expect_clean(sandbox(JOB_WRITE_ROOM, RP_BUFFERING_BLOCK, 2000), "a Block write with room");
+}
+
+Test(write, a_write_to_a_full_ring_drops_without_a_syscall)
+{
+	/* 1 MiB over the CPUs' rings, 64-byte records: 40,000 overflow */
+	expect_clean(sandbox(JOB_WRITE_FULL, RP_BUFFERING_DROP, 40000), "a write to a full ring");
+}
+
+Test(write, a_disabled_event_makes_no_syscall)
+{
+	expect_clean(sandbox(JOB_DISABLED, RP_BUFFERING_DROP, 100000), "a disabled write");
+}
+
+/* ---- sequence numbers --------------------------------------------------- */
+
+Test(write, every_attempt_advances_the_thread_sequence)
+{
+	struct rp_provider_opts po = { .sz = sizeof(po), .name = "Test-Write-Seq" };
+	struct rp_event_opts eo = { .sz = sizeof(eo), .id = 1, .name = "E", .level = 4,
+				    .nfields = 4, .fields = fields };
+	struct rp_provider_config pc = { .name = "Test-Write-Seq" };
+	struct rp_session_opts so = { .sz = sizeof(so), .providers = &pc, .nproviders = 1,
+				      .buffer_bytes = 1 << 20, .path = "/dev/null" };
+	struct rp_event *ev = rp_event_new(rp_provider_new(&po), &eo);
+	struct rp_session *s;
+	uint64_t p[4] = { 0 };
+	uint32_t before, after;
+	int slot, i;
+
+	cr_assert_not_null(ev, "%s", rp_last_error());
+	s = rp_session_start(&so);
+	cr_assert_not_null(s, "%s", rp_last_error());
+	slot = rp_session_id(s);
+	cr_assert_eq(rp_event_write(ev, p, sizeof(p)), 0);
+	before = rp_wt->seq[slot];
+	/* captured, refused as too big (-EINVAL is not an attempt), captured */
+	cr_assert_eq(rp_event_write(ev, p, sizeof(p)), 0);
+	cr_assert_eq(rp_event_write(ev, NULL, 65536), -EINVAL);
+	for (i = 0; i < 3; i++)
+		cr_assert_eq(rp_event_write(ev, p, sizeof(p)), 0);
+	after = rp_wt->seq[slot];
+	cr_assert_eq(after - before, 4, "4 attempts advanced the sequence by %u", after - before);
+	cr_assert_eq(rp_session_stop(s), 0);
+}

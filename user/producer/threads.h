@@ -1,0 +1,66 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The registry of writing threads: each thread that writes gets a state
+ * (its sequence numbers per session, its stack bounds, whether it may park)
+ * on its first write, registered so that stop can wait until no thread is
+ * inside a write (session.h) and collect every thread's last sequence
+ * number. Fork leaves the child with its one thread and no session.
+ */
+#ifndef RINGPIPE_THREADS_H
+#define RINGPIPE_THREADS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "ringpipe/ringpipe.h"
+
+#define RP_SEQ_BASE 1u		/* a thread's number before its first attempt */
+
+struct rp_session;
+
+struct wthread {
+	uint32_t in_write;	/* atomic: inside a write (a count for rp_no_state) */
+	uint32_t tid;
+	uint32_t gen[RP_MAX_SESSIONS];	/* slot generation the seq belongs to */
+	uint32_t seq[RP_MAX_SESSIONS];
+	uintptr_t stack_lo, stack_hi;
+	bool no_park;		/* the rundown thread and the like never park */
+	int ending_slot;	/* slot + 1 while this thread runs that session's
+				 * stopping callbacks; 0 otherwise */
+	struct wthread *next, *prev;
+};
+
+/* The calling thread's state, NULL before its first write. initial-exec: a
+ * shared libringpipe reaches it with one %fs-relative load instead of a
+ * __tls_get_addr() call on every write (8 bytes of the static TLS that glibc
+ * keeps spare even for libraries loaded with dlopen). */
+extern __thread struct wthread *rp_wt __attribute__((tls_model("initial-exec")));
+
+/* The registry entry shared by writers that could get no state of their own:
+ * its in_write is a count, so stop still waits for them. */
+extern struct wthread rp_no_state;
+
+/* Test hook: the next registrations fail (an allocation failure). */
+extern int rp_test_fail_alloc;
+
+/* The calling thread's state, registering it on first use; NULL when no
+ * memory could be had. */
+struct wthread *rp_wthread_get(void);
+
+int rp_writers_init(void);
+/* Stop: returns once no registered thread is inside a write. */
+void rp_writers_quiesce(void);
+/* The session takes exiting threads' final sequence numbers from now on. */
+void rp_writers_attach(struct rp_session *s);
+/* Appends every live thread's final sequence number for a slot/gen. */
+void rp_writers_collect_finals(struct rp_session *s);
+void rp_session_add_final(struct rp_session *s, uint32_t tid, uint32_t seq);
+
+/* The calling thread never parks (rundown, drainer-side writers). */
+void rp_thread_set_no_park(bool no_park);
+/* The calling thread runs a session's stopping callbacks: its events go to
+ * that session only (even ENDING), and a full ring waits for the drainer. */
+int rp_thread_begin_ending(int slot);
+void rp_thread_end_ending(void);
+
+#endif /* RINGPIPE_THREADS_H */
