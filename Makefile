@@ -137,7 +137,7 @@ $(OUT)/user/%.o: user/%.c
 # the ringpipe:event USDT probe (user/usdt.h) needs <sys/sdt.h>
 $(OUT)/user/producer/write.o $(OUT)/user/kernel/usdt.o: | sdt-check
 sdt-check:
-	$(Q)printf '#include <sys/sdt.h>\n' | $(CC) $(CFLAGS) -E -x c - >/dev/null 2>&1 || { \
+	$(Q)printf '#include <sys/sdt.h>\n' | $(CC) $(filter-out -MMD -MP,$(CFLAGS)) -E -x c - >/dev/null 2>&1 || { \
 		echo "missing <sys/sdt.h>: make deps installs systemtap-sdt-dev" \
 		     "(or build without the USDT probe: make CFLAGS+=-DRP_NO_USDT)" >&2; exit 1; }
 

@@ -10,7 +10,7 @@
  *   - fixed-width types only (__u8 .. __u64), explicit padding, no
  *     pointers, no bitfields, no enums in structs;
  *   - every struct size and every field a reader depends on is pinned by
- *     a _Static_assert below, so an accidental layout change fails the
+ *     a static assertion below, so an accidental layout change fails the
  *     build instead of corrupting a reader;
  *   - fields written by different parties sit on different 64-byte cache
  *     lines (producer position, consumer position, drop counters, reader
@@ -270,44 +270,64 @@ static inline __u64 rp_record_size(__u16 flags, __u32 stack_nr, __u16 payload_le
 	return (end + RP_REC_ALIGN - 1) & ~(__u64)(RP_REC_ALIGN - 1);
 }
 
-/* Layout pins.  If one of these fires, bump RP_ABI_VERSION and update
- * Documentation/ring-abi.md. */
+/*
+ * Layout pins.  If one of these fires, bump RP_ABI_VERSION and update
+ * Documentation/ring-abi.md.
+ *
+ * RP__PIN(cond, msg) is a compile-time assertion that works wherever this
+ * public header is included: _Static_assert in C11 and later, static_assert
+ * in C++11 and later, and elsewhere (C99) a typedef of an array whose size
+ * is -1 when cond is false, named after the line so that every pin declares
+ * its own type; there the message only documents the pin.
+ */
+#if defined(__cplusplus) && __cplusplus >= 201103L
+#define RP__PIN(cond, msg) static_assert(cond, msg)
+#elif !defined(__cplusplus) && defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L
+#define RP__PIN(cond, msg) _Static_assert(cond, msg)
+#else
+#define RP__PIN(cond, msg) RP__PIN_AT(cond, __LINE__)
+#define RP__PIN_AT(cond, line) RP__PIN_NAMED(cond, line)
+#define RP__PIN_NAMED(cond, line) typedef char rp__abi_pin_##line[(cond) ? 1 : -1]
+#endif
 #define RP__OFF(t, f) __builtin_offsetof(struct t, f)
-_Static_assert(sizeof(struct rp_shm_waiter) == 64, "waiter slot is one cache line");
-_Static_assert(sizeof(struct rp_shm_session) == 8192, "session header is two pages");
-_Static_assert(sizeof(struct rp_shm_session) % 4096 == 0, "session header is whole pages");
-_Static_assert(RP__OFF(rp_shm_session, version) == 8, "session.version");
-_Static_assert(RP__OFF(rp_shm_session, nr_rings) == 20, "session.nr_rings");
-_Static_assert(RP__OFF(rp_shm_session, ring_data_size) == 24, "session.ring_data_size");
-_Static_assert(RP__OFF(rp_shm_session, total_size) == 56, "session.total_size");
-_Static_assert(RP__OFF(rp_shm_session, drainer_timeout_ns) == 0x40, "session.drainer_timeout_ns");
-_Static_assert(RP__OFF(rp_shm_session, abort) == 0x80, "session.abort own line");
-_Static_assert(RP__OFF(rp_shm_session, drainer_pid) == 0xc0, "session.drainer_* own line");
-_Static_assert(RP__OFF(rp_shm_session, drainer_heartbeat_ns) == 0xc8, "session.heartbeat");
-_Static_assert(RP__OFF(rp_shm_session, drainer_wake) == 0x100, "session.drainer_wake own line");
-_Static_assert(RP__OFF(rp_shm_session, waiter_tail) == 0x140, "session.waiter_tail own line");
-_Static_assert(RP__OFF(rp_shm_session, waiter_head) == 0x180, "session.waiter_head own line");
-_Static_assert(RP__OFF(rp_shm_session, waiters) == 0x1000, "session.waiters on page 1");
-_Static_assert(sizeof(struct rp_shm_ring) == RP_SHM_RING_HDR_SIZE, "ring header is one page");
-_Static_assert(RP__OFF(rp_shm_ring, data_size) == 8, "ring.data_size");
-_Static_assert(RP__OFF(rp_shm_ring, producer_pos) == 0x40, "ring.producer_pos own line");
-_Static_assert(RP__OFF(rp_shm_ring, consumer_pos) == 0x80, "ring.consumer_pos own line");
-_Static_assert(RP__OFF(rp_shm_ring, drops) == 0xc0, "ring.drops own line");
-_Static_assert(RP__OFF(rp_shm_ring, corrupt) == 0x100, "ring.corrupt own line");
-_Static_assert(RP_DROP_NR <= RP_DROP_SLOTS, "drop reasons fit the ABI slots");
-_Static_assert(sizeof(struct rp_shm_record) == 32, "record header");
-_Static_assert(RP__OFF(rp_shm_record, meta_id) == 4, "record.meta_id");
-_Static_assert(RP__OFF(rp_shm_record, timestamp) == 8, "record.timestamp");
-_Static_assert(RP__OFF(rp_shm_record, tid) == 16, "record.tid");
-_Static_assert(RP__OFF(rp_shm_record, seq) == 20, "record.seq");
-_Static_assert(RP__OFF(rp_shm_record, flags) == 24, "record.flags");
-_Static_assert(RP__OFF(rp_shm_record, payload_len) == 26, "record.payload_len");
-_Static_assert(RP__OFF(rp_shm_record, cpu) == 28, "record.cpu");
-_Static_assert(sizeof(struct rp_shm_activity) == 32, "activity ids");
-_Static_assert(sizeof(struct rp_shm_stack) == 8, "stack header");
-_Static_assert(sizeof(struct rp_shm_thread) == 8, "thread block");
-_Static_assert(sizeof(struct rp_shm_record) % RP_REC_ALIGN == 0, "record header keeps alignment");
-_Static_assert(RP_REC_MAX_SIZE <= RP_REC_LEN_MASK, "max record fits the len word");
+RP__PIN(sizeof(struct rp_shm_waiter) == 64, "waiter slot is one cache line");
+RP__PIN(sizeof(struct rp_shm_session) == 8192, "session header is two pages");
+RP__PIN(sizeof(struct rp_shm_session) % 4096 == 0, "session header is whole pages");
+RP__PIN(RP__OFF(rp_shm_session, version) == 8, "session.version");
+RP__PIN(RP__OFF(rp_shm_session, nr_rings) == 20, "session.nr_rings");
+RP__PIN(RP__OFF(rp_shm_session, ring_data_size) == 24, "session.ring_data_size");
+RP__PIN(RP__OFF(rp_shm_session, total_size) == 56, "session.total_size");
+RP__PIN(RP__OFF(rp_shm_session, drainer_timeout_ns) == 0x40, "session.drainer_timeout_ns");
+RP__PIN(RP__OFF(rp_shm_session, abort) == 0x80, "session.abort own line");
+RP__PIN(RP__OFF(rp_shm_session, drainer_pid) == 0xc0, "session.drainer_* own line");
+RP__PIN(RP__OFF(rp_shm_session, drainer_heartbeat_ns) == 0xc8, "session.heartbeat");
+RP__PIN(RP__OFF(rp_shm_session, drainer_wake) == 0x100, "session.drainer_wake own line");
+RP__PIN(RP__OFF(rp_shm_session, waiter_tail) == 0x140, "session.waiter_tail own line");
+RP__PIN(RP__OFF(rp_shm_session, waiter_head) == 0x180, "session.waiter_head own line");
+RP__PIN(RP__OFF(rp_shm_session, waiters) == 0x1000, "session.waiters on page 1");
+RP__PIN(sizeof(struct rp_shm_ring) == RP_SHM_RING_HDR_SIZE, "ring header is one page");
+RP__PIN(RP__OFF(rp_shm_ring, data_size) == 8, "ring.data_size");
+RP__PIN(RP__OFF(rp_shm_ring, producer_pos) == 0x40, "ring.producer_pos own line");
+RP__PIN(RP__OFF(rp_shm_ring, consumer_pos) == 0x80, "ring.consumer_pos own line");
+RP__PIN(RP__OFF(rp_shm_ring, drops) == 0xc0, "ring.drops own line");
+RP__PIN(RP__OFF(rp_shm_ring, corrupt) == 0x100, "ring.corrupt own line");
+RP__PIN(RP_DROP_NR <= RP_DROP_SLOTS, "drop reasons fit the ABI slots");
+RP__PIN(sizeof(struct rp_shm_record) == 32, "record header");
+RP__PIN(RP__OFF(rp_shm_record, meta_id) == 4, "record.meta_id");
+RP__PIN(RP__OFF(rp_shm_record, timestamp) == 8, "record.timestamp");
+RP__PIN(RP__OFF(rp_shm_record, tid) == 16, "record.tid");
+RP__PIN(RP__OFF(rp_shm_record, seq) == 20, "record.seq");
+RP__PIN(RP__OFF(rp_shm_record, flags) == 24, "record.flags");
+RP__PIN(RP__OFF(rp_shm_record, payload_len) == 26, "record.payload_len");
+RP__PIN(RP__OFF(rp_shm_record, cpu) == 28, "record.cpu");
+RP__PIN(sizeof(struct rp_shm_activity) == 32, "activity ids");
+RP__PIN(sizeof(struct rp_shm_stack) == 8, "stack header");
+RP__PIN(sizeof(struct rp_shm_thread) == 8, "thread block");
+RP__PIN(sizeof(struct rp_shm_record) % RP_REC_ALIGN == 0, "record header keeps alignment");
+RP__PIN(RP_REC_MAX_SIZE <= RP_REC_LEN_MASK, "max record fits the len word");
 #undef RP__OFF
+#undef RP__PIN
+#undef RP__PIN_AT
+#undef RP__PIN_NAMED
 
 #endif /* RINGPIPE_ABI_H */
