@@ -160,6 +160,13 @@ static int sandbox(enum sandbox_job job, int mode, uint32_t n)
 	int status;
 	pid_t pid;
 
+#ifdef __SANITIZE_THREAD__
+	/* TSan's runtime makes system calls of its own inside the writer and
+	 * learns of a thread's end only through pthread_exit(): it would be
+	 * judged, not the library (the plain and ASan builds run these) */
+	cr_skip_test("seccomp sandbox: not under ThreadSanitizer, whose runtime makes syscalls "
+		     "in the writer thread");
+#endif
 	fflush(NULL);
 	pid = fork();
 	cr_assert_geq(pid, 0);
@@ -188,16 +195,17 @@ Test(write, the_filter_kills_a_writer_that_makes_a_syscall)
 		  "(status %#x)", status);
 }
 
-/* 2,000 records of 64 bytes stay under the wake watermark (half a ring):
+/* 1,500 records of 64 bytes stay under a session's wake watermark (a
+ * quarter of a 512 KiB ring):
  * no write has a reason to wake the drainer */
 Test(write, an_enabled_write_with_room_makes_no_syscall_drop)
 {
-	expect_clean(sandbox(JOB_WRITE_ROOM, RP_BUFFERING_DROP, 2000), "a Drop write with room");
+	expect_clean(sandbox(JOB_WRITE_ROOM, RP_BUFFERING_DROP, 1500), "a Drop write with room");
 }
 
 Test(write, an_enabled_write_with_room_makes_no_syscall_block)
 {
-	expect_clean(sandbox(JOB_WRITE_ROOM, RP_BUFFERING_BLOCK, 2000), "a Block write with room");
+	expect_clean(sandbox(JOB_WRITE_ROOM, RP_BUFFERING_BLOCK, 1500), "a Block write with room");
 }
 
 Test(write, a_write_to_a_full_ring_drops_without_a_syscall)

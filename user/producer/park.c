@@ -68,9 +68,13 @@ struct rp_shm_record *rp_park(struct wthread *t, struct rp_shm *shm, struct rp_r
 	rp_store_relaxed(&w->ticket, ticket);
 	for (;;) {
 		/* read the wake counter before the conditions: a wake between
-		 * this load and FUTEX_WAIT changes the word and the wait returns */
+		 * this load and FUTEX_WAIT changes the word and the wait returns
+		 * (pairs with the fetch_add_release of the word in wake_slot()) */
 		uint32_t word = rp_load_acquire(&w->futex);
 
+		/* pairs with the store_release of abort in
+		 * rp_session_abort_waiters() or by a producer that found the
+		 * drainer dead */
 		if (rp_load_acquire(&h->abort))
 			return NULL;
 		/* pairs with the store_release of waiter_head by the previous head */
@@ -93,7 +97,8 @@ struct rp_shm_record *rp_park(struct wthread *t, struct rp_shm *shm, struct rp_r
 			}
 		}
 		if (drainer_dead(h)) {
-			/* everyone leaves: the queue order no longer matters */
+			/* everyone leaves: the queue order no longer matters
+			 * (pairs with the load_acquire of abort above) */
 			rp_store_release(&h->abort, 1);
 			wake_slot(h, rp_load_relaxed(&h->waiter_head));
 			return NULL;

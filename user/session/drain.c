@@ -124,8 +124,8 @@ static void set_output_error(struct drainer *d, int err)
 	if (d->failed)
 		return;
 	d->failed = true;
-	/* the first error stays; readers load it relaxed (a figure, not a
-	 * handshake) */
+	/* the first error stays. Readers load it relaxed: a figure, not a
+	 * handshake, so nothing pairs with the CAS's ordering */
 	rp_cas_acq_rel(&s->output_error, &zero, err);
 	/* the reader went away or the disk failed: stop collecting (writers
 	 * then skip the session); stop() still tears it down */
@@ -662,7 +662,8 @@ static void *drainer_main(void *arg)
 			nanosleep(&ts, NULL);
 			continue;
 		}
-		/* before the rings are read: see ext_horizon in session.h */
+		/* before the rings are read (see ext_horizon in session.h):
+		 * pairs with the external writer's store_release of it */
 		uint64_t ext = rp_load_acquire(&s->ext_horizon);
 		size_t got = collect(d);
 		uint64_t horizon = ext ? ext : UINT64_MAX;
