@@ -17,11 +17,16 @@
  * prints a skip line otherwise. Markdown table on stdout.
  */
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
-#include "../tools/ringpipe/bpf_capture.c"
+#include "bpf_capture.h"
+#include "ringpipe/ringpipe.h"
 
 #define PY "/usr/bin/python3.11"
 

@@ -24,12 +24,47 @@
 #include <sys/time.h>
 #include <time.h>
 
+#include "clock.h"
 #include "helpers.h"
+#include "ipc.h"		/* rp_proc_start_ticks: the key of a socket's name */
 #include "ipc_client.h"
 
 #define APP_DLL_DEFAULT ".output/interop-app/DotnetApp.dll"
 
 /* ---- helpers ------------------------------------------------------------- */
+
+static uint64_t now_ms(void)
+{
+	return rp_clock_mono_ns() / 1000000u;
+}
+
+/* Reads exactly n bytes within timeout_ms; 0, or -ETIMEDOUT, -ECONNRESET, -errno. */
+static int read_exact(int fd, void *buf, size_t n, int timeout_ms)
+{
+	uint64_t deadline = now_ms() + (uint64_t)timeout_ms;
+	uint8_t *p = buf;
+
+	while (n) {
+		struct pollfd pf = { .fd = fd, .events = POLLIN };
+		uint64_t now = now_ms();
+		ssize_t got;
+
+		if (now >= deadline)
+			return -ETIMEDOUT;
+		if (poll(&pf, 1, (int)(deadline - now)) <= 0)
+			continue;
+		got = read(fd, p, n);
+		if (got < 0 && errno != EINTR && errno != EAGAIN)
+			return -errno;
+		if (got == 0)
+			return -ECONNRESET;
+		if (got > 0) {
+			p += got;
+			n -= (size_t)got;
+		}
+	}
+	return 0;
+}
 
 static int run_out(struct bytebuf *out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int run_out(struct bytebuf *out, const char *fmt, ...)
@@ -130,8 +165,8 @@ static void proc_start(struct proc *p, char *const argv[])
 	}
 	close(pfd[1]);
 	p->out_fd = pfd[0];
-	deadline = ipcc_now_ms() + 30000;
-	while (ipcc_now_ms() < deadline && n < sizeof(p->line) - 1) {
+	deadline = now_ms() + 30000;
+	while (now_ms() < deadline && n < sizeof(p->line) - 1) {
 		struct pollfd pf = { .fd = p->out_fd, .events = POLLIN };
 		ssize_t got;
 
@@ -224,7 +259,7 @@ Test(collect, collect_tracing2_request_matches_the_worked_example)
 	/* through the real send path */
 	cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
 	cr_assert_eq(ipcc_send_request(sv[0], IPCC_SET_EVENTPIPE, id, b.p, b.len), 0);
-	cr_assert_eq(read_full(sv[1], msg, 119, 1000, NULL), 0);
+	cr_assert_eq(read_exact(sv[1], msg, 119, 1000), 0);
 	cr_assert_eq(memcmp(msg, want_head, sizeof(want_head)), 0);
 	cr_assert_eq(memcmp(msg + 119 - sizeof(want_tail), want_tail, sizeof(want_tail)), 0);
 	close(sv[0]);
@@ -439,7 +474,7 @@ Test(collect, usage_errors_exit_2_with_a_message)
 		{ "collect -p 1 --buffering-mode 2", "--buffering-mode must be drop or block, not '2'" },
 		{ "collect -p 1 --duration 0", "--duration takes" },
 		{ "collect -p 1 --duration 1:99:00", "--duration takes" },
-		{ "collect -p 1 --duration 5s", "--duration takes" },
+		{ "collect -p 1 --duration 5x", "--duration takes" },
 		{ "collect -p 1 --format v6", "--format must be v5" },
 		{ "collect -p abc", "-p takes a process id" },
 		{ "collect -p 1 --providers 'A:zz'", "--providers: keywords 'zz'" },

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Kernel-assisted capture (ringpipe record, tools/ringpipe/bpf_capture.c):
+ * Kernel-assisted capture (ringpipe record, tools/ringpipe/lib/bpf_capture.c):
  * real runtimes traced through their USDT probes, kernel process events,
  * and one session mixing ring events with BPF events, judged by ringpipe's
  * reader and by TraceEvent.
@@ -16,8 +16,9 @@
 #include <signal.h>
 #include <time.h>
 
+#include "bpf_capture.h"
+#include "clock.h"
 #include "helpers.h"
-#include "../tools/ringpipe/bpf_capture.c"
 #include "session.h"
 
 #define PYTHON "/usr/bin/python3.11"

@@ -15,7 +15,7 @@
 
 #include "helpers.h"
 #include "nettrace.h"
-#include "../tools/ringpipe/symbolize.c"
+#include "symbolize.h"
 
 /* tests/progs/busy (non-PIE) or busy-pie, next to the tool's build */
 static char *busy_path(const char *name)
@@ -362,6 +362,8 @@ Test(sample, tracedump_reads_the_samples_and_their_stacks, .timeout = 120)
 
 /* ---- symbolizer --------------------------------------------------------- */
 
+/* global, and looked up by name in this binary by the test below */
+int sym_probe_fn(int x);
 __attribute__((noinline)) int sym_probe_fn(int x)
 {
 	return x * 3 + 1;

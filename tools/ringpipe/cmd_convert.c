@@ -21,8 +21,10 @@
 #include "cmds.h"
 #include "hmap.h"
 #include "nettrace.h"
+#include "profile.h"
 #include "sample_out.h"
 #include "symbolize.h"
+#include "tool_util.h"
 #include "utf.h"
 
 static const char convert_usage[] =
@@ -39,109 +41,6 @@ static const char convert_usage[] =
 
 enum fmt { F_SPEEDSCOPE, F_CHROME, F_TEXT };
 
-/* A parsed Ringpipe-Sampler/Sample, or a plain event's stack. */
-struct stk {
-	uint32_t pid, tid, cpu;
-	uint32_t nk;		/* kernel frames first (leaf at 0) */
-	uint32_t n;
-	uint64_t ips[2 * RP_SAMPLE_MAX_FRAMES + 256];
-	bool sample;		/* frames 0 and nk are interrupted IPs */
-};
-
-static bool is_sample(const struct nt_rec *rec)
-{
-	return rec->meta && rec->meta->event_id == SAMPLER_EV_SAMPLE &&
-	       !strcmp(rec->meta->provider, SAMPLER_PROVIDER) &&
-	       rec->payload_len >= SAMPLE_PAYLOAD_LEN;
-}
-
-static void get_stack(const struct nt_reader *r, const struct nt_rec *rec, struct stk *s)
-{
-	uint32_t ps = nt_reader_info(r)->pointer_size, i;
-
-	s->pid = (uint32_t)rec->pid;
-	s->tid = (uint32_t)rec->tid;
-	s->cpu = rec->cpu;
-	s->n = 0;
-	s->nk = 0;
-	s->sample = is_sample(rec);
-	if (s->sample)
-		s->pid = le32_get(rec->payload + 20);	/* the sampled process */
-	if (ps == 8 || ps == 4)
-		for (i = 0; i + ps <= rec->stack_bytes && s->n < sizeof(s->ips) / 8; i += ps)
-			s->ips[s->n++] = ps == 8 ? le64_get(rec->stack + i) : le32_get(rec->stack + i);
-	if (s->sample) {
-		s->cpu = le32_get(rec->payload);
-		s->nk = le32_get(rec->payload + 12);
-		if (s->nk > s->n)
-			s->nk = s->n;
-	}
-}
-
-static bool frame_leaf(const struct stk *s, uint32_t i)
-{
-	return s->sample && (i == 0 || i == s->nk);
-}
-
-/* "module!function" (no offset, so that samples aggregate) */
-static const char *func_name(struct sym_table *t, const struct stk *s, uint32_t i, char *buf,
-			     size_t len)
-{
-	struct sym_result r;
-
-	if (sym_lookup(t, s->pid, s->ips[i], frame_leaf(s, i), &r) && r.function)
-		snprintf(buf, len, "%s!%s", r.module, r.function);
-	else if (r.module)
-		snprintf(buf, len, "%s+0x%" PRIx64, r.module, r.offset);
-	else
-		snprintf(buf, len, "0x%" PRIx64, s->ips[i]);
-	return buf;
-}
-
-/* Interns strings: a frame table shared by every profile. */
-struct strtab {
-	struct hmap idx;	/* hash -> index + 1 */
-	char **s;
-	size_t n, cap;
-};
-
-static uint64_t str_hash(const char *s)
-{
-	uint64_t h = 1469598103934665603ull;
-
-	while (*s)
-		h = (h ^ (uint8_t)*s++) * 1099511628211ull;
-	return h;
-}
-
-static int64_t strtab_get(struct strtab *t, const char *s)
-{
-	uint64_t h = str_hash(s), v;
-
-	if (hmap_get(&t->idx, h, &v) && !strcmp(t->s[v - 1], s))
-		return (int64_t)v - 1;
-	if (array_grow((void **)&t->s, &t->cap, t->n, sizeof(*t->s), 256))
-		return -1;
-	t->s[t->n] = strdup(s);
-	if (!t->s[t->n])
-		return -1;
-	/* a hash collision leaves the first string indexed: the second is
-	 * then a separate frame with the same name, which costs nothing */
-	if (!hmap_get(&t->idx, h, &v))
-		hmap_put(&t->idx, h, t->n + 1);
-	return (int64_t)t->n++;
-}
-
-static void strtab_free(struct strtab *t)
-{
-	size_t i;
-
-	for (i = 0; i < t->n; i++)
-		free(t->s[i]);
-	free(t->s);
-	hmap_free(&t->idx);
-}
-
 static void json_str(FILE *f, const char *s)
 {
 	struct bytebuf b = { 0 };
@@ -155,8 +54,7 @@ struct conv {
 	struct nt_reader *r;
 	struct sym_table *syms;
 	const struct nt_reader_info *info;
-	uint64_t t0, t1;
-	uint64_t nsamples;
+	struct prof_scan scan;		/* the time range */
 	FILE *out;
 };
 
@@ -164,50 +62,28 @@ static double rel_us(const struct conv *c, uint64_t ts)
 {
 	uint64_t f = c->info->tick_freq ? c->info->tick_freq : 1;
 
-	return ts < c->t0 ? 0.0 : (double)(ts - c->t0) * 1e6 / (double)f;
-}
-
-/* Pass 1: what symbolizing needs, and the time range. */
-static int load_symbols(const char *path, struct conv *c)
-{
-	struct nt_reader *r = nt_reader_open(path);
-	struct nt_rec rec;
-	bool first = true;
-	int err;
-
-	if (!r)
-		return -errno;
-	while ((err = nt_reader_next(r, &rec)) > 0) {
-		sym_add_from_event(c->syms, &rec);
-		if (first || rec.ts < c->t0)
-			c->t0 = rec.ts;
-		if (first || rec.ts > c->t1)
-			c->t1 = rec.ts;
-		first = false;
-		c->nsamples += is_sample(&rec);
-	}
-	nt_reader_free(r);
-	return err < 0 ? err : 0;
+	return ts < c->scan.t0 ? 0.0 : (double)(ts - c->scan.t0) * 1e6 / (double)f;
 }
 
 /* ---- text -------------------------------------------------------------- */
 
-static void text_event(struct conv *c, const struct nt_rec *rec, struct stk *s)
+static void text_event(struct conv *c, const struct nt_rec *rec, struct prof_stack *s)
 {
 	const char *comm;
 	uint64_t f = c->info->tick_freq ? c->info->tick_freq : 1;
-	uint64_t rel = rec->ts >= c->t0 ? rec->ts - c->t0 : 0;
+	uint64_t rel = rec->ts >= c->scan.t0 ? rec->ts - c->scan.t0 : 0;
 	char buf[1024];
 	uint32_t i;
 
-	get_stack(c->r, rec, s);
+	prof_get_stack(c->r, rec, s);
 	comm = sym_thread_name(c->syms, s->pid, (uint32_t)rec->tid);
 	fprintf(c->out, "%-16s %" PRIu32 "/%" PRId64 " [%03u] %" PRIu64 ".%09" PRIu64 ": %s/%s\n",
 		comm ? comm : "?", s->pid, rec->tid, s->cpu, rel / f,
 		(uint64_t)((rel % f) * 1000000000ull / f), rec->meta->provider, rec->meta->name);
 	for (i = 0; i < s->n; i++)
 		fprintf(c->out, "\t%16" PRIx64 " %s\n", s->ips[i],
-			sym_format(c->syms, s->pid, s->ips[i], frame_leaf(s, i), buf, sizeof(buf)));
+			sym_format(c->syms, s->pid, s->ips[i], prof_frame_leaf(s, i), buf,
+				   sizeof(buf)));
 	if (s->n)
 		fputc('\n', c->out);
 }
@@ -244,9 +120,9 @@ static struct prof *prof_get(struct profs *ps, uint32_t pid, uint32_t tid)
 static int speedscope(struct conv *c, const char *path)
 {
 	struct profs ps = { 0 };
-	struct strtab frames = { 0 };
+	struct prof_strtab frames = { 0 };
 	struct nt_rec rec;
-	struct stk *s = malloc(sizeof(*s));
+	struct prof_stack *s = malloc(sizeof(*s));
 	uint64_t weight = c->info->sampling_interval;
 	char buf[1024];
 	size_t i;
@@ -262,9 +138,9 @@ static int speedscope(struct conv *c, const char *path)
 		struct prof *p;
 		uint32_t k;
 
-		if (!is_sample(&rec))
+		if (!prof_is_sample(&rec))
 			continue;
-		get_stack(c->r, &rec, s);
+		prof_get_stack(c->r, &rec, s);
 		p = prof_get(&ps, s->pid, s->tid);
 		if (!p) {
 			err = -ENOMEM;
@@ -273,7 +149,8 @@ static int speedscope(struct conv *c, const char *path)
 		/* speedscope wants the root first */
 		bb_printf(&p->samples, "%s[", p->n ? "," : "");
 		for (k = s->n; k-- > 0;) {
-			int64_t fi = strtab_get(&frames, func_name(c->syms, s, k, buf, sizeof(buf)));
+			int64_t fi = prof_strtab_get(&frames, prof_func_name(c->syms, s, k, buf,
+									     sizeof(buf)));
 
 			bb_printf(&p->samples, "%" PRId64 "%s", fi, k ? "," : "");
 		}
@@ -315,7 +192,7 @@ static int speedscope(struct conv *c, const char *path)
 	}
 	free(ps.p);
 	hmap_free(&ps.idx);
-	strtab_free(&frames);
+	prof_strtab_free(&frames);
 	free(s);
 	return err < 0 ? err : 0;
 }
@@ -381,11 +258,11 @@ static int chrome(struct conv *c)
 {
 	struct tstate ts = { 0 };
 	struct hmap nodes = { 0 };	/* parent << 32 | frame -> node id */
-	struct strtab frames = { 0 };
+	struct prof_strtab frames = { 0 };
 	struct bytebuf sf = { 0 }, samples = { 0 };
 	struct nt_rec rec;
-	struct stk *s = malloc(sizeof(*s));
-	uint64_t nnodes = 0, last_ts = c->t0;
+	struct prof_stack *s = malloc(sizeof(*s));
+	uint64_t nnodes = 0, last_ts = c->scan.t0;
 	bool first = true;
 	char buf[1024], name[512];
 	size_t i, k;
@@ -422,13 +299,14 @@ static int chrome(struct conv *c)
 			}
 			continue;
 		}
-		if (is_sample(&rec)) {
+		if (prof_is_sample(&rec)) {
 			uint64_t parent = 0;	/* 0: no parent; node ids start at 1 */
 
-			get_stack(c->r, &rec, s);
+			prof_get_stack(c->r, &rec, s);
 			for (k = s->n; k-- > 0;) {
-				int64_t fi = strtab_get(&frames, func_name(c->syms, s, (uint32_t)k,
-									   buf, sizeof(buf)));
+				int64_t fi = prof_strtab_get(&frames,
+							     prof_func_name(c->syms, s, (uint32_t)k,
+									    buf, sizeof(buf)));
 				uint64_t key = parent << 32 | (uint64_t)fi, id;
 
 				if (!hmap_get(&nodes, key, &id)) {
@@ -448,7 +326,7 @@ static int chrome(struct conv *c)
 			fprintf(c->out, ",\"s\":\"t\"");
 			if (parent) {
 				fprintf(c->out, ",\"sf\":\"%" PRIu64 "\",\"args\":{\"leaf\":", parent);
-				json_str(c->out, func_name(c->syms, s, 0, buf, sizeof(buf)));
+				json_str(c->out, prof_func_name(c->syms, s, 0, buf, sizeof(buf)));
 				fprintf(c->out, ",\"cpu\":%u}", s->cpu);
 				bb_printf(&samples, "%s{\"cat\":\"cpu\",\"name\":\"cpu-sample\",\"pid\":%u,"
 					  "\"tid\":%u,\"ts\":%.3f,\"sf\":\"%" PRIu64 "\",\"weight\":1}",
@@ -521,92 +399,10 @@ static int chrome(struct conv *c)
 	free(ts.tid);
 	hmap_free(&ts.idx);
 	hmap_free(&nodes);
-	strtab_free(&frames);
+	prof_strtab_free(&frames);
 	bb_free(&sf);
 	bb_free(&samples);
 	free(s);
-	return err < 0 ? err : 0;
-}
-
-/* ---- report's top functions -------------------------------------------- */
-
-struct fcount {
-	int64_t frame;
-	uint64_t n;
-};
-
-static int cmp_fcount(const void *a, const void *b)
-{
-	const struct fcount *x = a, *y = b;
-
-	if (x->n != y->n)
-		return x->n < y->n ? 1 : -1;
-	return (x->frame > y->frame) - (x->frame < y->frame);
-}
-
-int convert_top_functions(const char *path, FILE *out, size_t top)
-{
-	struct conv c = { .out = out };
-	struct strtab frames = { 0 };
-	struct hmap counts = { 0 };
-	struct fcount *fc = NULL;
-	struct stk *s = malloc(sizeof(*s));
-	struct nt_rec rec;
-	uint64_t total = 0;
-	char buf[1024];
-	size_t i, n = 0;
-	int err;
-
-	c.syms = sym_table_new();
-	if (!s || !c.syms) {
-		err = -ENOMEM;
-		goto out;
-	}
-	err = load_symbols(path, &c);
-	if (err || !c.nsamples)
-		goto out;
-	c.r = nt_reader_open(path);
-	if (!c.r) {
-		err = -errno;
-		goto out;
-	}
-	while ((err = nt_reader_next(c.r, &rec)) > 0) {
-		int64_t fi;
-		uint64_t v = 0;
-
-		if (!is_sample(&rec))
-			continue;
-		get_stack(c.r, &rec, s);
-		if (!s->n)
-			continue;
-		total++;
-		fi = strtab_get(&frames, func_name(c.syms, s, 0, buf, sizeof(buf)));
-		hmap_get(&counts, (uint64_t)fi, &v);
-		hmap_put(&counts, (uint64_t)fi, v + 1);
-	}
-	fc = calloc(frames.n + 1, sizeof(*fc));
-	if (!fc) {
-		err = -ENOMEM;
-		goto out;
-	}
-	for (i = 0; i < frames.n; i++) {
-		uint64_t v = 0;
-
-		hmap_get(&counts, i, &v);
-		fc[n++] = (struct fcount){ (int64_t)i, v };
-	}
-	qsort(fc, n, sizeof(*fc), cmp_fcount);
-	fprintf(out, "\ntop functions (leaf frame of %" PRIu64 " samples):\n", total);
-	for (i = 0; i < n && i < top; i++)
-		fprintf(out, "  %10" PRIu64 "  %5.1f%%  %s\n", fc[i].n,
-			100.0 * (double)fc[i].n / (double)(total ? total : 1), frames.s[fc[i].frame]);
-out:
-	free(fc);
-	free(s);
-	hmap_free(&counts);
-	strtab_free(&frames);
-	nt_reader_free(c.r);
-	sym_table_free(c.syms);
 	return err < 0 ? err : 0;
 }
 
@@ -615,7 +411,7 @@ int cmd_convert(int argc, char **argv)
 	const char *path = NULL, *outp = NULL, *to = NULL;
 	struct conv c = { 0 };
 	struct nt_rec rec;
-	struct stk *s = NULL;
+	struct prof_stack *s = NULL;
 	enum fmt f;
 	int i, err = 0, rc = 1;
 
@@ -652,7 +448,7 @@ int cmd_convert(int argc, char **argv)
 	c.syms = sym_table_new();
 	if (!c.syms)
 		return tool_err("convert", "libelf: %s", strerror(errno));
-	err = load_symbols(path, &c);
+	err = prof_load_symbols(path, c.syms, &c.scan);
 	if (err == -ENOENT || err == -EACCES || err == -EISDIR) {
 		tool_err("convert", "%s: %s", path, strerror(-err));
 		goto out;

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cmds.h"
+#include "tool_util.h"
 #include "tracegen.h"
 
 static const char gen_usage[] =
@@ -63,7 +64,7 @@ int cmd_gen(int argc, char **argv)
 			uint64_t max = !strcmp(a, "--events") || !strcmp(a, "--seed") ?
 				UINT64_MAX : UINT32_MAX;
 
-			if (parse_u64(v, max, &n))
+			if (tool_parse_u64(v, max, &n))
 				return tool_err("gen", "%s takes a whole number, not '%s'", a, v), 2;
 			if (!strcmp(a, "--events"))
 				o.events = n;

@@ -19,6 +19,7 @@
 
 #include "cmds.h"
 #include "ipc_client.h"
+#include "tool_util.h"
 
 static const char ps_usage[] =
 "usage: ringpipe ps [-v]\n"

@@ -22,13 +22,18 @@
 #include <unistd.h>
 
 #include "bpf_capture.h"
+#include "clock.h"
 #include "cmds.h"
 #include "record_sample.h"
 #include "ringpipe/ringpipe.h"
+#include "sample_out.h"
+#include "symbolize.h"
+#include "tool_util.h"
 
 #define RE_TICK_MS 100
 #define RE_MAX_USDT 16
 #define RE_MAX_PROVIDERS 32
+#define RE_MAX_DURATION_NS (100ull * 365 * 86400 * 1000000000ull)
 
 static const char record_usage[] =
 "usage: ringpipe record [-p PID | -a] [options] -o FILE\n"
@@ -52,7 +57,8 @@ static const char record_usage[] =
 "                         what symbolizing them needs (ringpipe report, convert)\n"
 "  --providers LIST       Name[:Keywords[:Level]],... of the capture providers\n"
 "                         to enable (default: every one the options above use)\n"
-"  --duration TIME        SECONDS[.FRACTION], or with a suffix ms, s, m\n"
+"  --duration TIME        SECONDS[.FRACTION], a number with a unit (ns, us, ms,\n"
+"                         s, m, h: 500ms, 2m), HH:MM:SS or DD:HH:MM:SS\n"
 "  --format 5|6           nettrace version (default 5)\n"
 "  --buffer-mb N          BPF ring buffer size, power of two (default 8)\n"
 "  -o, --output FILE      the trace (required)\n"
@@ -64,35 +70,6 @@ static void on_signal(int sig)
 {
 	(void)sig;
 	re_stop = 1;
-}
-
-static int parse_time_ms(const char *s, uint64_t *ms)
-{
-	char *end;
-	double v;
-
-	errno = 0;
-	v = strtod(s, &end);
-	if (errno || end == s || v <= 0)
-		return -EINVAL;
-	if (!strcmp(end, "ms"))
-		v /= 1000;
-	else if (!strcmp(end, "m"))
-		v *= 60;
-	else if (*end && strcmp(end, "s"))
-		return -EINVAL;
-	if (v > 100.0 * 365 * 86400)
-		return -EINVAL;
-	*ms = (uint64_t)(v * 1000 + 0.5);
-	return *ms ? 0 : -EINVAL;
-}
-
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
 /* "Name[:Keywords[:Level]]": keywords decimal or 0x-hex. */
@@ -129,7 +106,7 @@ struct record_cfg {
 	const char *usdt[RE_MAX_USDT];
 	const char *out;
 	char *providers;	/* --providers, strdup'ed */
-	uint64_t duration_ms;
+	uint64_t duration_ns;
 	int format;
 	uint32_t sample_hz;	/* --sample: 0 when off */
 	bool all;
@@ -199,10 +176,8 @@ static int parse_args(int argc, char **argv, struct record_cfg *c, bool *help)
 			return tool_err("record", "%s needs a value (see ringpipe record --help)", a), 2;
 		i++;
 		if (!strcmp(a, "-p") || !strcmp(a, "--process-id")) {
-			if (parse_u64(v, 0x7fffffff, &n) || !n)
-				return tool_err("record", "-p takes a process id (a whole number > 0), "
-						"not '%s'", v), 2;
-			c->co.pid = (pid_t)n;
+			if ((rc = tool_parse_pid("record", v, &c->co.pid)))
+				return rc;
 		} else if (!strcmp(a, "--usdt")) {
 			if ((rc = add_usdt(c, v)))
 				return rc;
@@ -210,7 +185,7 @@ static int parse_args(int argc, char **argv, struct record_cfg *c, bool *help)
 			if ((rc = add_kernel(c, v)))
 				return rc;
 		} else if (!strcmp(a, "--sample")) {
-			if (parse_u64(v, 100000, &n) || !n)
+			if (tool_parse_u64(v, 100000, &n) || !n)
 				return tool_err("record", "--sample takes a rate in Hz (1..100000), "
 						"not '%s'", v), 2;
 			c->sample_hz = (uint32_t)n;
@@ -218,15 +193,16 @@ static int parse_args(int argc, char **argv, struct record_cfg *c, bool *help)
 			free(c->providers);
 			c->providers = strdup(v);
 		} else if (!strcmp(a, "--duration")) {
-			if (parse_time_ms(v, &c->duration_ms))
-				return tool_err("record", "--duration takes SECONDS, or a number with "
-						"ms, s or m, not '%s'", v), 2;
+			if (tool_parse_duration(v, RE_MAX_DURATION_NS, &c->duration_ns))
+				return tool_err("record", "--duration takes a time > 0: SECONDS, a "
+						"number with a unit (500ms, 2m, 1h), HH:MM:SS or "
+						"DD:HH:MM:SS, not '%s'", v), 2;
 		} else if (!strcmp(a, "--format")) {
 			if (strcmp(v, "5") && strcmp(v, "6") && strcmp(v, "v5") && strcmp(v, "v6"))
 				return tool_err("record", "--format takes 5 or 6, not '%s'", v), 2;
 			c->format = v[strlen(v) - 1] - '0';
 		} else if (!strcmp(a, "--buffer-mb")) {
-			if (parse_u64(v, 1024, &n) || !n || (n & (n - 1)))
+			if (tool_parse_u64(v, 1024, &n) || !n || (n & (n - 1)))
 				return tool_err("record", "--buffer-mb takes a power of two from 1 "
 						"to 1024, not '%s'", v), 2;
 			c->co.ringbuf_bytes = (uint32_t)(n << 20);
@@ -258,125 +234,58 @@ static void progress(const struct rp_capture_stats *st, const struct rp_session_
 		st->kernel_drops + st->write_drops, final ? "\n" : "   ");
 }
 
-int cmd_record(int argc, char **argv)
+/* The session's providers: --providers, or every one the options use
+ * (and the sampler's). 0, or the exit status after a message. */
+static int record_providers(struct record_cfg *c, struct rp_provider_config *pcs, size_t *np)
 {
-	struct record_cfg c = { .co = { .sz = sizeof(c.co) }, .format = 5 };
-	struct rp_provider_config pcs[RE_MAX_PROVIDERS];
 	const char *names[RE_MAX_PROVIDERS];
-	struct rp_session_opts so = { .sz = sizeof(so) };
-	struct rp_session_stats ss = { .sz = sizeof(ss) };
-	struct rp_capture_stats st;
-	struct rp_session *s = NULL;
-	struct rp_capture *cap = NULL;
-	struct record_sampler *rs = NULL;
-	struct sigaction sa;
-	char err[512];
-	bool help = false, tty = isatty(2);
-	uint64_t t0, last = 0;
-	int rc, go_fd = -1, status = 0;
-	pid_t child = 0;
-	size_t np = 0;
 
-	rc = parse_args(argc, argv, &c, &help);
-	if (rc || help) {
-		if (help)
-			fputs(record_usage, stdout);
-		free(c.providers);
-		return rc;
-	}
-	if (rp_capture_check_privilege(err, sizeof(err))) {
-		free(c.providers);
-		return tool_err("record", "%s", err);
-	}
-	if (rp_capture_define(&c.co, err, sizeof(err))) {
-		free(c.providers);
-		return tool_err("record", "%s", err);
-	}
-	if (c.providers) {
+	*np = 0;
+	if (c->providers) {
 		char *save = NULL, *w;
 
-		for (w = strtok_r(c.providers, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
-			if (np == RE_MAX_PROVIDERS || parse_provider(w, &pcs[np])) {
-				free(c.providers);
+		for (w = strtok_r(c->providers, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
+			if (*np == RE_MAX_PROVIDERS || parse_provider(w, &pcs[*np]))
 				return tool_err("record", "--providers takes Name[:Keywords[:Level]],..."
 						" (at most %d)", RE_MAX_PROVIDERS), 2;
-			}
-			np++;
+			(*np)++;
 		}
 	} else {
-		size_t k, n = rp_capture_provider_names(&c.co, names, RE_MAX_PROVIDERS);
+		size_t k, n = rp_capture_provider_names(&c->co, names, RE_MAX_PROVIDERS - 2);
 
 		for (k = 0; k < n; k++)
-			pcs[np++] = (struct rp_provider_config){ .name = names[k] };
-		if (c.sample_hz) {
-			pcs[np++] = (struct rp_provider_config){ .name = "Ringpipe-Sampler" };
-			pcs[np++] = (struct rp_provider_config){ .name = "Ringpipe-Symbols" };
+			pcs[(*np)++] = (struct rp_provider_config){ .name = names[k] };
+		if (c->sample_hz) {
+			pcs[(*np)++] = (struct rp_provider_config){ .name = SAMPLER_PROVIDER };
+			pcs[(*np)++] = (struct rp_provider_config){ .name = SYM_PROVIDER };
 		}
 	}
-	if (c.sample_hz && record_sampler_define()) {
-		free(c.providers);
+	if (c->sample_hz && record_sampler_define())
 		return tool_err("record", "out of memory");
-	}
+	return 0;
+}
 
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = on_signal;
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
+/* Waits for Ctrl-C or SIGTERM, the end of the duration or of the traced
+ * process; shows progress on a terminal. */
+static void record_wait(const struct record_cfg *c, struct rp_capture *cap, struct rp_session *s,
+			pid_t *child, int *status, bool tty)
+{
+	struct rp_session_stats ss = { .sz = sizeof(ss) };
+	struct rp_capture_stats st;
+	uint64_t t0 = rp_clock_mono_ns(), last = 0;
 
-	if (c.cmd) {
-		child = tool_spawn_held("record", c.cmd, &go_fd);
-		if (child < 0) {
-			rc = tool_err("record", "cannot start %s: %s", c.cmd[0], strerror(errno));
-			goto out;
-		}
-		c.co.pid = child;
-	}
-	/* the session first: its drainer runs before the first BPF record */
-	so.providers = pcs;
-	so.nproviders = (uint32_t)np;
-	so.format = c.format;
-	so.path = c.out;
-	/* one traced process: readers attribute the events to it, not to us */
-	so.process_id = c.co.pid > 0 ? (uint32_t)c.co.pid : 0;
-	s = rp_session_start(&so);
-	if (!s) {
-		rc = tool_err("record", "cannot start the session: %s", rp_last_error());
-		goto out;
-	}
-	c.co.session = s;
-	cap = rp_capture_open(&c.co, err, sizeof(err));
-	if (cap && c.sample_hz) {
-		rs = record_sampler_open(cap, c.sample_hz, c.co.pid, err, sizeof(err));
-		if (!rs) {
-			rc = tool_err("record", "%s", err);
-			goto out;
-		}
-	}
-	if (!cap || rp_capture_start(cap)) {
-		rc = tool_err("record", "%s", cap ? "cannot start the consumer thread" : err);
-		goto out;
-	}
-	fprintf(stderr, "ringpipe record: %zu probes attached, recording to %s%s\n",
-		rp_capture_nlinks(cap), c.out, tty ? " (Ctrl-C to stop)" : "");
-	if (go_fd >= 0) {
-		if (write(go_fd, "g", 1) != 1)
-			rc = tool_err("record", "cannot start %s", c.cmd[0]);
-		close(go_fd);
-		go_fd = -1;
-	}
-	t0 = now_ms();
 	while (!re_stop) {
 		struct timespec ts = { 0, RE_TICK_MS * 1000000l };
-		uint64_t el = now_ms() - t0;
+		uint64_t el_ns = rp_clock_mono_ns() - t0, el = el_ns / 1000000u;
 
-		if (c.duration_ms && el >= c.duration_ms)
+		if (c->duration_ns && el_ns >= c->duration_ns)
 			break;
-		if (child > 0) {
-			if (waitpid(child, &status, WNOHANG) == child) {
-				child = 0;
+		if (*child > 0) {
+			if (waitpid(*child, status, WNOHANG) == *child) {
+				*child = 0;
 				break;
 			}
-		} else if (c.co.pid > 0 && kill(c.co.pid, 0) && errno == ESRCH) {
+		} else if (c->co.pid > 0 && kill(c->co.pid, 0) && errno == ESRCH) {
 			break;	/* the traced process is gone */
 		}
 		if (tty && el - last >= 1000) {
@@ -387,6 +296,70 @@ int cmd_record(int argc, char **argv)
 		}
 		nanosleep(&ts, NULL);
 	}
+}
+
+/* Records as c says into one session on pcs; the exit status. */
+static int record_run(struct record_cfg *c, struct rp_provider_config *pcs, size_t np)
+{
+	struct rp_session_opts so = { .sz = sizeof(so) };
+	struct rp_session_stats ss = { .sz = sizeof(ss) };
+	struct rp_capture_stats st;
+	struct rp_session *s = NULL;
+	struct rp_capture *cap = NULL;
+	struct record_sampler *rs = NULL;
+	struct sigaction sa;
+	char err[512];
+	bool tty = isatty(2);
+	int rc = 0, go_fd = -1, status = 0;
+	pid_t child = 0;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+
+	if (c->cmd) {
+		child = tool_spawn_held("record", c->cmd, &go_fd);
+		if (child < 0) {
+			rc = tool_err("record", "cannot start %s: %s", c->cmd[0], strerror(errno));
+			goto out;
+		}
+		c->co.pid = child;
+	}
+	/* the session first: its drainer runs before the first BPF record */
+	so.providers = pcs;
+	so.nproviders = (uint32_t)np;
+	so.format = c->format;
+	so.path = c->out;
+	/* one traced process: readers attribute the events to it, not to us */
+	so.process_id = c->co.pid > 0 ? (uint32_t)c->co.pid : 0;
+	s = rp_session_start(&so);
+	if (!s) {
+		rc = tool_err("record", "cannot start the session: %s", rp_last_error());
+		goto out;
+	}
+	c->co.session = s;
+	cap = rp_capture_open(&c->co, err, sizeof(err));
+	if (cap && c->sample_hz) {
+		rs = record_sampler_open(cap, c->sample_hz, c->co.pid, err, sizeof(err));
+		if (!rs) {
+			rc = tool_err("record", "%s", err);
+			goto out;
+		}
+	}
+	if (!cap || rp_capture_start(cap)) {
+		rc = tool_err("record", "%s", cap ? "cannot start the consumer thread" : err);
+		goto out;
+	}
+	fprintf(stderr, "ringpipe record: %zu probes attached, recording to %s%s\n",
+		rp_capture_nlinks(cap), c->out, tty ? " (Ctrl-C to stop)" : "");
+	if (go_fd >= 0) {
+		if (write(go_fd, "g", 1) != 1)
+			rc = tool_err("record", "cannot start %s", c->cmd[0]);
+		close(go_fd);
+		go_fd = -1;
+	}
+	record_wait(c, cap, s, &child, &status, tty);
 	rp_capture_stop(cap);
 	if (rs) {
 		struct record_sampler_stats rst = { 0 };
@@ -411,9 +384,9 @@ int cmd_record(int argc, char **argv)
 		" lost (BPF ring buffer full %" PRIu64 ", session rings full %" PRIu64 "), %" PRIu64
 		" late, %" PRIu64 " malformed; %s\n",
 		st.records, st.written, st.kernel_drops + st.write_drops, st.kernel_drops,
-		st.write_drops, ss.late_events, st.bad, c.out);
+		st.write_drops, ss.late_events, st.bad, c->out);
 	if (rc)
-		rc = tool_err("record", "writing %s failed: %s", c.out, strerror(-rc));
+		rc = tool_err("record", "writing %s failed: %s", c->out, strerror(-rc));
 out:
 	if (go_fd >= 0)
 		close(go_fd);	/* the held child sees EOF and exits 127 */
@@ -425,6 +398,27 @@ out:
 		if (rc)
 			kill(child, SIGTERM);
 		waitpid(child, &status, 0);
+	}
+	return rc;
+}
+
+int cmd_record(int argc, char **argv)
+{
+	struct record_cfg c = { .co = { .sz = sizeof(c.co) }, .format = 5 };
+	struct rp_provider_config pcs[RE_MAX_PROVIDERS];
+	char err[512];
+	bool help = false;
+	size_t np;
+	int rc = parse_args(argc, argv, &c, &help);
+
+	if (rc || help) {
+		if (help)
+			fputs(record_usage, stdout);
+	} else if (rp_capture_check_privilege(err, sizeof(err)) ||
+		   rp_capture_define(&c.co, err, sizeof(err))) {
+		rc = tool_err("record", "%s", err);
+	} else if (!(rc = record_providers(&c, pcs, &np))) {
+		rc = record_run(&c, pcs, np);
 	}
 	free(c.providers);
 	return rc;

@@ -12,6 +12,8 @@
 #include "cmds.h"
 #include "hmap.h"
 #include "nettrace.h"
+#include "profile.h"
+#include "tool_util.h"
 #include "utf.h"
 
 static const char report_usage[] =
@@ -187,187 +189,233 @@ static void cgroups_free(struct cgroups *c)
 	hmap_free(&c->index);
 }
 
-int cmd_report(int argc, char **argv)
-{
-	const char *path = NULL;
-	bool json = false;
+/* What one pass over a trace counted. */
+struct report {
 	struct nt_reader *r;
-	struct nt_rec rec;
-	struct hmap tmap = { 0 }, bytes_by_meta = { 0 };
-	struct tcount *tc = NULL;
-	size_t ntc = 0, captc = 0, i, nm;
-	uint64_t events = 0, with_stack = 0, first_ts = 0, last_ts = 0;
-	const struct nt_meta **metas = NULL;
-	struct payload_sum *ps = NULL;
-	struct cgroups cg = { 0 };
-	int err, rc = 0;
+	int err;			/* the reader's last result: < 0 at malformed data */
+	uint64_t events, with_stack, first_ts, last_ts;
+	struct tcount *tc;		/* per thread, in order of appearance */
+	size_t ntc, captc;
+	struct hmap tmap;		/* pid << 32 | tid -> index in tc */
+	struct hmap bytes_by_meta;	/* metadata -> payload bytes */
+	size_t nm;
+	const struct nt_meta **metas;	/* by count, largest first */
+	struct payload_sum *ps;		/* by payload bytes, largest first */
+	struct cgroups cg;
+};
 
-	for (i = 1; i < (size_t)argc; i++) {
+/* Reads the whole trace into rp; 0, or 1 after a message (out of memory).
+ * A malformed tail ends the pass early: rp->err says so. */
+static int report_read(struct report *rp)
+{
+	struct nt_rec rec;
+	size_t i;
+
+	while ((rp->err = nt_reader_next(rp->r, &rec)) > 0) {
+		uint64_t key = ((uint64_t)(uint32_t)rec.pid << 32) | (uint32_t)rec.tid, v;
+
+		if (!rp->events)
+			rp->first_ts = rec.ts;
+		if (rec.ts > rp->last_ts)
+			rp->last_ts = rec.ts;
+		rp->events++;
+		if (rec.stack_bytes)
+			rp->with_stack++;
+		if (!hmap_get(&rp->tmap, key, &v)) {
+			if (array_grow((void **)&rp->tc, &rp->captc, rp->ntc, sizeof(*rp->tc), 64))
+				return tool_err("report", "out of memory");
+			rp->tc[rp->ntc] = (struct tcount){ rec.pid, rec.tid, 0 };
+			v = rp->ntc++;
+			hmap_put(&rp->tmap, key, v);
+		}
+		rp->tc[v].n++;
+		if (!hmap_get(&rp->bytes_by_meta, (uintptr_t)rec.meta, &v))
+			v = 0;
+		hmap_put(&rp->bytes_by_meta, (uintptr_t)rec.meta, v + rec.payload_len);
+		cgroup_account(&rp->cg, &rec);
+	}
+	array_sort(rp->cg.v, rp->cg.n, sizeof(*rp->cg.v), cmp_cgroup);
+
+	rp->nm = nt_reader_nmeta(rp->r);
+	rp->metas = calloc(rp->nm + 1, sizeof(*rp->metas));
+	rp->ps = calloc(rp->nm + 1, sizeof(*rp->ps));
+	if (!rp->metas || !rp->ps)
+		return tool_err("report", "out of memory");
+	for (i = 0; i < rp->nm; i++) {
+		uint64_t v = 0;
+
+		rp->metas[i] = nt_reader_meta(rp->r, i);
+		hmap_get(&rp->bytes_by_meta, (uintptr_t)rp->metas[i], &v);
+		rp->ps[i] = (struct payload_sum){ rp->metas[i], v };
+	}
+	qsort(rp->metas, rp->nm, sizeof(*rp->metas), cmp_meta_count);
+	qsort(rp->ps, rp->nm, sizeof(*rp->ps), cmp_bytes);
+	return 0;
+}
+
+static void report_json(const struct report *rp, const char *path, double dur)
+{
+	const struct nt_reader *r = rp->r;
+	size_t i, k, nm = rp->nm;
+	bool first = true;
+
+	printf("{\"file\":");
+	json_str(path);
+	printf(",\"format\":%d,\"events\":%" PRIu64 ",\"lost\":%" PRId64
+	       ",\"duration_s\":%.9f,\"events_with_stack\":%" PRIu64 ",\"providers\":{",
+	       nt_reader_info(r)->format, rp->events, nt_reader_lost(r), dur, rp->with_stack);
+	/* providers: sum over metadata, in order of first definition */
+	for (i = 0; i < nm; i++) {
+		const struct nt_meta *m = nt_reader_meta(r, i);
+		uint64_t sum = 0;
+
+		for (k = 0; k < i; k++)
+			if (!strcmp(nt_reader_meta(r, k)->provider, m->provider))
+				break;
+		if (k < i)
+			continue;
+		for (k = i; k < nm; k++)
+			if (!strcmp(nt_reader_meta(r, k)->provider, m->provider))
+				sum += nt_reader_meta(r, k)->count;
+		printf("%s", first ? "" : ",");
+		first = false;
+		json_str(m->provider);
+		printf(":%" PRIu64, sum);
+	}
+	printf("},\"by_event\":[");
+	for (i = 0; i < nm; i++) {
+		printf("%s{\"provider\":", i ? "," : "");
+		json_str(rp->metas[i]->provider);
+		printf(",\"id\":%u,\"name\":", rp->metas[i]->event_id);
+		json_str(rp->metas[i]->name);
+		printf(",\"count\":%" PRIu64 "}", rp->metas[i]->count);
+	}
+	printf("],\"threads\":[");
+	for (i = 0; i < rp->ntc; i++)
+		printf("%s{\"pid\":%" PRId64 ",\"tid\":%" PRId64 ",\"count\":%" PRIu64 "}",
+		       i ? "," : "", rp->tc[i].pid, rp->tc[i].tid, rp->tc[i].n);
+	printf("],\"cgroups\":[");
+	for (i = 0; i < rp->cg.n; i++) {
+		printf("%s{\"id\":%" PRIu64 ",\"path\":", i ? "," : "", rp->cg.v[i].id);
+		if (rp->cg.v[i].path)
+			json_str(rp->cg.v[i].path);
+		else
+			printf("null");
+		printf(",\"count\":%" PRIu64 "}", rp->cg.v[i].n);
+	}
+	printf("],\"error\":");
+	if (rp->err < 0)
+		json_str(nt_reader_errmsg(r));
+	else
+		printf("null");
+	printf("}\n");
+}
+
+static void report_text(const struct report *rp, const char *path, double dur)
+{
+	const struct nt_reader_info *info = nt_reader_info(rp->r);
+	size_t i;
+
+	printf("file        %s (nettrace V%d)\n", path, info->format);
+	printf("events      %" PRIu64 "\n", rp->events);
+	printf("lost        %" PRId64 " (EventsLost)\n", nt_reader_lost(rp->r));
+	printf("duration    %.6f s (%" PRIu64 " ticks/s)\n", dur, info->tick_freq);
+	printf("stacks      %" PRIu64 " events carry a stack\n", rp->with_stack);
+	printf("\nevents by provider/event:\n");
+	for (i = 0; i < rp->nm; i++)
+		if (rp->metas[i]->count)
+			printf("  %10" PRIu64 "  %s/%s (id %u)\n", rp->metas[i]->count,
+			       rp->metas[i]->provider, rp->metas[i]->name, rp->metas[i]->event_id);
+	printf("\nevents by thread:\n");
+	for (i = 0; i < rp->ntc && i < 20; i++)
+		printf("  %10" PRIu64 "  pid %" PRId64 " tid %" PRId64 "\n", rp->tc[i].n,
+		       rp->tc[i].pid, rp->tc[i].tid);
+	if (rp->ntc > 20)
+		printf("  ... %zu threads in all\n", rp->ntc);
+	printf("\nheaviest events (payload bytes):\n");
+	for (i = 0; i < rp->nm && i < 5 && rp->ps[i].bytes; i++)
+		printf("  %10" PRIu64 "  %s/%s\n", rp->ps[i].bytes, rp->ps[i].m->provider,
+		       rp->ps[i].m->name);
+	if (rp->cg.n) {
+		printf("\nevents by cgroup (BPF-captured):\n");
+		for (i = 0; i < rp->cg.n; i++)
+			printf("  %10" PRIu64 "  %" PRIu64 "  %s\n", rp->cg.v[i].n, rp->cg.v[i].id,
+			       rp->cg.v[i].path ? rp->cg.v[i].path :
+			       "(no CgroupMap event in the trace)");
+	}
+	/* CPU samples: where the time went, symbolized */
+	fflush(stdout);
+	prof_top_functions(path, stdout, 15);
+}
+
+static void report_free(struct report *rp)
+{
+	free(rp->metas);
+	free(rp->ps);
+	free(rp->tc);
+	hmap_free(&rp->tmap);
+	hmap_free(&rp->bytes_by_meta);
+	cgroups_free(&rp->cg);
+	nt_reader_free(rp->r);
+}
+
+/* Parses argv; 0, or the exit status (0 for --help, 2). */
+static int parse_args(int argc, char **argv, const char **path, bool *json, bool *help)
+{
+	int i;
+
+	for (i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--json"))
-			json = true;
+			*json = true;
 		else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-			fputs(report_usage, stdout);
+			*help = true;
 			return 0;
 		} else if (argv[i][0] == '-' && argv[i][1])
 			return tool_err("report", "unknown option '%s' (see --help)", argv[i]), 2;
-		else if (!path)
-			path = argv[i];
+		else if (!*path)
+			*path = argv[i];
 		else
 			return tool_err("report", "more than one file given"), 2;
 	}
-	if (!path)
+	if (!*path)
 		return fputs(report_usage, stderr), 2;
-	r = nt_reader_open(path);
-	if (!r)
+	return 0;
+}
+
+int cmd_report(int argc, char **argv)
+{
+	const char *path = NULL;
+	bool json = false, help = false;
+	struct report rp = { 0 };
+	const struct nt_reader_info *info;
+	double dur;
+	int rc = parse_args(argc, argv, &path, &json, &help);
+
+	if (rc || help) {
+		if (help)
+			fputs(report_usage, stdout);
+		return rc;
+	}
+	rp.r = nt_reader_open(path);
+	if (!rp.r)
 		return tool_err("report", "%s: %s", path, strerror(errno));
-
-	while ((err = nt_reader_next(r, &rec)) > 0) {
-		uint64_t key = ((uint64_t)(uint32_t)rec.pid << 32) | (uint32_t)rec.tid, v;
-
-		if (!events)
-			first_ts = rec.ts;
-		if (rec.ts > last_ts)
-			last_ts = rec.ts;
-		events++;
-		if (rec.stack_bytes)
-			with_stack++;
-		if (!hmap_get(&tmap, key, &v)) {
-			if (ntc == captc) {
-				captc = captc ? captc * 2 : 64;
-				tc = realloc(tc, captc * sizeof(*tc));
-				if (!tc)
-					return tool_err("report", "out of memory");
-			}
-			tc[ntc] = (struct tcount){ rec.pid, rec.tid, 0 };
-			v = ntc++;
-			hmap_put(&tmap, key, v);
-		}
-		tc[v].n++;
-		if (!hmap_get(&bytes_by_meta, (uintptr_t)rec.meta, &v))
-			v = 0;
-		hmap_put(&bytes_by_meta, (uintptr_t)rec.meta, v + rec.payload_len);
-		cgroup_account(&cg, &rec);
+	rc = report_read(&rp);
+	if (rc) {
+		report_free(&rp);
+		return rc;
 	}
-	array_sort(cg.v, cg.n, sizeof(*cg.v), cmp_cgroup);
-
-	nm = nt_reader_nmeta(r);
-	metas = calloc(nm + 1, sizeof(*metas));
-	ps = calloc(nm + 1, sizeof(*ps));
-	if (!metas || !ps)
-		return tool_err("report", "out of memory");
-	for (i = 0; i < nm; i++) {
-		uint64_t v = 0;
-
-		metas[i] = nt_reader_meta(r, i);
-		hmap_get(&bytes_by_meta, (uintptr_t)metas[i], &v);
-		ps[i] = (struct payload_sum){ metas[i], v };
+	info = nt_reader_info(rp.r);
+	dur = info->tick_freq && rp.events ?
+		(double)(rp.last_ts - rp.first_ts) / (double)info->tick_freq : 0.0;
+	if (json)
+		report_json(&rp, path, dur);
+	else
+		report_text(&rp, path, dur);
+	if (rp.err < 0) {
+		tool_err("report", "%s: %s", path, nt_reader_errmsg(rp.r));
+		rc = 1;
 	}
-	qsort(metas, nm, sizeof(*metas), cmp_meta_count);
-	qsort(ps, nm, sizeof(*ps), cmp_bytes);
-
-	{
-		const struct nt_reader_info *info = nt_reader_info(r);
-		double dur = info->tick_freq && events ?
-			(double)(last_ts - first_ts) / (double)info->tick_freq : 0.0;
-
-		if (json) {
-			size_t k;
-			bool first = true;
-
-			printf("{\"file\":");
-			json_str(path);
-			printf(",\"format\":%d,\"events\":%" PRIu64 ",\"lost\":%" PRId64
-			       ",\"duration_s\":%.9f,\"events_with_stack\":%" PRIu64 ",\"providers\":{",
-			       info->format, events, nt_reader_lost(r), dur, with_stack);
-			/* providers: sum over metadata, in order of first definition */
-			for (i = 0; i < nm; i++) {
-				const struct nt_meta *m = nt_reader_meta(r, i);
-				uint64_t sum = 0;
-
-				for (k = 0; k < i; k++)
-					if (!strcmp(nt_reader_meta(r, k)->provider, m->provider))
-						break;
-				if (k < i)
-					continue;
-				for (k = i; k < nm; k++)
-					if (!strcmp(nt_reader_meta(r, k)->provider, m->provider))
-						sum += nt_reader_meta(r, k)->count;
-				printf("%s", first ? "" : ",");
-				first = false;
-				json_str(m->provider);
-				printf(":%" PRIu64, sum);
-			}
-			printf("},\"by_event\":[");
-			for (i = 0; i < nm; i++) {
-				printf("%s{\"provider\":", i ? "," : "");
-				json_str(metas[i]->provider);
-				printf(",\"id\":%u,\"name\":", metas[i]->event_id);
-				json_str(metas[i]->name);
-				printf(",\"count\":%" PRIu64 "}", metas[i]->count);
-			}
-			printf("],\"threads\":[");
-			for (i = 0; i < ntc; i++)
-				printf("%s{\"pid\":%" PRId64 ",\"tid\":%" PRId64 ",\"count\":%" PRIu64 "}",
-				       i ? "," : "", tc[i].pid, tc[i].tid, tc[i].n);
-			printf("],\"cgroups\":[");
-			for (i = 0; i < cg.n; i++) {
-				printf("%s{\"id\":%" PRIu64 ",\"path\":", i ? "," : "", cg.v[i].id);
-				if (cg.v[i].path)
-					json_str(cg.v[i].path);
-				else
-					printf("null");
-				printf(",\"count\":%" PRIu64 "}", cg.v[i].n);
-			}
-			printf("],\"error\":");
-			if (err < 0)
-				json_str(nt_reader_errmsg(r));
-			else
-				printf("null");
-			printf("}\n");
-		} else {
-			printf("file        %s (nettrace V%d)\n", path, info->format);
-			printf("events      %" PRIu64 "\n", events);
-			printf("lost        %" PRId64 " (EventsLost)\n", nt_reader_lost(r));
-			printf("duration    %.6f s (%" PRIu64 " ticks/s)\n", dur, info->tick_freq);
-			printf("stacks      %" PRIu64 " events carry a stack\n", with_stack);
-			printf("\nevents by provider/event:\n");
-			for (i = 0; i < nm; i++)
-				if (metas[i]->count)
-					printf("  %10" PRIu64 "  %s/%s (id %u)\n", metas[i]->count,
-					       metas[i]->provider, metas[i]->name, metas[i]->event_id);
-			printf("\nevents by thread:\n");
-			for (i = 0; i < ntc && i < 20; i++)
-				printf("  %10" PRIu64 "  pid %" PRId64 " tid %" PRId64 "\n", tc[i].n,
-				       tc[i].pid, tc[i].tid);
-			if (ntc > 20)
-				printf("  ... %zu threads in all\n", ntc);
-			printf("\nheaviest events (payload bytes):\n");
-			for (i = 0; i < nm && i < 5 && ps[i].bytes; i++)
-				printf("  %10" PRIu64 "  %s/%s\n", ps[i].bytes, ps[i].m->provider,
-				       ps[i].m->name);
-			if (cg.n) {
-				printf("\nevents by cgroup (BPF-captured):\n");
-				for (i = 0; i < cg.n; i++)
-					printf("  %10" PRIu64 "  %" PRIu64 "  %s\n", cg.v[i].n, cg.v[i].id,
-					       cg.v[i].path ? cg.v[i].path :
-					       "(no CgroupMap event in the trace)");
-			}
-			/* CPU samples: where the time went, symbolized */
-			fflush(stdout);
-			convert_top_functions(path, stdout, 15);
-		}
-		if (err < 0) {
-			tool_err("report", "%s: %s", path, nt_reader_errmsg(r));
-			rc = 1;
-		}
-	}
-	free(metas);
-	free(ps);
-	free(tc);
-	hmap_free(&tmap);
-	hmap_free(&bytes_by_meta);
-	cgroups_free(&cg);
-	nt_reader_free(r);
+	report_free(&rp);
 	return rc;
 }
 

@@ -5,7 +5,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,11 +16,15 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "cmds.h"
+#include "cpu_sampler.h"
 #include "hmap.h"
 #include "sample_out.h"
-#include "sampler.h"
 #include "symbolize.h"
+#include "tool_util.h"
+
+#define SA_MAX_DURATION_NS 1000000000000000000ull	/* about 31 years */
 
 static const char sample_usage[] =
 "usage: ringpipe sample [-p PID | -a] [-F HZ] [--duration D] -o FILE [options]\n"
@@ -37,7 +40,8 @@ static const char sample_usage[] =
 "  -p PID              sample this process (all its threads)\n"
 "  -a                  sample every process\n"
 "  -F HZ               samples per second per CPU (default 99, at most 100000)\n"
-"  --duration D        stop after D (seconds, or with a unit: 500ms, 2s, 1m);\n"
+"  --duration D        stop after D (seconds, a number with a unit: 500ms,\n"
+"                      2s, 1m, 1h; or HH:MM:SS);\n"
 "                      default: until Ctrl-C, or until CMD exits\n"
 "  --cgroup PATH       only threads in this cgroup v2 (e.g.\n"
 "                      /sys/fs/cgroup/system.slice/foo.service)\n"
@@ -55,36 +59,6 @@ static volatile sig_atomic_t stop_flag;
 static void on_signal(int sig)
 {
 	stop_flag = 1;
-}
-
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-/* "2", "1.5", "500ms", "2s", "1m" -> ns; 0 or -EINVAL. */
-static int parse_duration(const char *s, uint64_t *ns)
-{
-	char *end;
-	double v, mult = 1e9;
-
-	errno = 0;
-	v = strtod(s, &end);
-	if (errno || end == s || !(v > 0) || !isfinite(v))
-		return -EINVAL;
-	if (!strcmp(end, "ms"))
-		mult = 1e6;
-	else if (!strcmp(end, "m"))
-		mult = 60e9;
-	else if (*end && strcmp(end, "s"))
-		return -EINVAL;
-	if (v * mult > 1e18)
-		return -EINVAL;
-	*ns = (uint64_t)(v * mult);
-	return 0;
 }
 
 struct ctx {
@@ -129,7 +103,7 @@ static int on_sample(void *arg, const struct rp_sample_rec *r)
 
 static void resnapshot(struct ctx *c)
 {
-	uint64_t now = mono_ns();
+	uint64_t now = rp_clock_mono_ns();
 	size_t i;
 
 	/* mappings appear after the first look (dlopen, a JIT's code) */
@@ -139,69 +113,72 @@ static void resnapshot(struct ctx *c)
 		c->err = -ENOMEM;
 }
 
-int cmd_sample(int argc, char **argv)
+struct sample_cfg {
+	struct cpu_sampler_opts so;
+	const char *out;
+	const char *cgroup;	/* --cgroup: the directory */
+	char **cmd;		/* -- CMD ARGS... */
+	bool all;		/* -a */
+	uint64_t dur_ns;	/* 0: until Ctrl-C, or until the process ends */
+};
+
+/* Parses and checks argv into c; 0, or the exit status (0 for --help, 1, 2). */
+static int parse_args(int argc, char **argv, struct sample_cfg *c, bool *help)
 {
-	struct sampler_opts so = { .freq_hz = 99 };
-	struct sample_writer_opts wo = { .format = NT_FORMAT_V5 };
-	struct ctx c = { 0 };
-	const char *out = NULL, *cgroup = NULL;
-	char **cmd = NULL, err[256];
-	bool all = false;
-	uint64_t dur_ns = 0, t_end, last_snap;
-	int i, fd = -1, go_fd = -1, rc = 1, e;
-	pid_t child = 0;
-	struct sampler *s = NULL;
-	struct sigaction sa;
+	int i, e;
 
 	for (i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 		uint64_t n;
 
 		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-			fputs(sample_usage, stdout);
+			*help = true;
 			return 0;
 		}
 		if (!strcmp(a, "--")) {
-			cmd = argv + i + 1;
-			if (!*cmd)
+			c->cmd = argv + i + 1;
+			if (!*c->cmd)
 				return tool_err("sample", "'--' must be followed by a command"), 2;
 			break;
 		}
 		if (!strcmp(a, "-a")) {
-			all = true;
+			c->all = true;
 			continue;
 		}
 		if (!strcmp(a, "--no-kernel")) {
-			so.no_kernel_stacks = true;
+			c->so.no_kernel_stacks = true;
 			continue;
 		}
 		if (!v)
 			return tool_err("sample", "option '%s' needs a value (see --help)", a), 2;
 		i++;
 		if (!strcmp(a, "-o")) {
-			out = v;
+			c->out = v;
 		} else if (!strcmp(a, "-p")) {
-			if (parse_u64(v, INT32_MAX, &n) || !n)
-				return tool_err("sample", "-p takes a process id, not '%s'", v), 2;
-			so.pid = (uint32_t)n;
+			pid_t pid;
+
+			if ((e = tool_parse_pid("sample", v, &pid)))
+				return e;
+			c->so.pid = (uint32_t)pid;
 		} else if (!strcmp(a, "-F")) {
-			if (parse_u64(v, 100000, &n) || !n)
+			if (tool_parse_u64(v, 100000, &n) || !n)
 				return tool_err("sample", "-F takes a frequency from 1 to 100000 Hz, "
 						"not '%s'", v), 2;
-			so.freq_hz = (uint32_t)n;
+			c->so.freq_hz = (uint32_t)n;
 		} else if (!strcmp(a, "--duration")) {
-			if (parse_duration(v, &dur_ns))
-				return tool_err("sample", "--duration takes a time such as 2, 1.5s "
-						"or 500ms, not '%s'", v), 2;
+			if (tool_parse_duration(v, SA_MAX_DURATION_NS, &c->dur_ns))
+				return tool_err("sample", "--duration takes a time > 0: SECONDS, a "
+						"number with a unit (500ms, 2m, 1h), HH:MM:SS or "
+						"DD:HH:MM:SS, not '%s'", v), 2;
 		} else if (!strcmp(a, "--cgroup")) {
-			cgroup = v;
+			c->cgroup = v;
 		} else if (!strcmp(a, "--event")) {
 			if (!strcmp(v, "auto"))
-				so.event = SAMPLER_EVENT_AUTO;
+				c->so.event = CPU_SAMPLER_EVENT_AUTO;
 			else if (!strcmp(v, "cycles"))
-				so.event = SAMPLER_EVENT_CYCLES;
+				c->so.event = CPU_SAMPLER_EVENT_CYCLES;
 			else if (!strcmp(v, "cpu-clock"))
-				so.event = SAMPLER_EVENT_CPU_CLOCK;
+				c->so.event = CPU_SAMPLER_EVENT_CPU_CLOCK;
 			else
 				return tool_err("sample", "--event must be auto, cycles or cpu-clock, "
 						"not '%s'", v), 2;
@@ -209,24 +186,42 @@ int cmd_sample(int argc, char **argv)
 			return tool_err("sample", "unknown option '%s' (see --help)", a), 2;
 		}
 	}
-	if (!out)
+	if (!c->out)
 		return tool_err("sample", "-o FILE is required (see --help)"), 2;
-	if ((so.pid != 0) + all + (cmd != NULL) != 1)
+	if ((c->so.pid != 0) + c->all + (c->cmd != NULL) != 1)
 		return tool_err("sample", "give exactly one of -p PID, -a or -- CMD"), 2;
-	if (so.pid && kill((pid_t)so.pid, 0) && errno == ESRCH)
-		return tool_err("sample", "no process %u", so.pid);
-	if (cgroup) {
+	if (c->so.pid && kill((pid_t)c->so.pid, 0) && errno == ESRCH)
+		return tool_err("sample", "no process %u", c->so.pid);
+	if (c->cgroup) {
 		struct statfs sf;
 		struct stat st;
 
 		/* on cgroup v2 a cgroup's id is its directory's inode number;
 		 * a v1 hierarchy's inode numbers mean nothing to the BPF side */
-		if (stat(cgroup, &st) || !S_ISDIR(st.st_mode) || statfs(cgroup, &sf) ||
+		if (stat(c->cgroup, &st) || !S_ISDIR(st.st_mode) || statfs(c->cgroup, &sf) ||
 		    sf.f_type != CGROUP2_SUPER_MAGIC)
 			return tool_err("sample", "--cgroup %s: not a cgroup v2 directory (see "
-					"/proc/PID/cgroup, the line starting with 0::)", cgroup);
-		so.cgroup_id = st.st_ino;
+					"/proc/PID/cgroup, the line starting with 0::)", c->cgroup);
+		c->so.cgroup_id = st.st_ino;
 	}
+
+	return 0;
+}
+
+/* Samples as cfg says; the exit status. */
+static int sample_run(const struct sample_cfg *cfg)
+{
+	struct cpu_sampler_opts so = cfg->so;
+	struct sample_writer_opts wo = { .format = NT_FORMAT_V5 };
+	struct ctx c = { 0 };
+	const char *out = cfg->out;
+	char **cmd = cfg->cmd, err[256];
+	bool all = cfg->all;
+	uint64_t dur_ns = cfg->dur_ns, t_end, last_snap;
+	int fd = -1, go_fd = -1, rc = 1, e;
+	pid_t child = 0;
+	struct cpu_sampler *s = NULL;
+	struct sigaction sa;
 
 	c.syms = sym_table_new();
 	if (!c.syms)
@@ -251,7 +246,7 @@ int cmd_sample(int argc, char **argv)
 	wo.format = all ? NT_FORMAT_V6 : NT_FORMAT_V5;
 	wo.pid = so.pid;
 	wo.freq_hz = so.freq_hz;
-	wo.t0_ns = mono_ns();
+	wo.t0_ns = rp_clock_mono_ns();
 	c.w = sample_writer_new(&wo);
 	if (!c.w) {
 		tool_err("sample", "out of memory");
@@ -260,7 +255,7 @@ int cmd_sample(int argc, char **argv)
 	if (so.pid && !cmd)
 		note_pid(&c, so.pid, wo.t0_ns);
 
-	s = sampler_start(&so, on_sample, &c, err, sizeof(err));
+	s = cpu_sampler_start(&so, on_sample, &c, err, sizeof(err));
 	if (!s) {
 		tool_err("sample", "%s", err);
 		goto out;
@@ -277,11 +272,11 @@ int cmd_sample(int argc, char **argv)
 		close(go_fd);
 		go_fd = -1;
 	}
-	t_end = dur_ns ? mono_ns() + dur_ns : UINT64_MAX;
-	last_snap = mono_ns();
-	while (!stop_flag && !c.err && mono_ns() < t_end) {
-		int n = sampler_poll(s, 100);
-		uint64_t now = mono_ns();
+	t_end = dur_ns ? rp_clock_mono_ns() + dur_ns : UINT64_MAX;
+	last_snap = rp_clock_mono_ns();
+	while (!stop_flag && !c.err && rp_clock_mono_ns() < t_end) {
+		int n = cpu_sampler_poll(s, 100);
+		uint64_t now = rp_clock_mono_ns();
 
 		if (n < 0) {
 			tool_err("sample", "reading samples: %s", strerror(-n));
@@ -305,16 +300,16 @@ int cmd_sample(int argc, char **argv)
 	}
 	resnapshot(&c);
 	{
-		uint64_t dropped = sampler_dropped(s);
-		const char *ev = sampler_event_name(s);
+		uint64_t dropped = cpu_sampler_dropped(s);
+		const char *ev = cpu_sampler_event_name(s);
 		size_t nmod = sym_nmodules(c.syms);
 		uint64_t nsamp;
 
 		/* stopping delivers the samples still queued */
-		sampler_stop(s);
+		cpu_sampler_stop(s);
 		s = NULL;
 		nsamp = sample_writer_samples(c.w);
-		e = c.err ? c.err : sample_writer_finish(c.w, mono_ns());
+		e = c.err ? c.err : sample_writer_finish(c.w, rp_clock_mono_ns());
 		c.w = NULL;
 		if (e) {
 			tool_err("sample", "%s: %s", out, strerror(-e));
@@ -325,9 +320,9 @@ int cmd_sample(int argc, char **argv)
 	}
 	rc = 0;
 out:
-	sampler_stop(s);
+	cpu_sampler_stop(s);
 	if (c.w)
-		sample_writer_finish(c.w, mono_ns());
+		sample_writer_finish(c.w, rp_clock_mono_ns());
 	if (go_fd >= 0)
 		close(go_fd);
 	if (child > 0) {
@@ -342,4 +337,19 @@ out:
 	hmap_free(&c.seen);
 	free(c.pids);
 	return rc;
+}
+
+int cmd_sample(int argc, char **argv)
+{
+	struct sample_cfg c = { .so = { .freq_hz = 99 } };
+	bool help = false;
+	int rc = parse_args(argc, argv, &c, &help);
+
+	if (rc)
+		return rc;
+	if (help) {
+		fputs(sample_usage, stdout);
+		return 0;
+	}
+	return sample_run(&c);
 }

@@ -37,9 +37,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "atomics.h"
+#include "clock.h"
 #include "cmds.h"
 #include "ringpipe/ringpipe.h"
 #include "session.h"		/* rp_drain_throttle_ns: the drainer test hook */
+#include "tool_util.h"
 
 #define ST_MAX_THREADS 1024u
 #define ST_MAX_EVENTS 4000000000ull	/* per thread: sequence numbers are u32 */
@@ -109,14 +112,6 @@ struct worker {
 	uint32_t len;
 } __attribute__((aligned(64)));
 
-static uint64_t st_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static void st_sleep_ms(unsigned int ms)
 {
 	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
@@ -163,7 +158,7 @@ static void *worker_main(void *arg)
 	}
 	payload_init(p, w->len, w->index);
 
-	t0 = st_now_ns();
+	t0 = rp_clock_mono_ns();
 	for (i = 1; i <= w->n; i++) {
 		int rc;
 
@@ -177,7 +172,7 @@ static void *worker_main(void *arg)
 		if (rp_unlikely(!(i & 1023)))
 			rp_store_relaxed(&w->done, i);
 	}
-	w->loop_ns = st_now_ns() - t0;
+	w->loop_ns = rp_clock_mono_ns() - t0;
 	w->refused = refused;
 	rp_store_relaxed(&w->done, w->n);
 	free(p);
@@ -272,7 +267,7 @@ static int parse_args(int argc, char **argv, struct stress_cfg *c, bool *help)
 		} else {
 			hi = ST_MAX_THROTTLE_US;
 		}
-		if (parse_u64(v, UINT64_MAX, &n))
+		if (tool_parse_u64(v, UINT64_MAX, &n))
 			return tool_err("stress", "%s takes a whole number, not '%s'", a, v), 2;
 		if (n < lo || n > hi)
 			return tool_err("stress", "%s must be between %" PRIu64 " and %" PRIu64
@@ -330,7 +325,7 @@ static void wait_writers(struct worker *w, uint32_t nw, const uint32_t *finished
 		uint64_t now, sum = 0;
 
 		st_sleep_ms(50);
-		now = st_now_ns();
+		now = rp_clock_mono_ns();
 		if (now - t0 < ST_PROGRESS_AFTER_NS || now - last < ST_PROGRESS_EVERY_NS)
 			continue;
 		last = now;
@@ -350,7 +345,7 @@ static void wait_writers(struct worker *w, uint32_t nw, const uint32_t *finished
 static bool wait_drained(struct rp_session *s, uint64_t attempted, uint64_t throttle_ns,
 			 struct rp_session_stats *st, bool progress)
 {
-	uint64_t start = st_now_ns(), last_change = start, last_print = 0, prev = UINT64_MAX;
+	uint64_t start = rp_clock_mono_ns(), last_change = start, last_print = 0, prev = UINT64_MAX;
 	uint64_t stall = ST_STALL_NS > 3 * throttle_ns ? ST_STALL_NS : 3 * throttle_ns;
 
 	for (;;) {
@@ -363,7 +358,7 @@ static bool wait_drained(struct rp_session *s, uint64_t attempted, uint64_t thro
 			return true;
 		if (st->output_error)
 			return false;
-		now = st_now_ns();
+		now = rp_clock_mono_ns();
 		if (st->events_written != prev) {
 			prev = st->events_written;
 			last_change = now;
@@ -427,7 +422,7 @@ int cmd_stress(int argc, char **argv)
 	so.fd = -1;
 	rp_store_relaxed(&rp_drain_throttle_ns, c.throttle_us * 1000);
 
-	t_start = st_now_ns();
+	t_start = rp_clock_mono_ns();
 	s = rp_session_start(&so);
 	if (!s) {
 		err = errno;
@@ -454,11 +449,11 @@ int cmd_stress(int argc, char **argv)
 		}
 		started++;
 	}
-	t0 = st_now_ns();
+	t0 = rp_clock_mono_ns();
 	gate_open(&gate, 1);
 	attempted = (uint64_t)c.threads * c.events;
 	wait_writers(w, c.threads, &finished, attempted, t0, progress);
-	t1 = st_now_ns();
+	t1 = rp_clock_mono_ns();
 
 	for (k = 0; k < c.threads; k++) {
 		refused += w[k].refused;
@@ -469,7 +464,7 @@ int cmd_stress(int argc, char **argv)
 
 	drained = wait_drained(s, attempted, c.throttle_us * 1000, &st, progress);
 	err = rp_session_stop(s);
-	t_stop = st_now_ns();
+	t_stop = rp_clock_mono_ns();
 	free(w);
 
 	dropped = drops_total(&st);

@@ -2,14 +2,8 @@
 /*
  * ringpipe: the command-line front end.
  */
-#include <errno.h>
-#include <fcntl.h>
-#include <stdarg.h>
-#include <stdint.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "cmds.h"
 
@@ -49,63 +43,6 @@ static const char usage[] =
 "\n"
 "Exit status: 0 on success, 1 when the input was bad or an operation failed,\n"
 "2 on a usage error. See ringpipe(1).\n";
-
-int tool_err(const char *cmd, const char *fmt, ...)
-{
-	va_list ap;
-
-	fprintf(stderr, "ringpipe %s: ", cmd);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	return 1;
-}
-
-pid_t tool_spawn_held(const char *cmd, char **argv, int *go_fd)
-{
-	int p[2], e;
-	pid_t pid;
-
-	if (pipe2(p, O_CLOEXEC))
-		return -1;
-	pid = fork();
-	if (pid < 0) {
-		e = errno;
-		close(p[0]);
-		close(p[1]);
-		errno = e;
-		return -1;
-	}
-	if (pid == 0) {
-		char b;
-
-		close(p[1]);
-		if (read(p[0], &b, 1) != 1)
-			_exit(127);
-		execvp(argv[0], argv);
-		fprintf(stderr, "ringpipe %s: cannot run %s: %s\n", cmd, argv[0], strerror(errno));
-		_exit(127);
-	}
-	close(p[0]);
-	*go_fd = p[1];
-	return pid;
-}
-
-int parse_u64(const char *s, uint64_t max, uint64_t *out)
-{
-	char *end;
-	unsigned long long v;
-
-	if (!s || !*s || *s == '-' || *s == '+')
-		return -EINVAL;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno || *end || v > max)
-		return -EINVAL;
-	*out = v;
-	return 0;
-}
 
 int main(int argc, char **argv)
 {

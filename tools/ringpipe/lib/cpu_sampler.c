@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * CPU sampler loader (see sampler.h).
+ * CPU sampler loader (see cpu_sampler.h).
  *
  * One perf event per CPU rather than one per thread of the target: threads
  * the target creates later are covered without tracking clone(), and the
@@ -17,23 +17,24 @@
 
 #include <bpf/libbpf.h>
 
-#include "sampler.h"
+#include "atomics.h"
+#include "cpu_sampler.h"
 #include "sample.skel.h"
 
-struct sampler {
+struct cpu_sampler {
 	struct sample_bpf *skel;
 	struct ring_buffer *rb;
 	int ncpu;
 	int *fds;
 	struct bpf_link **links;
-	sampler_cb cb;
+	cpu_sampler_cb cb;
 	void *ctx;
 	const char *event;
 };
 
 static int on_record(void *ctx, void *data, size_t size)
 {
-	struct sampler *s = ctx;
+	struct cpu_sampler *s = ctx;
 	const struct rp_sample_rec *r = data;
 
 	/* the ring buffer is ours alone, but a short record would be a
@@ -81,10 +82,10 @@ static void set_err(char *err, size_t errlen, int e, const char *what)
 		snprintf(err, errlen, "%s: %s", what, strerror(e));
 }
 
-struct sampler *sampler_start(const struct sampler_opts *o, sampler_cb cb, void *ctx,
-			      char *err, size_t errlen)
+struct cpu_sampler *cpu_sampler_start(const struct cpu_sampler_opts *o, cpu_sampler_cb cb,
+				      void *ctx, char *err, size_t errlen)
 {
-	struct sampler *s;
+	struct cpu_sampler *s;
 	uint32_t hz = o->freq_hz ? o->freq_hz : 99;
 	int i, e;
 
@@ -131,27 +132,27 @@ struct sampler *sampler_start(const struct sampler_opts *o, sampler_cb cb, void 
 	for (i = 0; i < s->ncpu; i++) {
 		int fd = -1;
 
-		if (o->event != SAMPLER_EVENT_CPU_CLOCK) {
+		if (o->event != CPU_SAMPLER_EVENT_CPU_CLOCK) {
 			fd = open_event(PERF_TYPE_HARDWARE, PERF_COUNT_HW_CPU_CYCLES, hz, i);
 			if (fd >= 0)
 				s->event = "cycles";
-			else if (o->event == SAMPLER_EVENT_CYCLES && errno != ENODEV) {
+			else if (o->event == CPU_SAMPLER_EVENT_CYCLES && errno != ENODEV) {
 				e = errno == ENOENT || errno == EOPNOTSUPP ? ENODEV : errno;
 				set_err(err, errlen, e, "perf_event_open(cycles)");
 				goto fail;
 			}
 		}
-		if (fd < 0 && o->event != SAMPLER_EVENT_CYCLES) {
+		if (fd < 0 && o->event != CPU_SAMPLER_EVENT_CYCLES) {
 			fd = open_event(PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CPU_CLOCK, hz, i);
 			if (fd >= 0)
 				s->event = "cpu-clock";
 		}
 		if (fd < 0) {
 			/* a possible CPU that is offline has nothing to sample */
-			if (errno == ENODEV && o->event != SAMPLER_EVENT_CYCLES)
+			if (errno == ENODEV && o->event != CPU_SAMPLER_EVENT_CYCLES)
 				continue;
 			e = errno;
-			set_err(err, errlen, e, o->event == SAMPLER_EVENT_CYCLES ?
+			set_err(err, errlen, e, o->event == CPU_SAMPLER_EVENT_CYCLES ?
 				"perf_event_open(cycles): this machine has no hardware counters" :
 				"perf_event_open(cpu-clock)");
 			goto fail;
@@ -177,12 +178,12 @@ struct sampler *sampler_start(const struct sampler_opts *o, sampler_cb cb, void 
 	}
 	return s;
 fail:
-	sampler_stop(s);
+	cpu_sampler_stop(s);
 	errno = e;
 	return NULL;
 }
 
-int sampler_poll(struct sampler *s, int timeout_ms)
+int cpu_sampler_poll(struct cpu_sampler *s, int timeout_ms)
 {
 	int n = ring_buffer__poll(s->rb, timeout_ms), m;
 
@@ -196,17 +197,18 @@ int sampler_poll(struct sampler *s, int timeout_ms)
 	return (n > 0 ? n : 0) + m;
 }
 
-const char *sampler_event_name(const struct sampler *s)
+const char *cpu_sampler_event_name(const struct cpu_sampler *s)
 {
 	return s->event;
 }
 
-uint64_t sampler_dropped(const struct sampler *s)
+uint64_t cpu_sampler_dropped(const struct cpu_sampler *s)
 {
-	return __atomic_load_n(&s->skel->bss->dropped, __ATOMIC_RELAXED);
+	/* bumped by the BPF program on every CPU: a counter, no ordering */
+	return rp_load_relaxed(&s->skel->bss->dropped);
 }
 
-void sampler_quiesce(struct sampler *s)
+void cpu_sampler_quiesce(struct cpu_sampler *s)
 {
 	int i;
 
@@ -221,12 +223,12 @@ void sampler_quiesce(struct sampler *s)
 	}
 }
 
-void sampler_stop(struct sampler *s)
+void cpu_sampler_stop(struct cpu_sampler *s)
 {
 	if (!s)
 		return;
 	/* stop the ticks first, so that the drain below sees a final state */
-	sampler_quiesce(s);
+	cpu_sampler_quiesce(s);
 	if (s->rb) {
 		ring_buffer__consume(s->rb);
 		ring_buffer__free(s->rb);

@@ -10,6 +10,7 @@
 #include <ringpipe/ringpipe.h>
 
 #include "bytebuf.h"
+#include "clock.h"
 #include "hmap.h"
 #include "nettrace.h"
 #include "sample_out.h"
@@ -63,7 +64,6 @@ struct sample_writer {
 /* Appenders that reserve room (bytebuf's bb_uN leave that to the caller);
  * a failure sets the buffer's sticky oom, checked once per event. */
 static void app8(struct bytebuf *b, uint8_t v) { bb_append(b, &v, 1); }
-static void app16(struct bytebuf *b, uint16_t v) { bb_append(b, &v, 2); }
 static void app32(struct bytebuf *b, uint32_t v) { bb_append(b, &v, 4); }
 static void app64(struct bytebuf *b, uint64_t v) { bb_append(b, &v, 8); }
 
@@ -80,22 +80,10 @@ void sample_payload(const struct rp_sample_rec *r, uint8_t out[SAMPLE_PAYLOAD_LE
 	memcpy(out + 20, &r->pid, 4);
 }
 
+/* UTF-8 text as UTF-16LE with a terminator. */
 static void put_str16(struct bytebuf *b, const char *s)
 {
-	const uint8_t *p = (const uint8_t *)s, *end = p + strlen(s);
-
-	while (p < end) {
-		uint32_t cp = utf8_next(&p, end);
-
-		if (cp >= 0x10000) {
-			cp -= 0x10000;
-			app16(b, (uint16_t)(0xd800 + (cp >> 10)));
-			app16(b, (uint16_t)(0xdc00 + (cp & 0x3ff)));
-		} else {
-			app16(b, (uint16_t)cp);
-		}
-	}
-	app16(b, 0);
+	utf8_to_utf16le(b, s, strlen(s), 1);
 }
 
 void sample_enc_module(struct bytebuf *b, const struct sym_module *m)
@@ -262,12 +250,9 @@ int sample_writer_finish(struct sample_writer *w, uint64_t end_ns)
 	wo.tick_freq = 1000000000ull;
 	wo.sync_ticks = w->o.t0_ns;
 	{
-		struct timespec mono;
-		uint64_t now_mono, now_rt;
+		uint64_t now_mono = rp_clock_mono_ns();
+		uint64_t now_rt = (uint64_t)rt.tv_sec * 1000000000ull + (uint64_t)rt.tv_nsec;
 
-		clock_gettime(CLOCK_MONOTONIC, &mono);
-		now_mono = (uint64_t)mono.tv_sec * 1000000000ull + (uint64_t)mono.tv_nsec;
-		now_rt = (uint64_t)rt.tv_sec * 1000000000ull + (uint64_t)rt.tv_nsec;
 		wo.sync_unix_ns = now_rt - (now_mono - w->o.t0_ns);
 	}
 	wo.sampling_interval_ns = w->o.freq_hz ? 1000000000u / w->o.freq_hz : 0;

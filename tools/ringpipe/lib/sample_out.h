@@ -19,7 +19,7 @@
 
 #include <stdint.h>
 
-#include "../../bpf/capture.h"
+#include "capture.h"
 #include "symbolize.h"
 
 #define SAMPLER_PROVIDER "Ringpipe-Sampler"

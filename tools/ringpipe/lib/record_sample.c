@@ -15,13 +15,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "atomics.h"
 #include "bytebuf.h"
+#include "clock.h"
+#include "cpu_sampler.h"
 #include "hmap.h"
 #include "record_sample.h"
 #include "sample_out.h"
-#include "sampler.h"
 #include "symbolize.h"
 
 #define RESNAPSHOT_NS 1000000000ull
@@ -36,7 +37,7 @@ static struct rp_event *ev_sample, *ev_module, *ev_jit, *ev_thread;
 
 struct record_sampler {
 	struct rp_capture *cap;
-	struct sampler *s;
+	struct cpu_sampler *s;
 	struct sym_table *syms;
 	struct hmap seen;		/* pid -> 1: snapshotted */
 	struct hmap names;		/* pid << 32 | tid -> hash of the name written */
@@ -76,18 +77,10 @@ int record_sampler_define(void)
 	return ev_sample && ev_module && ev_jit && ev_thread ? 0 : -ENOMEM;
 }
 
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static void count(struct record_sampler *rs, int rc)
 {
 	if (rc == -ENOBUFS)
-		__atomic_fetch_add(&rs->write_drops, 1, __ATOMIC_RELAXED);
+		rp_add_relaxed(&rs->write_drops, 1);
 }
 
 /* Modules and JIT symbols the table learned since the last call, written
@@ -168,9 +161,9 @@ static void resnapshot(struct record_sampler *rs)
 static int poll_samples(void *ctx)
 {
 	struct record_sampler *rs = ctx;
-	uint64_t now = mono_ns();
+	uint64_t now = rp_clock_mono_ns();
 
-	sampler_poll(rs->s, 0);
+	cpu_sampler_poll(rs->s, 0);
 	if (now - rs->last_snap_ns >= RESNAPSHOT_NS) {
 		rs->last_snap_ns = now;
 		resnapshot(rs);
@@ -183,14 +176,14 @@ static int quiesce_samples(void *ctx)
 {
 	struct record_sampler *rs = ctx;
 
-	sampler_quiesce(rs->s);
+	cpu_sampler_quiesce(rs->s);
 	return 0;
 }
 
 struct record_sampler *record_sampler_open(struct rp_capture *cap, uint32_t hz, pid_t pid,
 					   char *err, size_t errlen)
 {
-	struct sampler_opts so = { .freq_hz = hz, .pid = pid > 0 ? (uint32_t)pid : 0 };
+	struct cpu_sampler_opts so = { .freq_hz = hz, .pid = pid > 0 ? (uint32_t)pid : 0 };
 	struct record_sampler *rs = calloc(1, sizeof(*rs));
 
 	if (!rs || !(rs->syms = sym_table_new())) {
@@ -199,8 +192,8 @@ struct record_sampler *record_sampler_open(struct rp_capture *cap, uint32_t hz, 
 		return NULL;
 	}
 	rs->cap = cap;
-	rs->last_snap_ns = mono_ns();
-	rs->s = sampler_start(&so, on_sample, rs, err, errlen);
+	rs->last_snap_ns = rp_clock_mono_ns();
+	rs->s = cpu_sampler_start(&so, on_sample, rs, err, errlen);
 	if (!rs->s || rp_capture_add_source(cap, poll_samples, quiesce_samples, rs)) {
 		if (rs->s)
 			snprintf(err, errlen, "the capture takes no more sources");
@@ -220,15 +213,15 @@ void record_sampler_close(struct record_sampler *rs, struct record_sampler_stats
 	if (rs->s) {
 		resnapshot(rs);
 		if (st) {
-			st->kernel_drops = sampler_dropped(rs->s);
-			st->event = sampler_event_name(rs->s);
+			st->kernel_drops = cpu_sampler_dropped(rs->s);
+			st->event = cpu_sampler_event_name(rs->s);
 		}
-		sampler_stop(rs->s);
+		cpu_sampler_stop(rs->s);
 		rp_capture_flush(rs->cap);
 	}
 	if (st) {
-		st->samples = rs->samples;
-		st->write_drops = rs->write_drops;
+		st->samples = rp_load_relaxed(&rs->samples);
+		st->write_drops = rp_load_relaxed(&rs->write_drops);
 		st->modules = sym_nmodules(rs->syms);
 	}
 	sym_table_free(rs->syms);

@@ -9,7 +9,7 @@
  * and time of the probe hit instead of the consumer's.
  *
  * Clocks: bpf_ktime_get_ns() is CLOCK_MONOTONIC. The consumer converts it to
- * the library's tick clock (TSC or CLOCK_MONOTONIC, user/clock.h) against an
+ * the library's tick clock (TSC or CLOCK_MONOTONIC, core/clock.h) against an
  * anchor pair (ticks, monotonic ns) it refreshes every 100 ms, so the
  * conversion error stays at the calibration error over 100 ms (well under a
  * microsecond) and the events sort among ring events on one timeline.
@@ -30,6 +30,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include "atomics.h"
 #include "bpf_capture.h"
 #include "bytebuf.h"
 #include "capture.h"
@@ -504,11 +505,11 @@ struct rp_capture {
 	struct pending *pend;
 	size_t npend, cappend;
 	struct bytebuf pend_bytes;
-	uint8_t payload[PAYLOAD_MAX];
+	struct bytebuf payload;		/* the record being encoded */
 };
 
 /* counters written by the consumer, read by the progress line */
-#define ST_INC(c, f) __atomic_fetch_add(&(c)->st.f, 1, __ATOMIC_RELAXED)
+#define ST_INC(c, f) rp_add_relaxed(&(c)->st.f, 1)
 
 static uint32_t *seq_slot(struct rp_capture *c, uint32_t tid)
 {
@@ -543,52 +544,23 @@ static uint32_t *seq_slot(struct rp_capture *c, uint32_t tid)
 	return &c->seqs[i].seq;
 }
 
-/* Payload encoding, little-endian as nettrace wants (x86 and arm64 are). */
-struct pbuf {
-	uint8_t *p;
-	size_t n, cap;
-	bool overflow;
-};
-
-static void pb_put(struct pbuf *b, const void *v, size_t n)
-{
-	if (b->n + n > b->cap) {
-		b->overflow = true;
-		return;
-	}
-	memcpy(b->p + b->n, v, n);
-	b->n += n;
-}
-
-static void pb_u32(struct pbuf *b, uint32_t v) { pb_put(b, &v, 4); }
-static void pb_u64(struct pbuf *b, uint64_t v) { pb_put(b, &v, 8); }
-static void pb_bool(struct pbuf *b, bool v) { pb_u32(b, v ? 1 : 0); }
+/*
+ * Payload encoding, little-endian as nettrace wants (x86 and arm64 are).
+ * Each appender reserves its room; a failed allocation sets the buffer's
+ * sticky oom, checked once per record.
+ */
+static void pl_u32(struct bytebuf *b, uint32_t v) { bb_append(b, &v, 4); }
+static void pl_u64(struct bytebuf *b, uint64_t v) { bb_append(b, &v, 8); }
+static void pl_bool(struct bytebuf *b, bool v) { pl_u32(b, v ? 1 : 0); }
 
 /* UTF-8 bytes (up to n, stopping at a NUL) as UTF-16LE with a terminator. */
-static void pb_str(struct pbuf *b, const char *s, size_t n)
+static void pl_str(struct bytebuf *b, const char *s, size_t n)
 {
-	const uint8_t *p = (const uint8_t *)s, *end = p + strnlen(s, n);
-	uint16_t u;
-
-	while (p < end) {
-		uint32_t cp = utf8_next(&p, end);
-
-		if (cp >= 0x10000) {
-			cp -= 0x10000;
-			u = (uint16_t)(0xd800 + (cp >> 10));
-			pb_put(b, &u, 2);
-			u = (uint16_t)(0xdc00 + (cp & 0x3ff));
-		} else {
-			u = (uint16_t)cp;
-		}
-		pb_put(b, &u, 2);
-	}
-	u = 0;
-	pb_put(b, &u, 2);
+	utf8_to_utf16le(b, s, strnlen(s, n), 1);
 }
 
 /* Java names come as "java/lang/String": shown as TraceEvent users expect */
-static void pb_jname(struct pbuf *b, const char *s, size_t n)
+static void pl_jname(struct bytebuf *b, const char *s, size_t n)
 {
 	char tmp[RP_BPF_NAME_LEN];
 	size_t i;
@@ -597,21 +569,20 @@ static void pb_jname(struct pbuf *b, const char *s, size_t n)
 		n = sizeof(tmp) - 1;
 	for (i = 0; i < n && s[i]; i++)
 		tmp[i] = s[i] == '/' ? '.' : s[i];
-	pb_str(b, tmp, i);
+	pl_str(b, tmp, i);
 }
 
-static void pb_common(struct pbuf *b, const struct rp_bpf_hdr *h)
+static void pl_common(struct bytebuf *b, const struct rp_bpf_hdr *h)
 {
-	pb_u32(b, h->pid);
-	pb_u64(b, h->cgroup_id);
-	pb_u64(b, h->ts_ns);
+	pl_u32(b, h->pid);
+	pl_u64(b, h->cgroup_id);
+	pl_u64(b, h->ts_ns);
 }
 
 static void write_cgroup(struct rp_capture *c, uint64_t id)
 {
 	struct cg_ent *e;
-	uint8_t buf[8 + 2 * PATH_MAX];	/* not c->payload: that holds the event */
-	struct pbuf b = { buf, 0, sizeof(buf), false };
+	struct bytebuf b = { 0 };	/* not c->payload: that holds the event */
 
 	if (!rp_event_enabled(events[EV_CGROUP]))
 		return;
@@ -619,10 +590,11 @@ static void write_cgroup(struct rp_capture *c, uint64_t id)
 	if (!e || e->announced)
 		return;
 	e->announced = true;
-	pb_u64(&b, id);
-	pb_str(&b, e->path, strlen(e->path));
-	if (!b.overflow && rp_event_write(events[EV_CGROUP], b.p, b.n) == 0)
+	pl_u64(&b, id);
+	pl_str(&b, e->path, strlen(e->path));
+	if (!b.oom && rp_event_write(events[EV_CGROUP], b.p, b.len) == 0)
 		ST_INC(c, cgroups);
+	bb_free(&b);
 }
 
 #define BODY(type, var) \
@@ -634,28 +606,29 @@ static int on_record(void *ctx, void *data, size_t size)
 {
 	struct rp_capture *c = ctx;
 	const struct rp_bpf_hdr *h = data;
-	struct pbuf b = { c->payload, 0, sizeof(c->payload), false };
+	struct bytebuf *b = &c->payload;
 	struct rp_event *ev = NULL;
 
 	ST_INC(c, records);
+	b->len = 0;
 	if (size < sizeof(*h) || h->size > size)
 		goto bad;
 	switch (h->type) {
 	case RP_BPF_REC_PY_GC_START: {
 		BODY(rp_bpf_py_gc, r);
-		pb_u32(&b, (uint32_t)(int32_t)r->value);
+		pl_u32(b, (uint32_t)(int32_t)r->value);
 		ev = events[EV_PY_GC_START];
 		break;
 	}
 	case RP_BPF_REC_PY_GC_DONE: {
 		BODY(rp_bpf_py_gc, r);
-		pb_u64(&b, (uint64_t)r->value);
+		pl_u64(b, (uint64_t)r->value);
 		ev = events[EV_PY_GC_DONE];
 		break;
 	}
 	case RP_BPF_REC_JVM_GC_BEGIN: {
 		BODY(rp_bpf_jvm_gc, r);
-		pb_bool(&b, r->full);
+		pl_bool(b, r->full);
 		ev = events[EV_JVM_GC_BEGIN];
 		break;
 	}
@@ -668,43 +641,43 @@ static int on_record(void *ctx, void *data, size_t size)
 	case RP_BPF_REC_JVM_POOL_GC_BEGIN:
 	case RP_BPF_REC_JVM_POOL_GC_END: {
 		BODY(rp_bpf_jvm_pool_gc, r);
-		pb_str(&b, r->manager, r->manager_len);
-		pb_str(&b, r->pool, r->pool_len);
-		pb_u64(&b, r->initial);
-		pb_u64(&b, r->used);
-		pb_u64(&b, r->committed);
-		pb_u64(&b, r->max);
+		pl_str(b, r->manager, r->manager_len);
+		pl_str(b, r->pool, r->pool_len);
+		pl_u64(b, r->initial);
+		pl_u64(b, r->used);
+		pl_u64(b, r->committed);
+		pl_u64(b, r->max);
 		ev = events[h->type == RP_BPF_REC_JVM_POOL_GC_BEGIN ? EV_JVM_POOL_BEGIN
 								     : EV_JVM_POOL_END];
 		break;
 	}
 	case RP_BPF_REC_JVM_CLASS_LOADED: {
 		BODY(rp_bpf_jvm_class, r);
-		pb_jname(&b, r->name, r->name_len);
-		pb_u64(&b, r->loader_id);
-		pb_bool(&b, r->shared);
+		pl_jname(b, r->name, r->name_len);
+		pl_u64(b, r->loader_id);
+		pl_bool(b, r->shared);
 		ev = events[EV_JVM_CLASS];
 		break;
 	}
 	case RP_BPF_REC_JVM_COMPILE_BEGIN:
 	case RP_BPF_REC_JVM_COMPILE_END: {
 		BODY(rp_bpf_jvm_compile, r);
-		pb_str(&b, r->compiler, r->compiler_len);
-		pb_jname(&b, r->klass, r->class_len);
-		pb_str(&b, r->method, r->method_len);
-		pb_str(&b, r->sig, r->sig_len);
+		pl_str(b, r->compiler, r->compiler_len);
+		pl_jname(b, r->klass, r->class_len);
+		pl_str(b, r->method, r->method_len);
+		pl_str(b, r->sig, r->sig_len);
 		if (h->type == RP_BPF_REC_JVM_COMPILE_END)
-			pb_bool(&b, r->success);
+			pl_bool(b, r->success);
 		ev = events[h->type == RP_BPF_REC_JVM_COMPILE_BEGIN ? EV_JVM_COMPILE_BEGIN
 								     : EV_JVM_COMPILE_END];
 		break;
 	}
 	case RP_BPF_REC_JVM_THREAD_START: {
 		BODY(rp_bpf_jvm_thread, r);
-		pb_str(&b, r->name, r->name_len);
-		pb_u64(&b, r->java_tid);
-		pb_u64(&b, r->native_tid);
-		pb_bool(&b, r->daemon);
+		pl_str(b, r->name, r->name_len);
+		pl_u64(b, r->java_tid);
+		pl_u64(b, r->native_tid);
+		pl_bool(b, r->daemon);
 		ev = events[EV_JVM_THREAD];
 		break;
 	}
@@ -715,52 +688,57 @@ static int on_record(void *ctx, void *data, size_t size)
 		if (h->cookie >= nusdt_specs)
 			goto bad;
 		for (k = 0; k < RP_BPF_USDT_ARGS; k++)
-			pb_u64(&b, k < r->nargs ? r->args[k] : 0);
+			pl_u64(b, k < r->nargs ? r->args[k] : 0);
 		ev = usdt_specs[h->cookie].ev;
 		break;
 	}
 	case RP_BPF_REC_EXEC: {
 		BODY(rp_bpf_exec, r);
-		pb_str(&b, r->filename, r->filename_len);
-		pb_str(&b, r->comm, sizeof(r->comm));
-		pb_u32(&b, r->old_pid);
+		pl_str(b, r->filename, r->filename_len);
+		pl_str(b, r->comm, sizeof(r->comm));
+		pl_u32(b, r->old_pid);
 		ev = events[EV_EXEC];
 		break;
 	}
 	case RP_BPF_REC_FORK: {
 		BODY(rp_bpf_fork, r);
-		pb_u32(&b, r->child_pid);
-		pb_u32(&b, r->child_tid);
-		pb_str(&b, r->comm, sizeof(r->comm));
+		pl_u32(b, r->child_pid);
+		pl_u32(b, r->child_tid);
+		pl_str(b, r->comm, sizeof(r->comm));
 		ev = events[EV_FORK];
 		break;
 	}
 	case RP_BPF_REC_EXIT: {
 		BODY(rp_bpf_exit, r);
-		pb_u32(&b, (uint32_t)r->exit_code);
-		pb_bool(&b, r->group_dead);
-		pb_str(&b, r->comm, sizeof(r->comm));
+		pl_u32(b, (uint32_t)r->exit_code);
+		pl_bool(b, r->group_dead);
+		pl_str(b, r->comm, sizeof(r->comm));
 		ev = events[EV_EXIT];
 		break;
 	}
 	case RP_BPF_REC_SWITCH: {
 		BODY(rp_bpf_switch, r);
-		pb_u32(&b, r->next_pid);
-		pb_u32(&b, r->next_tid);
-		pb_u64(&b, (uint64_t)r->prev_state);
-		pb_str(&b, r->prev_comm, sizeof(r->prev_comm));
-		pb_str(&b, r->next_comm, sizeof(r->next_comm));
+		pl_u32(b, r->next_pid);
+		pl_u32(b, r->next_tid);
+		pl_u64(b, (uint64_t)r->prev_state);
+		pl_str(b, r->prev_comm, sizeof(r->prev_comm));
+		pl_str(b, r->next_comm, sizeof(r->next_comm));
 		ev = events[EV_SWITCH];
 		break;
 	}
 	default:
 		goto bad;
 	}
-	pb_common(&b, h);
-	if (b.overflow || !ev)
+	pl_common(b, h);
+	if (b->oom) {
+		/* start afresh: oom is sticky, the next record may fit */
+		bb_free(b);
+		goto bad;
+	}
+	if (b->len > PAYLOAD_MAX || !ev)
 		goto bad;
 	write_cgroup(c, h->cgroup_id);
-	rp_capture_queue(c, ev, h->ts_ns, h->tid, h->cpu, b.p, (uint32_t)b.n, NULL, 0,
+	rp_capture_queue(c, ev, h->ts_ns, h->tid, h->cpu, b->p, (uint32_t)b->len, NULL, 0,
 			 &c->st.written, &c->st.write_drops);
 	return 0;
 bad:
@@ -792,9 +770,9 @@ static void publish_horizon(struct rp_capture *c, uint64_t mono_ns)
 	if (!c->session)
 		return;
 	t = rp_clock_from_mono_ns_at(mono_ns - SUBMIT_SLACK_NS, &c->anchor);
-	/* pairs with the load_acquire in drainer_main(): our ring writes are
-	 * committed before the drainer can see this horizon */
-	__atomic_store_n(&c->session->ext_horizon, t ? t : 1, __ATOMIC_RELEASE);
+	/* pairs with the load_acquire of ext_horizon in drainer_main(): our
+	 * ring writes are committed before the drainer can see this horizon */
+	rp_store_release(&c->session->ext_horizon, t ? t : 1);
 }
 
 int rp_capture_queue(struct rp_capture *c, struct rp_event *ev, uint64_t ts_ns, uint32_t tid,
@@ -823,7 +801,7 @@ int rp_capture_queue(struct rp_capture *c, struct rp_event *ev, uint64_t ts_ns, 
 	c->npend++;
 	return 0;
 oom:
-	__atomic_fetch_add(drops, 1, __ATOMIC_RELAXED);
+	rp_add_relaxed(drops, 1);
 	return -ENOMEM;
 }
 
@@ -859,14 +837,14 @@ static void flush_before(struct rp_capture *c, uint64_t limit_ns)
 
 		o.stack = (const uint64_t *)(const void *)(base + ((p->len + 7) & ~7u));
 		if (rp_capture_origin(c, p->ts_ns, p->tid, p->cpu, &org)) {
-			__atomic_fetch_add(p->drops, 1, __ATOMIC_RELAXED);
+			rp_add_relaxed(p->drops, 1);
 			continue;
 		}
 		rc = rp_event_write_origin(p->ev, &iov, 1, &org, p->nstack ? &o : NULL);
 		if (rc == -ENOBUFS)
-			__atomic_fetch_add(p->drops, 1, __ATOMIC_RELAXED);
+			rp_add_relaxed(p->drops, 1);
 		else if (!rc)
-			__atomic_fetch_add(p->written, 1, __ATOMIC_RELAXED);
+			rp_add_relaxed(p->written, 1);
 	}
 	/* the rest moves to the front, its bytes to a fresh buffer */
 	for (; i < c->npend; i++) {
@@ -880,7 +858,7 @@ static void flush_before(struct rp_capture *c, uint64_t limit_ns)
 	}
 	if (keep.oom) {
 		for (i = 0; i < n; i++)
-			__atomic_fetch_add(c->pend[i].drops, 1, __ATOMIC_RELAXED);
+			rp_add_relaxed(c->pend[i].drops, 1);
 		n = 0;
 	}
 	bb_free(&c->pend_bytes);
@@ -932,7 +910,10 @@ static void *consumer_main(void *arg)
 {
 	struct rp_capture *c = arg;
 
-	while (!__atomic_load_n(&c->stop, __ATOMIC_ACQUIRE)) {
+	/* pairs with the store_release of stop in rp_capture_stop(): once it
+	 * is seen, the probes are detached and every source has quiesced, so
+	 * the last pass below takes all that remains */
+	while (!rp_load_acquire(&c->stop)) {
 		uint64_t t;
 
 		refresh_anchor(c);
@@ -1029,7 +1010,8 @@ static int jvm_library(const struct rp_capture_opts *o, char *out, size_t len)
 	}
 	if (o->pid > 0 && find_mapping(o->pid, "/libjvm.so", out, len) == 0)
 		return 0;
-	snprintf(p, sizeof(p), "%s/lib/server/libjvm.so", home && *home ? home : "/usr/lib/jvm/default-java");
+	snprintf(p, sizeof(p), "%s/lib/server/libjvm.so",
+		 home && *home ? home : "/usr/lib/jvm/default-java");
 	if (!realpath(p, out) &&
 	    !realpath("/usr/lib/jvm/java-17-openjdk-amd64/lib/server/libjvm.so", out))
 		return -ENOENT;
@@ -1093,6 +1075,10 @@ struct rp_capture *rp_capture_open(const struct rp_capture_opts *o, char *err, s
 	}
 	c->poll_ms = o->poll_ms ? o->poll_ms : 5;
 	c->session = o->session;
+	if (bb_reserve(&c->payload, PAYLOAD_MAX)) {
+		snprintf(err, errlen, "out of memory");
+		goto fail;
+	}
 	libbpf_set_print(libbpf_quiet);
 	sk = capture_bpf__open();
 	if (!sk) {
@@ -1257,7 +1243,8 @@ void rp_capture_stop(struct rp_capture *c)
 		/* once: close() stops again, after the source may be freed */
 		c->sources[i].quiesce = NULL;
 	}
-	__atomic_store_n(&c->stop, 1, __ATOMIC_RELEASE);
+	/* pairs with the load_acquire of stop in consumer_main() */
+	rp_store_release(&c->stop, 1);
 	if (c->started) {
 		pthread_join(c->thread, NULL);
 		c->started = false;
@@ -1268,7 +1255,9 @@ void rp_capture_stop(struct rp_capture *c)
 	/* nothing more comes from us: the drainer stops waiting. The session
 	 * may be stopped (freed) after this, and close() stops again: forget it */
 	if (c->session)
-		__atomic_store_n(&c->session->ext_horizon, 0, __ATOMIC_RELEASE);
+		/* pairs with the load_acquire of ext_horizon in drainer_main():
+		 * the consumer's last writes (it was joined above) come first */
+		rp_store_release(&c->session->ext_horizon, 0);
 	c->session = NULL;
 }
 
@@ -1278,11 +1267,11 @@ void rp_capture_stats(struct rp_capture *c, struct rp_capture_stats *st)
 	int ncpu = libbpf_num_possible_cpus(), i;
 	uint32_t zero = 0;
 
-	st->records = __atomic_load_n(&c->st.records, __ATOMIC_RELAXED);
-	st->written = __atomic_load_n(&c->st.written, __ATOMIC_RELAXED);
-	st->write_drops = __atomic_load_n(&c->st.write_drops, __ATOMIC_RELAXED);
-	st->bad = __atomic_load_n(&c->st.bad, __ATOMIC_RELAXED);
-	st->cgroups = __atomic_load_n(&c->st.cgroups, __ATOMIC_RELAXED);
+	st->records = rp_load_relaxed(&c->st.records);
+	st->written = rp_load_relaxed(&c->st.written);
+	st->write_drops = rp_load_relaxed(&c->st.write_drops);
+	st->bad = rp_load_relaxed(&c->st.bad);
+	st->cgroups = rp_load_relaxed(&c->st.cgroups);
 	st->kernel_drops = 0;
 	if (ncpu <= 0 || !c->skel)
 		return;
@@ -1309,5 +1298,6 @@ void rp_capture_close(struct rp_capture *c)
 	free(c->seqs);
 	free(c->pend);
 	bb_free(&c->pend_bytes);
+	bb_free(&c->payload);
 	free(c);
 }

@@ -1,0 +1,36 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What every ringpipe command shares: its error messages, strict number and
+ * duration parsing, and starting a command held until tracing is ready.
+ */
+#ifndef RINGPIPE_TOOL_UTIL_H
+#define RINGPIPE_TOOL_UTIL_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+/* Prints "ringpipe <cmd>: <message>" to stderr; returns 1 (usage: 2). */
+int tool_err(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Strict unsigned parse: whole string, decimal, <= max. 0 or -EINVAL. */
+int tool_parse_u64(const char *s, uint64_t max, uint64_t *out);
+
+/* A process id (1..INT32_MAX) for option -p of command cmd: 0, or 2 (the
+ * usage error's exit status) after saying what was wrong. */
+int tool_parse_pid(const char *cmd, const char *s, pid_t *pid);
+
+/*
+ * A duration (user/util/duration.h's grammar) of more than 0 and at most
+ * max_ns; 0 or -EINVAL.
+ */
+int tool_parse_duration(const char *s, uint64_t max_ns, uint64_t *ns);
+
+/*
+ * Starts argv held at a pipe, so that probes and samplers attach before its
+ * first instruction: it execs once a byte is written to *go_fd, and exits
+ * 127 if *go_fd is closed first (or it cannot run, saying so as "ringpipe
+ * <cmd>: cannot run ..."). The child's pid, or -1 with errno set.
+ */
+pid_t tool_spawn_held(const char *cmd, char **argv, int *go_fd);
+
+#endif
