@@ -26,6 +26,9 @@ struct small {
 
 _Static_assert(sizeof(struct small) == PAYLOAD, "the benchmark event is 32 bytes");
 
+/* The name every benchmark event carries: struct small s = { .name = SMALL_NAME } */
+#define SMALL_NAME { 'r', 'i', 'n', 'g', 'p', 'i', 'p', 0 }
+
 static const struct rp_field small_fields[] = {
 	{ "Counter", RP_TYPE_U64, 0, 0, NULL },
 	{ "Thread", RP_TYPE_U32, 0, 0, NULL },

@@ -8,8 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "bench_event.h"
+#include "clock.h"
 #include "nettrace.h"
 
 /* A sink that copies into a fixed buffer, wrapping: memory bandwidth, no
@@ -36,21 +37,6 @@ static int wrap_writev(struct nt_sink *sink, const struct iovec *iov, int n)
 	return 0;
 }
 
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp_d(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
 static const struct nt_field fields[] = {
 	{ "A", NT_U64, 0, 0, NULL }, { "B", NT_U32, 0, 0, NULL },
 	{ "C", NT_U32, 0, 0, NULL }, { "Name", NT_STRING, 0, 0, NULL },
@@ -64,25 +50,22 @@ int main(int argc, char **argv)
 	int reps = quick ? 3 : 7, rep;
 	double ser[16], cpy[16];
 	uint64_t out_bytes = 0;
-	uint8_t payload[32];
+	struct small payload = { .name = SMALL_NAME };
 	struct wrap_sink sink = { .base.writev = wrap_writev, .cap = 64u << 20 };
 	uint8_t *dst = malloc(64u << 20);
-	static const char name16[16] = "r\0i\0n\0g\0p\0i\0p\0\0";
 
 	sink.buf = malloc(sink.cap);
 	if (!sink.buf || !dst)
 		return 1;
 	memset(sink.buf, 1, sink.cap);
 	memset(dst, 1, 64u << 20);
-	memset(payload, 0, sizeof(payload));
-	memcpy(payload + 16, name16, 16);
 
 	for (rep = 0; rep < reps; rep++) {
 		struct nt_writer_opts o = { .sz = sizeof(o), .format = NT_FORMAT_V5, .pid = 1,
 					    .tick_freq = 1000000000, .pointer_size = 8 };
 		struct nt_writer *w;
 		uint32_t id, seq[4] = { 1, 1, 1, 1 };
-		double t0;
+		uint64_t t0;
 		size_t pos = 0;
 
 		sink.pos = 0;
@@ -90,36 +73,36 @@ int main(int argc, char **argv)
 		w = nt_writer_new(&sink.base, &o);
 		if (!w || nt_writer_define(w, &desc, &id))
 			return 1;
-		t0 = now_s();
+		t0 = rp_clock_mono_ns();
 		for (i = 0; i < n; i++) {
 			struct nt_event ev = { .meta_id = id, .tid = 100 + (i & 3), .ts = 1000 + i,
-					       .payload = payload, .payload_len = 32, .sorted = true };
+					       .payload = &payload, .payload_len = PAYLOAD,
+					       .sorted = true };
 
 			ev.seq = ++seq[i & 3];
-			memcpy(payload, &i, 8);
+			payload.counter = i;
 			if (nt_writer_event(w, &ev))
 				return 1;
 		}
 		nt_writer_finish(w, 1000 + n);
-		ser[rep] = now_s() - t0;
+		ser[rep] = (double)(rp_clock_mono_ns() - t0) / 1e9;
 		out_bytes = sink.bytes;
 		nt_writer_free(w);
 
-		t0 = now_s();
+		t0 = rp_clock_mono_ns();
 		for (i = 0; i < n; i++) {
-			if (pos + 32 > (64u << 20))
+			if (pos + PAYLOAD > (64u << 20))
 				pos = 0;
-			memcpy(payload, &i, 8);
-			memcpy(dst + pos, payload, 32);
-			pos += 32;
+			payload.counter = i;
+			memcpy(dst + pos, &payload, PAYLOAD);
+			pos += PAYLOAD;
 		}
 		__asm__ volatile("" : : "r"(dst) : "memory");
-		cpy[rep] = now_s() - t0;
+		cpy[rep] = (double)(rp_clock_mono_ns() - t0) / 1e9;
 	}
-	qsort(ser, (size_t)reps, sizeof(double), cmp_d);
-	qsort(cpy, (size_t)reps, sizeof(double), cmp_d);
 	{
-		double s = ser[reps / 2], c = cpy[reps / 2];
+		double s = summarize(ser, (unsigned int)reps).med;
+		double c = summarize(cpy, (unsigned int)reps).med;
 
 		printf("| nettrace serializer, 32-byte events (V5, 4 threads, into memory) | %.1f ns/event | %.1f M events/s | %.0f MB/s out (%.1f B/event) |\n",
 		       s * 1e9 / (double)n, (double)n / s / 1e6, (double)out_bytes / s / 1e6,

@@ -33,6 +33,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_event.h"
 #include "clock.h"
 #include "ring.h"
 
@@ -47,20 +48,6 @@ static uint64_t big_ring;		/* n_events * REC_SIZE = 4 MiB, power of two */
 static volatile uint64_t sink;
 static int cpus[2];
 static int nr_cpus;
-
-static uint64_t now_ns(void)
-{
-	return rp_clock_mono_ns();
-}
-
-static int pin(int cpu)
-{
-	cpu_set_t set;
-
-	CPU_ZERO(&set);
-	CPU_SET(cpu, &set);
-	return pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
-}
 
 static uint32_t gettid32(void)
 {
@@ -99,12 +86,12 @@ static uint64_t floor_pass(int with_ts)
 	uint32_t tid = gettid32();
 	uint64_t t0, t1;
 
-	t0 = now_ns();
+	t0 = rp_clock_mono_ns();
 	for (uint64_t i = 0; i < n_events; i++) {
 		payload[0] = i;
 		floor_write(tid, (uint32_t)i, payload, with_ts);
 	}
-	t1 = now_ns();
+	t1 = rp_clock_mono_ns();
 	__asm__ __volatile__("" ::: "memory");
 	return t1 - t0;
 }
@@ -120,7 +107,7 @@ static void *floor_thread(void *p)
 {
 	struct floor_arg *a = p;
 
-	pin(a->cpu);
+	bench_pin(a->cpu);
 	pthread_barrier_wait(a->start);
 	a->ns = floor_pass(a->with_ts);
 	return NULL;
@@ -169,11 +156,11 @@ static void *rp_producer(void *p)
 	uint64_t t0, t1, drops = 0;
 
 	if (a->cpu >= 0)
-		pin(a->cpu);
+		bench_pin(a->cpu);
 	tid = gettid32();
 	if (a->start)
 		pthread_barrier_wait(a->start);
-	t0 = now_ns();
+	t0 = rp_clock_mono_ns();
 	for (uint64_t i = 0; i < a->events; i++) {
 		struct rp_ring *r = rp_shm_current_ring(a->s);
 		struct rp_shm_record *rec = rp_ring_reserve(r, REC_SIZE);
@@ -189,7 +176,7 @@ static void *rp_producer(void *p)
 		memcpy(rec + 1, payload, PAYLOAD);
 		rp_ring_commit(rec);
 	}
-	t1 = now_ns();
+	t1 = rp_clock_mono_ns();
 	a->ns = t1 - t0;
 	a->drops = drops;
 	return NULL;
@@ -241,10 +228,9 @@ static void *drainer_main(void *p)
 {
 	struct drainer *d = p;
 
-	pin(d->cpu);
+	bench_pin(d->cpu);
 	/* pairs with the store_release of stop in run_rp_drained() */
 	while (!rp_load_acquire(&d->stop)) {
-		struct timespec nap = { 0, 20000 };
 		long got = 0;
 
 		/* a drainer works in batches past a watermark (a quarter of
@@ -258,7 +244,7 @@ static void *drainer_main(void *p)
 		}
 		d->records += (uint64_t)got;
 		if (!got)
-			nanosleep(&nap, NULL);
+			rp_clock_sleep_ns(20000);
 	}
 	return NULL;
 }
@@ -310,10 +296,10 @@ static double run_drain(struct rp_shm *s)
 			memcpy(rec + 1, payload, PAYLOAD);
 			rp_ring_commit(rec);
 		}
-		t0 = now_ns();
+		t0 = rp_clock_mono_ns();
 		while ((n = rp_ring_drain(r, drain_touch, &acc, 1L << 40)) > 0)
 			got += (uint64_t)n;
-		ns += now_ns() - t0;
+		ns += rp_clock_mono_ns() - t0;
 	}
 	sink = acc;
 	return (double)ns / (double)(got ? got : 1);
@@ -323,35 +309,37 @@ static double run_drain(struct rp_shm *s)
 
 static double run_rdtsc(void)
 {
-	uint64_t t0 = now_ns(), acc = 0;
+	uint64_t t0 = rp_clock_mono_ns(), acc = 0;
 
 	for (uint64_t i = 0; i < n_events * passes; i++)
 		acc += rp_clock_rdtsc();
 	sink = acc;
-	return (double)(now_ns() - t0) / (double)(n_events * passes);
+	return (double)(rp_clock_mono_ns() - t0) / (double)(n_events * passes);
 }
 
 static double run_gettime(void)
 {
-	uint64_t t0 = now_ns(), acc = 0;
+	uint64_t t0 = rp_clock_mono_ns(), acc = 0;
 	struct timespec ts;
 
+	/* the raw call on purpose: this row is clock_gettime()'s own cost,
+	 * what every rp_clock_mono_ns() pays */
 	for (uint64_t i = 0; i < n_events * passes; i++) {
 		clock_gettime(CLOCK_MONOTONIC, &ts);
 		acc += (uint64_t)ts.tv_nsec;
 	}
 	sink = acc;
-	return (double)(now_ns() - t0) / (double)(n_events * passes);
+	return (double)(rp_clock_mono_ns() - t0) / (double)(n_events * passes);
 }
 
 static double run_clock_now(void)
 {
-	uint64_t t0 = now_ns(), acc = 0;
+	uint64_t t0 = rp_clock_mono_ns(), acc = 0;
 
 	for (uint64_t i = 0; i < n_events * passes; i++)
 		acc += rp_clock_now();
 	sink = acc;
-	return (double)(now_ns() - t0) / (double)(n_events * passes);
+	return (double)(rp_clock_mono_ns() - t0) / (double)(n_events * passes);
 }
 
 /* ---- reporting ---------------------------------------------------------- */
@@ -364,19 +352,13 @@ struct row {
 	int skipped;
 };
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
 static void finish(struct row *r)
 {
-	qsort(r->v, reps, sizeof(double), cmp_double);
-	r->min = r->v[0];
-	r->max = r->v[reps - 1];
-	r->med = reps % 2 ? r->v[reps / 2] : (r->v[reps / 2 - 1] + r->v[reps / 2]) / 2;
+	struct stat3 s = summarize(r->v, reps);
+
+	r->min = s.min;
+	r->max = s.max;
+	r->med = s.med;
 }
 
 static void print_row(const struct row *r, const struct row *base)
@@ -459,14 +441,14 @@ int main(int argc, char **argv)
 	for (uint32_t i = 0; i < rp_shm_nr_rings(small); i++)
 		memset(rp_shm_ring(small, i)->data, 0, 1u << 20);
 
-	pin(cpus[0]);
+	bench_pin(cpus[0]);
 	/* warm-up */
 	run_floor(1, 1);
 	run_rp(big, 1, 1, &rp1.drops);
 	rp1.drops = 0;
 
 	for (unsigned int k = 0; k < reps; k++) {
-		pin(cpus[0]);
+		bench_pin(cpus[0]);
 		floor_ts.v[k] = run_floor(1, 1);
 		floor_nots.v[k] = run_floor(1, 0);
 		rp1.v[k] = run_rp(big, 1, 1, &rp1.drops);
@@ -476,7 +458,7 @@ int main(int argc, char **argv)
 			rp2.v[k] = run_rp(big, 2, 1, &rp2.drops);
 			rpd.v[k] = run_rp_drained(small, &rpd.drops);
 		}
-		pin(cpus[0]);
+		bench_pin(cpus[0]);
 		drain.v[k] = run_drain(big);
 		tsc.v[k] = run_rdtsc();
 		cgt.v[k] = run_gettime();

@@ -22,29 +22,22 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
+#include "clock.h"
 
 volatile uint64_t sink;
 
 static int work(uint64_t n, const char *out)
 {
-	uint64_t t = now_ns(), x = 1, i;
+	uint64_t t = rp_clock_mono_ns(), x = 1, i;
 	FILE *f;
 
 	for (i = 0; i < n; i++) {
 		x = x * 6364136223846793005ull + 1442695040888963407ull;
 		sink = x;
 	}
-	t = now_ns() - t;
+	t = rp_clock_mono_ns() - t;
 	f = fopen(out, "w");
 	if (!f)
 		return 1;

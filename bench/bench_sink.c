@@ -25,9 +25,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/utsname.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "bench_event.h"
+#include "clock.h"
 #include "nettrace.h"
 #include "tracegen.h"
 #include "uring_sink.h"
@@ -54,33 +55,6 @@ struct result {
 
 static char path[4096];
 static uint8_t block[BLOCK];
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-/* median, min, max of the runs */
-static void spread(const double *v, double out[3])
-{
-	double s[REPS];
-
-	memcpy(s, v, sizeof(s));
-	qsort(s, REPS, sizeof(s[0]), cmp_double);
-	out[0] = s[REPS / 2];
-	out[1] = s[0];
-	out[2] = s[REPS - 1];
-}
 
 static int null_writev(struct nt_sink *sink, const struct iovec *iov, int n)
 {
@@ -136,7 +110,7 @@ static void run_blocks(enum sink_kind k, uint64_t total, struct result *r, int r
 	struct nt_fd_sink fds;
 	struct nt_sink *sink;
 	uint64_t n, nblocks = total / BLOCK;
-	double t0, t1;
+	uint64_t t0, t1;
 	int fd = open_out(), err = 0;
 
 	if (k == K_FD) {
@@ -149,14 +123,14 @@ static void run_blocks(enum sink_kind k, uint64_t total, struct result *r, int r
 		s = new_sink(fd, k);
 		sink = &s->base;
 	}
-	t0 = now_s();
+	t0 = rp_clock_mono_ns();
 	for (n = 0; n < nblocks && !err; n++) {
 		block[0] = (uint8_t)n;	/* touch it, like a writer filling a block */
 		err = sink->writev(sink, iov, 3);
 	}
 	if (s)
 		done_sink(s, r);
-	t1 = now_s();
+	t1 = rp_clock_mono_ns();
 	if (err) {
 		fprintf(stderr, "bench_sink: writev: %s\n", strerror(-err));
 		exit(1);
@@ -167,7 +141,7 @@ static void run_blocks(enum sink_kind k, uint64_t total, struct result *r, int r
 	}
 	close(fd);
 	r->bytes = nblocks * BLOCK;
-	r->v[rep] = (double)r->bytes / 1e6 / (t1 - t0);
+	r->v[rep] = (double)r->bytes / 1e6 / ((double)(t1 - t0) / 1e9);
 }
 
 /* Part 2: the real writer, small events. */
@@ -179,7 +153,7 @@ static void run_events(enum sink_kind k, uint64_t events, struct result *r, int 
 	struct nt_sink nul = { null_writev };
 	struct rp_uring_sink *s = NULL;
 	struct nt_sink *sink = &nul;
-	double t0, t1;
+	uint64_t t0, t1;
 	int fd = -1, err;
 	off_t size = 0;
 
@@ -190,11 +164,11 @@ static void run_events(enum sink_kind k, uint64_t events, struct result *r, int 
 	} else {
 		r->mode = "-";
 	}
-	t0 = now_s();
+	t0 = rp_clock_mono_ns();
 	err = tracegen_write(sink, &go, &res);
 	if (s)
 		done_sink(s, r);
-	t1 = now_s();
+	t1 = rp_clock_mono_ns();
 	if (err) {
 		fprintf(stderr, "bench_sink: tracegen_write: %s\n", strerror(-err));
 		exit(1);
@@ -205,7 +179,7 @@ static void run_events(enum sink_kind k, uint64_t events, struct result *r, int 
 	}
 	r->events = res.written;
 	r->bytes = (uint64_t)size;
-	r->v[rep] = t1 - t0;
+	r->v[rep] = (double)(t1 - t0) / 1e9;
 }
 
 int main(int argc, char **argv)
@@ -216,7 +190,6 @@ int main(int argc, char **argv)
 	const char *tmp = getenv("TMPDIR");
 	uint64_t total = 512ull * MiB, events = 8000000;
 	struct utsname u;
-	double m[3];
 	size_t i;
 	int rep, fd;
 
@@ -254,25 +227,25 @@ int main(int argc, char **argv)
 	printf("| sink | mode | block | writes | smallest full write | MB/s median | min | max |\n");
 	printf("|---|---|---|---|---|---|---|---|\n");
 	for (i = 0; i < 3; i++) {
-		spread(r1[i].v, m);
+		struct stat3 m = summarize(r1[i].v, REPS);
+
 		printf("| %s | %s | 96 KiB x 3 iovecs | %" PRIu64 " | %zu KiB | %.0f | %.0f | %.0f |\n",
-		       kind_name[p1[i]], r1[i].mode, r1[i].writes, r1[i].min_write / 1024, m[0],
-		       m[1], m[2]);
+		       kind_name[p1[i]], r1[i].mode, r1[i].writes, r1[i].min_write / 1024, m.med,
+		       m.min, m.max);
 	}
 	printf("\n### nt_writer, %" PRIu64 " 32-byte events (tracegen small_only, V5, 4 threads)\n\n",
 	       events);
 	printf("| sink | mode | file MB | Mevents/s median | min | max | MB/s median |\n");
 	printf("|---|---|---|---|---|---|---|\n");
 	for (i = 0; i < 3; i++) {
-		double t[3];
+		struct stat3 t = summarize(r2[i].v, REPS);	/* seconds */
 
-		spread(r2[i].v, t);	/* seconds: median, fastest, slowest */
 		printf("| %s | %s | %.1f | %.2f | %.2f | %.2f | %s",
 		       kind_name[p2[i]], r2[i].mode, (double)r2[i].bytes / 1e6,
-		       (double)r2[i].events / t[0] / 1e6, (double)r2[i].events / t[2] / 1e6,
-		       (double)r2[i].events / t[1] / 1e6, r2[i].bytes ? "" : "- |\n");
+		       (double)r2[i].events / t.med / 1e6, (double)r2[i].events / t.max / 1e6,
+		       (double)r2[i].events / t.min / 1e6, r2[i].bytes ? "" : "- |\n");
 		if (r2[i].bytes)
-			printf("%.0f |\n", (double)r2[i].bytes / 1e6 / t[0]);
+			printf("%.0f |\n", (double)r2[i].bytes / 1e6 / t.med);
 	}
 	return 0;
 }

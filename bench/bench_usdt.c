@@ -41,7 +41,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "clock.h"
@@ -73,12 +72,9 @@ static void die(const char *what)
 
 static double write_loop(struct rp_event *ev, uint64_t n)
 {
-	struct small s = { .thread = 0 };
+	struct small s = { .name = SMALL_NAME };
 	uint64_t t0, t1, refused = 0;
-	static const char name[] = "ringpip";
 
-	for (int i = 0; i < 8; i++)
-		s.name[i] = (uint16_t)name[i];
 	t0 = rp_clock_mono_ns();
 	for (uint64_t i = 1; i <= n; i++) {
 		s.counter = i;
@@ -133,7 +129,6 @@ static int measure(bool armed)
 		memset(r->data, 0, r->size);	/* pre-fault */
 		if (armed) {
 #ifndef RP_NO_USDT
-			struct timespec ms = { 0, 1000000 };
 			int waited = 0;
 
 			/* the semaphore rises, then the tracer signals once its
@@ -145,7 +140,7 @@ static int measure(bool armed)
 				}
 				if (__atomic_load_n(&ringpipe_event_semaphore, __ATOMIC_RELAXED))
 					rp_event_write(ev_sync, "sync", 4);
-				nanosleep(&ms, NULL);
+				rp_clock_sleep_ns(1000000);
 			}
 #endif
 		} else {

@@ -27,10 +27,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "bench_event.h"
+#include "clock.h"
 #include "lttng_tp.h"
 
 #define MAX_THREADS 2
@@ -38,14 +38,6 @@
 
 static int cpus[MAX_THREADS];
 static int nr_cpus;
-
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 struct warg {
 	int cpu;
@@ -61,10 +53,10 @@ static void *writer(void *p)
 
 	bench_pin(a->cpu);
 	pthread_barrier_wait(a->bar);
-	a->t_first = mono_ns();
+	a->t_first = rp_clock_mono_ns();
 	for (uint64_t i = 1; i <= a->n; i++)
 		lttng_ust_tracepoint(ringpipe_bench, small, i, a->index, 0, LTTNG_BENCH_NAME);
-	a->t_last = mono_ns();
+	a->t_last = rp_clock_mono_ns();
 	return NULL;
 }
 
@@ -151,7 +143,7 @@ int main(int argc, char **argv)
 			fflush(stdout);
 			rc = system(argv[4]);
 		}
-		t_end = mono_ns();
+		t_end = rp_clock_mono_ns();
 		printf("attempted %llu\nsecs %.6f\nwrite_secs %.6f\nstop_rc %d\n",
 		       (unsigned long long)(total / (uint64_t)threads * (uint64_t)threads),
 		       (double)(t_end - first) / 1e9, (double)(last - first) / 1e9, rc);

@@ -11,6 +11,7 @@
 
 #include "helpers.h"
 #include "ringpipe/ringpipe.h"
+#include "utf.h"
 
 static const uint8_t clr_guid[16] = { 0x23, 0x0d, 0x3c, 0xe1, 0xbc, 0xcc, 0x12, 0x4e,
 				      0x93, 0x1b, 0xd9, 0xcc, 0x2e, 0xee, 0x27, 0xe4 };
@@ -43,28 +44,24 @@ static void define_clr(void)
 
 static void emit(uint32_t id, const struct bytebuf *b)
 {
+	cr_assert(!b->oom, "event %u: out of memory building its payload", id);
 	cr_assert_eq(rp_event_write(ev[id], b->p, b->len), 0);
 }
-
-static void put32(struct bytebuf *b, uint32_t v) { bb_append(b, &v, 4); }
-static void put64(struct bytebuf *b, uint64_t v) { bb_append(b, &v, 8); }
-static void put16(struct bytebuf *b, uint16_t v) { bb_append(b, &v, 2); }
-static void put8(struct bytebuf *b, uint8_t v) { bb_append(b, &v, 1); }
 
 static void gc_bracket(uint32_t id, uint32_t count)
 {
 	struct bytebuf b = { 0 };
 
-	put32(&b, count);
+	bb_append_u32(&b, count);
 	if (id == GC_START) {
-		put32(&b, 2);		/* Depth */
-		put32(&b, 1);		/* Reason: Induced */
-		put32(&b, 0);		/* Type: NonConcurrentGC */
-		put16(&b, 0);
-		put64(&b, 0);		/* ClientSequenceNumber */
+		bb_append_u32(&b, 2);		/* Depth */
+		bb_append_u32(&b, 1);		/* Reason: Induced */
+		bb_append_u32(&b, 0);		/* Type: NonConcurrentGC */
+		bb_append_u16(&b, 0);
+		bb_append_u64(&b, 0);		/* ClientSequenceNumber */
 	} else {
-		put32(&b, 2);
-		put16(&b, 0);
+		bb_append_u32(&b, 2);
+		bb_append_u16(&b, 0);
 	}
 	emit(id, &b);
 	bb_free(&b);
@@ -75,22 +72,16 @@ static void bulk_types(const char *const *names, uint32_t n)
 	struct bytebuf b = { 0 };
 	uint32_t i;
 
-	put32(&b, n);
-	put16(&b, 0);
+	bb_append_u32(&b, n);
+	bb_append_u16(&b, 0);
 	for (i = 0; i < n; i++) {
-		const char *c;
-
-		put64(&b, 0x1000 + i);	/* TypeID */
-		put64(&b, 0x77);	/* ModuleID */
-		put32(&b, 0);
-		put32(&b, 0);
-		put8(&b, 0x12);		/* ELEMENT_TYPE_CLASS */
-		for (c = names[i]; ; c++) {
-			put16(&b, (uint16_t)*c);
-			if (!*c)
-				break;
-		}
-		put32(&b, 0);		/* no type parameters */
+		bb_append_u64(&b, 0x1000 + i);	/* TypeID */
+		bb_append_u64(&b, 0x77);	/* ModuleID */
+		bb_append_u32(&b, 0);
+		bb_append_u32(&b, 0);
+		bb_append_u8(&b, 0x12);		/* ELEMENT_TYPE_CLASS */
+		utf8_to_utf16z(&b, names[i]);
+		bb_append_u32(&b, 0);		/* no type parameters */
 	}
 	emit(BULK_TYPE, &b);
 	bb_free(&b);
@@ -125,14 +116,14 @@ static void write_heap(const struct damage *d, uint64_t *edges_out)
 		uint32_t j;
 
 		if (!nb) {
-			put32(&nodes, node_index++);
-			put32(&nodes, 0);	/* Count, patched */
-			put16(&nodes, 0);
+			bb_append_u32(&nodes, node_index++);
+			bb_append_u32(&nodes, 0);	/* Count, patched */
+			bb_append_u16(&nodes, 0);
 		}
-		put64(&nodes, 0x10000 + (uint64_t)k * 64);
-		put64(&nodes, 24 + 8 * (k % NTYPES));
-		put64(&nodes, 0x1000 + k % NTYPES);
-		put64(&nodes, k % 3);
+		bb_append_u64(&nodes, 0x10000 + (uint64_t)k * 64);
+		bb_append_u64(&nodes, 24 + 8 * (k % NTYPES));
+		bb_append_u64(&nodes, 0x1000 + k % NTYPES);
+		bb_append_u64(&nodes, k % 3);
 		if (++nb == BLOCK || k + 1 == NNODES) {
 			memcpy(nodes.p + 4, &nb, 4);
 			if (!(d->skip_node_block && node_index == d->skip_node_block))
@@ -142,12 +133,12 @@ static void write_heap(const struct damage *d, uint64_t *edges_out)
 		}
 		for (j = 0; j < k % 3; j++) {
 			if (!ne) {
-				put32(&edges, edge_index++);
-				put32(&edges, 0);
-				put16(&edges, 0);
+				bb_append_u32(&edges, edge_index++);
+				bb_append_u32(&edges, 0);
+				bb_append_u16(&edges, 0);
 			}
-			put64(&edges, 0x10000 + (uint64_t)((k + 1 + j) % NNODES) * 64);
-			put32(&edges, 0);
+			bb_append_u64(&edges, 0x10000 + (uint64_t)((k + 1 + j) % NNODES) * 64);
+			bb_append_u32(&edges, 0);
 			total_edges++;
 			if (++ne == BLOCK) {
 				memcpy(edges.p + 4, &ne, 4);
@@ -159,26 +150,26 @@ static void write_heap(const struct damage *d, uint64_t *edges_out)
 	}
 	for (k = 0; k < d->extra_edges; k++) {
 		if (!ne) {
-			put32(&edges, edge_index++);
-			put32(&edges, 0);
-			put16(&edges, 0);
+			bb_append_u32(&edges, edge_index++);
+			bb_append_u32(&edges, 0);
+			bb_append_u16(&edges, 0);
 		}
-		put64(&edges, 0x10000);
-		put32(&edges, 0);
+		bb_append_u64(&edges, 0x10000);
+		bb_append_u32(&edges, 0);
 		ne++;
 	}
 	if (ne) {
 		memcpy(edges.p + 4, &ne, 4);
 		emit(EDGE, &edges);
 	}
-	put32(&roots, 0);
-	put32(&roots, 5);
-	put16(&roots, 0);
+	bb_append_u32(&roots, 0);
+	bb_append_u32(&roots, 5);
+	bb_append_u16(&roots, 0);
 	for (k = 0; k < 5; k++) {
-		put64(&roots, 0x10000 + (uint64_t)k * 64);
-		put8(&roots, (uint8_t)(k % 3));	/* stack, finalizer, handle */
-		put32(&roots, 0);
-		put64(&roots, 0xabc0 + k);
+		bb_append_u64(&roots, 0x10000 + (uint64_t)k * 64);
+		bb_append_u8(&roots, (uint8_t)(k % 3));	/* stack, finalizer, handle */
+		bb_append_u32(&roots, 0);
+		bb_append_u64(&roots, 0xabc0 + k);
 	}
 	emit(ROOT_EDGE, &roots);
 	if (!d->no_gc_end)

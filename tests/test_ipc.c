@@ -13,10 +13,11 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
-#include <time.h>
 
+#include "clock.h"
 #include "helpers.h"
 #include "ipc.h"
+#include "ipc_client.h"
 #include "nettrace.h"
 #include "ringpipe/ringpipe.h"
 #include "session.h"
@@ -49,41 +50,25 @@ static void req_end(struct bytebuf *b)
 {
 	uint16_t sz = (uint16_t)b->len;
 
+	cr_assert(!b->oom, "out of memory building a request");
 	cr_assert_leq(b->len, 65535, "a request fits 64 KiB");
 	memcpy(b->p + 14, &sz, 2);
 }
 
-static void w8(struct bytebuf *b, uint8_t v)
-{
-	bb_append(b, &v, 1);
-}
-
-static void w32(struct bytebuf *b, uint32_t v)
-{
-	bb_append(b, &v, 4);
-}
-
-static void w64(struct bytebuf *b, uint64_t v)
-{
-	bb_append(b, &v, 8);
-}
-
-/* count (incl. NUL) + UTF-16 of an ASCII string; NULL: count 0 */
+/* count (incl. NUL) + UTF-16 of an ASCII string; NULL: count 0 (not utf.c's
+ * encoder: the server's strings are checked against this one) */
 static void wstr(struct bytebuf *b, const char *s)
 {
 	size_t i, n;
 
 	if (!s) {
-		w32(b, 0);
+		bb_append_u32(b, 0);
 		return;
 	}
 	n = strlen(s);
-	w32(b, (uint32_t)n + 1);
-	for (i = 0; i <= n; i++) {
-		uint16_t u = (uint8_t)s[i];
-
-		bb_append(b, &u, 2);
-	}
+	bb_append_u32(b, (uint32_t)n + 1);
+	for (i = 0; i <= n; i++)
+		bb_append_u16(b, (uint8_t)s[i]);
 }
 
 struct prov {
@@ -111,28 +96,28 @@ static void build_collect(struct bytebuf *b, const struct collect_req *c)
 
 	req_begin(b, 0x02, (uint8_t)(0x01 + c->version));
 	if (c->version >= 5)
-		w32(b, 0);	/* streaming session */
-	w32(b, c->buffer_mb);
-	w32(b, c->format);
+		bb_append_u32(b, 0);	/* streaming session */
+	bb_append_u32(b, c->buffer_mb);
+	bb_append_u32(b, c->format);
 	if (c->version == 2 || c->version == 3)
-		w8(b, c->rundown);
+		bb_append_u8(b, c->rundown);
 	if (c->version >= 4)
-		w64(b, c->rundown_kw);
+		bb_append_u64(b, c->rundown_kw);
 	if (c->version >= 3)
-		w8(b, c->stackwalk);
-	w32(b, (uint32_t)c->nprov);
+		bb_append_u8(b, c->stackwalk);
+	bb_append_u32(b, (uint32_t)c->nprov);
 	for (i = 0; i < c->nprov; i++) {
-		w64(b, c->prov[i].keywords);
-		w32(b, c->prov[i].level);
+		bb_append_u64(b, c->prov[i].keywords);
+		bb_append_u32(b, c->prov[i].level);
 		wstr(b, c->prov[i].name);
 		wstr(b, c->prov[i].args);
 		if (c->version >= 5) {
-			w8(b, 0);
-			w32(b, 0);	/* no event filter */
+			bb_append_u8(b, 0);
+			bb_append_u32(b, 0);	/* no event filter */
 		}
 	}
 	if (c->version == 6)
-		w32(b, c->mode);
+		bb_append_u32(b, c->mode);
 	req_end(b);
 }
 
@@ -145,7 +130,7 @@ static void build_simple(struct bytebuf *b, uint8_t set, uint8_t id)
 static void build_stop(struct bytebuf *b, uint64_t id)
 {
 	req_begin(b, 0x02, 0x01);
-	w64(b, id);
+	bb_append_u64(b, id);
 	req_end(b);
 }
 
@@ -471,21 +456,21 @@ Test(ipc, proto_worked_example_collect2)
 	size_t i;
 
 	req_begin(&b, 0x02, 0x03);
-	w32(&b, 256);
-	w32(&b, 1);
-	w8(&b, 1);
-	w32(&b, 1);
-	w64(&b, 1);
-	w32(&b, 4);
-	w32(&b, 32);
+	bb_append_u32(&b, 256);
+	bb_append_u32(&b, 1);
+	bb_append_u8(&b, 1);
+	bb_append_u32(&b, 1);
+	bb_append_u64(&b, 1);
+	bb_append_u32(&b, 4);
+	bb_append_u32(&b, 32);
 	for (i = 0; i < 32; i++) {
 		uint16_t u = (uint8_t)name[i];
 
 		bb_append(&b, &u, 2);
 	}
-	w32(&b, 1);
-	w8(&b, 0);
-	w8(&b, 0);
+	bb_append_u32(&b, 1);
+	bb_append_u8(&b, 0);
+	bb_append_u8(&b, 0);
 	req_end(&b);
 	cr_assert_eq(b.len, 119, "the worked example is 119 bytes");
 	cr_assert_eq(b.p[14], 0x77);
@@ -565,21 +550,21 @@ Test(ipc, proto_collect5_filters_and_user_events)
 
 	/* streaming, with an allow-list of event ids */
 	req_begin(&b, 0x02, 0x06);
-	w32(&b, 0);
-	w32(&b, 16);
-	w32(&b, 1);
-	w64(&b, 0);
-	w8(&b, 1);
-	w32(&b, 1);
-	w64(&b, 0x1);
-	w32(&b, 4);
+	bb_append_u32(&b, 0);
+	bb_append_u32(&b, 16);
+	bb_append_u32(&b, 1);
+	bb_append_u64(&b, 0);
+	bb_append_u8(&b, 1);
+	bb_append_u32(&b, 1);
+	bb_append_u64(&b, 0x1);
+	bb_append_u32(&b, 4);
 	wstr(&b, "P");
 	wstr(&b, "");
-	w8(&b, 1);
-	w32(&b, 3);
-	w32(&b, 10);
-	w32(&b, 11);
-	w32(&b, 12);
+	bb_append_u8(&b, 1);
+	bb_append_u32(&b, 3);
+	bb_append_u32(&b, 10);
+	bb_append_u32(&b, 11);
+	bb_append_u32(&b, 12);
 	req_end(&b);
 	cr_assert_eq(ipc_msg_parse(b.p, b.len, &m, &e), 0, "%s", e.msg);
 	cr_assert(m.u.collect.providers[0].filter_enable);
@@ -589,24 +574,24 @@ Test(ipc, proto_collect5_filters_and_user_events)
 
 	/* user_events: no buffer/format/stackwalk, tracepoint sets */
 	req_begin(&b, 0x02, 0x07);
-	w32(&b, 1);
-	w64(&b, 0);
-	w32(&b, 1);
-	w64(&b, 0x1);
-	w32(&b, 4);
+	bb_append_u32(&b, 1);
+	bb_append_u64(&b, 0);
+	bb_append_u32(&b, 1);
+	bb_append_u64(&b, 0x1);
+	bb_append_u32(&b, 4);
 	wstr(&b, "P");
 	wstr(&b, NULL);
-	w8(&b, 0);
-	w32(&b, 0);
+	bb_append_u8(&b, 0);
+	bb_append_u32(&b, 0);
 	wstr(&b, "dflt");
-	w32(&b, 2);
+	bb_append_u32(&b, 2);
 	wstr(&b, "tp_a");
-	w32(&b, 1);
-	w32(&b, 5);
+	bb_append_u32(&b, 1);
+	bb_append_u32(&b, 5);
 	wstr(&b, "tp_b");
-	w32(&b, 2);
-	w32(&b, 6);
-	w32(&b, 7);
+	bb_append_u32(&b, 2);
+	bb_append_u32(&b, 6);
+	bb_append_u32(&b, 7);
 	req_end(&b);
 	cr_assert_eq(ipc_msg_parse(b.p, b.len, &m, &e), 0, "%s", e.msg);
 	cr_assert_eq(m.u.collect.session_type, 1);
@@ -635,7 +620,7 @@ Test(ipc, proto_utf16_strings)
 	uint32_t n;
 
 	req_begin(&b, 0x04, 0x03);	/* SetEnvironmentVariable */
-	w32(&b, 5);
+	bb_append_u32(&b, 5);
 	bb_append(&b, units, sizeof(units));
 	wstr(&b, "v");
 	req_end(&b);
@@ -657,6 +642,30 @@ Test(ipc, proto_utf16_strings)
 	cr_assert_eq(ipc_string_put(&s, NULL, SIZE_MAX), 0);
 	cr_assert_eq(le32_get(s.p), 1, "NULL goes out as \"\" (count 1), never count 0");
 	bb_free(&s);
+	bb_free(&b);
+}
+
+/* The client's encoder refuses what is not UTF-8 (the command then names
+ * the provider) where the server's replaces it: a tool must not enable a
+ * provider the user did not name. */
+Test(ipc, client_strings_refuse_malformed_utf8)
+{
+	struct bytebuf b = { 0 };
+
+	cr_assert_eq(ipcc_put_string(&b, "P\xC3\xA9"), 0, "well-formed UTF-8 is sent");
+	cr_assert(b.len == 4 + 6 && le32_get(b.p) == 3 && !memcmp(b.p + 4, "P\0\xE9\0\0\0", 6),
+		  "as count 3, then 'P', U+00E9, NUL (%zu bytes)", b.len);
+	b.len = 0;
+	cr_assert_eq(ipcc_put_string(&b, "\xEF\xBF\xBD"), 0, "a real U+FFFD is well-formed");
+	cr_assert(le32_get(b.p) == 2 && !memcmp(b.p + 4, "\xFD\xFF", 2), "and sent as it is");
+	b.len = 0;
+	cr_assert_eq(ipcc_put_string(&b, "ok"), 0);
+	cr_assert_eq(ipcc_put_string(&b, "bad\xC0\x80"), -EILSEQ, "an overlong NUL is refused");
+	cr_assert_eq(ipcc_put_string(&b, "\xED\xA0\x80"), -EILSEQ, "a surrogate is refused");
+	cr_assert_eq(ipcc_put_string(&b, "cut\xE2\x82"), -EILSEQ, "a cut sequence is refused");
+	cr_assert_eq(b.len, 4 + 6, "a refused string leaves nothing behind (%zu bytes)", b.len);
+	cr_assert_eq(ipcc_put_string(&b, NULL), 0);
+	cr_assert_eq(le32_get(b.p + 10), 0, "NULL is count 0 from the client");
 	bb_free(&b);
 }
 
@@ -727,6 +736,12 @@ Test(ipc, proto_rejects_bad_input_with_a_reason)
 	memcpy(b.p + 20 + 4 + 4 + 1 + 4 + 8 + 4, "\x03\0\0\0", 4);	/* "P" + NUL is 2 */
 	expect_parse_error(&b, &(struct bad_case){ "string without its NUL", -EBADMSG,
 						   HR_BAD_ENCODING, "NUL" });
+	c = ok;
+	c.prov[0].name = "PQ";
+	build_collect(&b, &c);
+	memcpy(b.p + 20 + 4 + 4 + 1 + 4 + 8 + 4 + 4 + 2, "\0\0", 2);	/* 'P', NUL, NUL */
+	expect_parse_error(&b, &(struct bad_case){ "NUL inside a string", -EBADMSG,
+						   HR_BAD_ENCODING, "NUL inside the string at unit 1" });
 
 	c = ok;
 	c.prov[0].level = 6;
@@ -777,7 +792,7 @@ Test(ipc, proto_rejects_bad_input_with_a_reason)
 						   "session type 2" });
 
 	req_begin(&b, 0x02, 0x01);
-	w32(&b, 1);
+	bb_append_u32(&b, 1);
 	req_end(&b);
 	expect_parse_error(&b, &(struct bad_case){ "StopTracing with 4 bytes", -EBADMSG,
 						   HR_BAD_ENCODING, "session id" });
@@ -806,7 +821,7 @@ Test(ipc, proto_rejects_bad_input_with_a_reason)
 	expect_parse_error(&b, &(struct bad_case){ "name with '='", -EBADMSG, HR_BAD_ENCODING,
 						   "'='" });
 	req_begin(&b, 0x04, 0x03);
-	w32(&b, 4);
+	bb_append_u32(&b, 4);
 	bb_append(&b, "A\0\0\0B\0\0\0", 8);
 	wstr(&b, "v");
 	req_end(&b);
@@ -1209,17 +1224,17 @@ Test(ipc, unsupported_sessions_are_declined, .timeout = 60)
 
 	/* a user_events session (CollectTracing5, type 1) */
 	req_begin(&b, 0x02, 0x06);
-	w32(&b, 1);
-	w64(&b, 0);
-	w32(&b, 1);
-	w64(&b, 0);
-	w32(&b, 4);
+	bb_append_u32(&b, 1);
+	bb_append_u64(&b, 0);
+	bb_append_u32(&b, 1);
+	bb_append_u64(&b, 0);
+	bb_append_u32(&b, 4);
 	wstr(&b, "P");
 	wstr(&b, NULL);
-	w8(&b, 0);
-	w32(&b, 0);
+	bb_append_u8(&b, 0);
+	bb_append_u32(&b, 0);
 	wstr(&b, "tp");
-	w32(&b, 0);
+	bb_append_u32(&b, 0);
 	req_end(&b);
 	r = roundtrip(server_path, &b);
 	expect_error(r, HR_NOT_SUPPORTED, "a user_events session");
@@ -1363,20 +1378,19 @@ Test(ipc, bad_input_gets_an_error_and_the_server_keeps_serving, .timeout = 120)
 
 Test(ipc, a_silent_client_times_out_without_blocking_others, .timeout = 60)
 {
-	struct timespec t0, t1;
 	struct reply *r = malloc(sizeof(*r));
+	uint64_t t0;
 	double secs;
 	int fd;
 
 	rp_ipc_read_timeout_ms = 500;
 	start_server(NULL);
-	clock_gettime(CLOCK_MONOTONIC, &t0);
+	t0 = rp_clock_mono_ns();
 	fd = cl_connect(server_path);
 	/* others are served while it says nothing */
 	check_alive(server_path, "a silent client connected");
 	read_reply(fd, r);
-	clock_gettime(CLOCK_MONOTONIC, &t1);
-	secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+	secs = (double)(rp_clock_mono_ns() - t0) / 1e9;
 	expect_error(r, HR_BAD_ENCODING, "a client that sent nothing");
 	cr_assert_geq(secs, 0.4, "the server waited for the request (%.2f s)", secs);
 	cr_assert_lt(secs, 10.0, "the server gave up on the silent client (%.2f s)", secs);
@@ -1448,8 +1462,7 @@ Test(ipc, server_stop_is_bounded_by_a_reader_that_stopped_reading, .timeout = 12
 	struct rp_event *ev = test_event("Test-Ipc-Stalled");
 	struct collect_req c = { .version = 2, .buffer_mb = 1, .format = 1, .nprov = 1,
 				 .prov = { { "Test-Ipc-Stalled", 0, 5, NULL } } };
-	struct timespec t0, t1;
-	uint64_t id;
+	uint64_t id, t0;
 	double secs;
 	int fd, i;
 
@@ -1462,10 +1475,9 @@ Test(ipc, server_stop_is_bounded_by_a_reader_that_stopped_reading, .timeout = 12
 		write_events(ev, (uint64_t)i * 20000 + 1, 20000);
 		usleep(2000);
 	}
-	clock_gettime(CLOCK_MONOTONIC, &t0);
+	t0 = rp_clock_mono_ns();
 	end_server();
-	clock_gettime(CLOCK_MONOTONIC, &t1);
-	secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+	secs = (double)(rp_clock_mono_ns() - t0) / 1e9;
 	cr_assert(!rp_event_enabled(ev), "the session is stopped");
 	cr_assert_lt(secs, 10.0, "stop returned after %.2f s despite the stalled reader", secs);
 	close(fd);

@@ -11,6 +11,7 @@
 #include "nettrace.h"
 #include "ringpipe/ringpipe.h"
 #include "config.h"
+#include "startup.h"
 
 Test(startup, provider_lists_parse)
 {

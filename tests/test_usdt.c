@@ -18,8 +18,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 #include <sys/wait.h>
-#include <time.h>
 
+#include "clock.h"
 #include "helpers.h"
 #include "ringpipe/ringpipe.h"
 
@@ -214,28 +214,19 @@ static pid_t spawn(char *const argv[], const char *out_file)
 	return pid;
 }
 
-static uint64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 /* waitpid with a deadline; returns the status, or -1 on timeout */
 static int wait_ms(pid_t pid, uint64_t ms)
 {
-	uint64_t end = mono_ms() + ms;
-	struct timespec tick = { 0, 10000000 };
+	uint64_t end = rp_clock_mono_ns() + ms * 1000000;
 	int st;
 
-	while (mono_ms() < end) {
+	while (rp_clock_mono_ns() < end) {
 		pid_t r = waitpid(pid, &st, WNOHANG);
 
 		if (r == pid)
 			return st;
 		cr_assert_geq(r, 0);
-		nanosleep(&tick, NULL);
+		rp_clock_sleep_ns(10000000);
 	}
 	return -1;
 }

@@ -10,8 +10,8 @@
  * the part the kernel cannot do.
  */
 #include <fcntl.h>
-#include <time.h>
 
+#include "clock.h"
 #include "helpers.h"
 #include "ringpipe/ringpipe.h"
 #include "session.h"
@@ -132,12 +132,10 @@ static int write_str(const char *path, const char *s)
 
 static bool wait_bit(struct rp_event *ev, bool set)
 {
-	struct timespec ms = { 0, 1000000 };
-
 	for (int i = 0; i < 2000; i++) {
 		if (!!(__atomic_load_n(&ev->hot.sessions, __ATOMIC_RELAXED) & RP_UE_BIT) == set)
 			return true;
-		nanosleep(&ms, NULL);
+		rp_clock_sleep_ns(1000000);
 	}
 	return false;
 }

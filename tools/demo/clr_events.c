@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "clr_events.h"
+#include "utf.h"
 
 /* ---- providers ---------------------------------------------------------- */
 
@@ -142,38 +143,6 @@ void clr_expect(const char *fmt, ...)
 
 /* ---- payload building --------------------------------------------------- */
 
-struct pl {
-	uint8_t b[1024];
-	size_t n;
-};
-
-static void put(uint8_t *dst, size_t *n, size_t cap, const void *v, size_t len)
-{
-	if (*n + len <= cap) {
-		memcpy(dst + *n, v, len);
-		*n += len;
-	}
-}
-
-/* x86-64 and aarch64 are little-endian, so the native bytes are the wire bytes. */
-#define PUT(p, T, v) do { T v_ = (T)(v); put((p)->b, &(p)->n, sizeof((p)->b), &v_, sizeof(v_)); } while (0)
-#define PUT8(p, v) PUT(p, uint8_t, v)
-#define PUT16(p, v) PUT(p, uint16_t, v)
-#define PUT32(p, v) PUT(p, uint32_t, v)
-#define PUT64(p, v) PUT(p, uint64_t, v)
-
-/* ASCII as UTF-16LE plus the 2-byte NUL. */
-static void put_str(uint8_t *dst, size_t *n, size_t cap, const char *s)
-{
-	do {
-		uint16_t u = (uint8_t)*s;
-
-		put(dst, n, cap, &u, 2);
-	} while (*s++);
-}
-
-#define PUTS(p, s) put_str((p)->b, &(p)->n, sizeof((p)->b), (s))
-
 static const uint8_t zero_guid[16];
 
 /*
@@ -185,26 +154,36 @@ static bool emit(struct rp_event *ev, const void *p, size_t n)
 	return rp_event_enabled(ev) && rp_event_write(ev, p, n) == 0;
 }
 
+/* emit() of a payload built in b, which it frees; an incomplete payload (the
+ * builder ran out of memory) is not written. */
+static bool emit_built(struct rp_event *ev, struct bytebuf *b)
+{
+	bool ok = !b->oom && emit(ev, b->p, b->len);
+
+	bb_free(b);
+	return ok;
+}
+
 /* ---- GC lifecycle ------------------------------------------------------- */
 
 void clr_gc_triggered(uint32_t reason)
 {
-	struct pl p = { .n = 0 };
+	struct bytebuf p = { 0 };
 
-	PUT32(&p, reason);
-	PUT16(&p, CLR_INSTANCE_ID);
-	if (emit(ev_triggered, p.b, p.n))
+	bb_append_u32(&p, reason);
+	bb_append_u16(&p, CLR_INSTANCE_ID);
+	if (emit_built(ev_triggered, &p))
 		clr_expect("GC/Triggered\tReason=%u\tClrInstanceID=%u", reason, CLR_INSTANCE_ID);
 }
 
 void clr_gc_suspend_begin(uint32_t reason, uint32_t count)
 {
-	struct pl p = { .n = 0 };
+	struct bytebuf p = { 0 };
 
-	PUT32(&p, reason);
-	PUT32(&p, count);
-	PUT16(&p, CLR_INSTANCE_ID);
-	if (emit(ev_suspend_begin, p.b, p.n))
+	bb_append_u32(&p, reason);
+	bb_append_u32(&p, count);
+	bb_append_u16(&p, CLR_INSTANCE_ID);
+	if (emit_built(ev_suspend_begin, &p))
 		clr_expect("GC/SuspendEEStart\tReason=%u\tCount=%u\tClrInstanceID=%u", reason, count,
 			   CLR_INSTANCE_ID);
 }
@@ -224,49 +203,49 @@ void clr_gc_restart_end(void) { no_user_data(ev_restart_end, "GC/RestartEEStop")
 
 void clr_gc_start(uint32_t count, uint32_t depth, uint32_t reason, uint32_t type)
 {
-	struct pl p = { .n = 0 };
+	struct bytebuf p = { 0 };
 
-	PUT32(&p, count);
-	PUT32(&p, depth);
-	PUT32(&p, reason);
-	PUT32(&p, type);
-	PUT16(&p, CLR_INSTANCE_ID);
-	PUT64(&p, 0);		/* ClientSequenceNumber: always 0 on Unix */
-	if (emit(ev_gc_start, p.b, p.n))
+	bb_append_u32(&p, count);
+	bb_append_u32(&p, depth);
+	bb_append_u32(&p, reason);
+	bb_append_u32(&p, type);
+	bb_append_u16(&p, CLR_INSTANCE_ID);
+	bb_append_u64(&p, 0);		/* ClientSequenceNumber: always 0 on Unix */
+	if (emit_built(ev_gc_start, &p))
 		clr_expect("GC/Start\tCount=%u\tDepth=%u\tReason=%u\tType=%u\tClrInstanceID=%u"
 			   "\tClientSequenceNumber=0", count, depth, reason, type, CLR_INSTANCE_ID);
 }
 
 void clr_gc_end(uint32_t count, uint32_t depth)
 {
-	struct pl p = { .n = 0 };
+	struct bytebuf p = { 0 };
 
-	PUT32(&p, count);
-	PUT32(&p, depth);
-	PUT16(&p, CLR_INSTANCE_ID);
-	if (emit(ev_gc_end, p.b, p.n))
+	bb_append_u32(&p, count);
+	bb_append_u32(&p, depth);
+	bb_append_u16(&p, CLR_INSTANCE_ID);
+	if (emit_built(ev_gc_end, &p))
 		clr_expect("GC/Stop\tCount=%u\tDepth=%u\tClrInstanceID=%u", count, depth,
 			   CLR_INSTANCE_ID);
 }
 
 void clr_gc_heap_stats(const struct clr_heap_stats *h)
 {
-	struct pl p = { .n = 0 };
+	struct bytebuf p = { 0 };
 	int g;
 
 	for (g = 0; g < 4; g++) {
-		PUT64(&p, h->gen_size[g]);
-		PUT64(&p, h->promoted[g]);
+		bb_append_u64(&p, h->gen_size[g]);
+		bb_append_u64(&p, h->promoted[g]);
 	}
-	PUT64(&p, h->finalization_promoted_size);
-	PUT64(&p, h->finalization_promoted_count);
-	PUT32(&p, h->pinned_objects);
-	PUT32(&p, h->sink_blocks);
-	PUT32(&p, h->gc_handles);
-	PUT16(&p, CLR_INSTANCE_ID);
-	PUT64(&p, h->gen_size[4]);
-	PUT64(&p, h->promoted[4]);
-	if (emit(ev_heap_stats, p.b, p.n))
+	bb_append_u64(&p, h->finalization_promoted_size);
+	bb_append_u64(&p, h->finalization_promoted_count);
+	bb_append_u32(&p, h->pinned_objects);
+	bb_append_u32(&p, h->sink_blocks);
+	bb_append_u32(&p, h->gc_handles);
+	bb_append_u16(&p, CLR_INSTANCE_ID);
+	bb_append_u64(&p, h->gen_size[4]);
+	bb_append_u64(&p, h->promoted[4]);
+	if (emit_built(ev_heap_stats, &p))
 		clr_expect("GC/HeapStats\tGenerationSize0=%" PRIu64 "\tTotalPromotedSize0=%" PRIu64
 			   "\tGenerationSize1=%" PRIu64 "\tTotalPromotedSize1=%" PRIu64
 			   "\tGenerationSize2=%" PRIu64 "\tTotalPromotedSize2=%" PRIu64
@@ -285,20 +264,20 @@ void clr_gc_alloc_tick(uint32_t amount, uint32_t kind, uint64_t amount64, uint64
 		       const char *type_name, uint32_t heap_index, uint64_t address,
 		       uint64_t object_size)
 {
-	struct pl p = { .n = 0 };
+	struct bytebuf p = { 0 };
 
 	if (!rp_event_enabled(ev_alloc_tick))
 		return;
-	PUT32(&p, amount);
-	PUT32(&p, kind);
-	PUT16(&p, CLR_INSTANCE_ID);
-	PUT64(&p, amount64);
-	PUT64(&p, type_id);	/* win:Pointer, 8 bytes on the 64-bit targets we build for */
-	PUTS(&p, type_name);
-	PUT32(&p, heap_index);
-	PUT64(&p, address);
-	PUT64(&p, object_size);
-	if (emit(ev_alloc_tick, p.b, p.n))
+	bb_append_u32(&p, amount);
+	bb_append_u32(&p, kind);
+	bb_append_u16(&p, CLR_INSTANCE_ID);
+	bb_append_u64(&p, amount64);
+	bb_append_u64(&p, type_id);	/* win:Pointer, 8 bytes on the 64-bit targets we build for */
+	utf8_to_utf16z(&p, type_name);
+	bb_append_u32(&p, heap_index);
+	bb_append_u64(&p, address);
+	bb_append_u64(&p, object_size);
+	if (emit_built(ev_alloc_tick, &p))
 		clr_expect("GC/AllocationTick\tAllocationAmount=%u\tAllocationKind=%u\tClrInstanceID=%u"
 			   "\tAllocationAmount64=%" PRIu64 "\tTypeID=%" PRIu64 "\tTypeName=%s"
 			   "\tHeapIndex=%u\tAddress=%" PRIu64 "\tObjectSize=%" PRIu64,
@@ -423,24 +402,26 @@ void clr_bulk_root(struct clr_bulk *b, uint64_t address, uint8_t kind, uint32_t 
 void clr_bulk_type(struct clr_bulk *b, uint64_t type_id, uint64_t module_id, uint32_t flags,
 		   uint8_t cor_element_type, const char *name)
 {
-	size_t nlen = strlen(name), n = 8 + 8 + 4 + 4 + 1 + 2 * (nlen + 1) + 4, k;
+	struct bytebuf name16 = { 0 };
 	uint32_t name_id = 0, nparams = 0;
-	uint8_t *at = bulk_room(b, n);
+	size_t n, k;
+	uint8_t *at;
 
+	if (utf8_to_utf16z(&name16, name))
+		return;		/* out of memory: the element is left out, digest and all */
+	n = 8 + 8 + 4 + 4 + 1 + name16.len + 4;
+	at = bulk_room(b, n);
 	/* TypeID, ModuleID, TypeNameID, Flags, CorElementType, Name, TypeParameterCount */
 	memcpy(at, &type_id, 8);
 	memcpy(at + 8, &module_id, 8);
 	memcpy(at + 16, &name_id, 4);
 	memcpy(at + 20, &flags, 4);
 	at[24] = cor_element_type;
-	for (k = 0; k <= nlen; k++) {
-		uint16_t u = (uint8_t)name[k];
-
-		memcpy(at + 25 + 2 * k, &u, 2);
-	}
-	memcpy(at + 25 + 2 * (nlen + 1), &nparams, 4);
+	memcpy(at + 25, name16.p, name16.len);
+	memcpy(at + 25 + name16.len, &nparams, 4);
+	bb_free(&name16);
 	FOLD(b, type_id), FOLD(b, module_id), FOLD(b, flags), FOLD(b, cor_element_type);
-	for (k = 0; k < nlen; k++)
+	for (k = 0; name[k]; k++)
 		FOLD(b, (uint8_t)name[k]);
 	b->elements++;
 }
@@ -465,22 +446,22 @@ const struct clr_module *clr_demo_modules(unsigned *n)
 /* ModuleLoad_V2 and ModuleDCEnd_V2 share one layout. */
 static void module_event(struct rp_event *ev, const char *name, const struct clr_module *m)
 {
-	struct pl p = { .n = 0 };
+	struct bytebuf p = { 0 };
 
-	PUT64(&p, m->module_id);
-	PUT64(&p, m->assembly_id);
-	PUT32(&p, m->flags);
-	PUT32(&p, 0);			/* Reserved1 */
-	PUTS(&p, m->il_path);
-	PUTS(&p, m->il_path);		/* ModuleNativePath: the same image */
-	PUT16(&p, CLR_INSTANCE_ID);
-	put(p.b, &p.n, sizeof(p.b), zero_guid, 16);	/* ManagedPdbSignature */
-	PUT32(&p, 0);			/* ManagedPdbAge */
-	PUTS(&p, "");			/* ManagedPdbBuildPath */
-	put(p.b, &p.n, sizeof(p.b), zero_guid, 16);	/* NativePdbSignature */
-	PUT32(&p, 0);
-	PUTS(&p, "");
-	if (emit(ev, p.b, p.n))
+	bb_append_u64(&p, m->module_id);
+	bb_append_u64(&p, m->assembly_id);
+	bb_append_u32(&p, m->flags);
+	bb_append_u32(&p, 0);			/* Reserved1 */
+	utf8_to_utf16z(&p, m->il_path);
+	utf8_to_utf16z(&p, m->il_path);		/* ModuleNativePath: the same image */
+	bb_append_u16(&p, CLR_INSTANCE_ID);
+	bb_append(&p, zero_guid, 16);	/* ManagedPdbSignature */
+	bb_append_u32(&p, 0);			/* ManagedPdbAge */
+	utf8_to_utf16z(&p, "");			/* ManagedPdbBuildPath */
+	bb_append(&p, zero_guid, 16);	/* NativePdbSignature */
+	bb_append_u32(&p, 0);
+	utf8_to_utf16z(&p, "");
+	if (emit_built(ev, &p))
 		/* TraceEvent's module templates do not list ClrInstanceID */
 		clr_expect("%s\tModuleID=%" PRIu64 "\tAssemblyID=%" PRIu64 "\tModuleFlags=%u"
 			   "\tModuleILPath=%s\tModuleNativePath=%s\tManagedPdbAge=0"
@@ -508,20 +489,20 @@ bool clr_rd_methods_enabled(void)
 
 void clr_rd_method(const struct clr_method *m)
 {
-	struct pl p = { .n = 0 };
+	struct bytebuf p = { 0 };
 
-	PUT64(&p, m->method_id);
-	PUT64(&p, m->module_id);
-	PUT64(&p, m->start);
-	PUT32(&p, m->size);
-	PUT32(&p, m->token);
-	PUT32(&p, m->flags);
-	PUTS(&p, m->ns);
-	PUTS(&p, m->name);
-	PUTS(&p, m->signature);
-	PUT16(&p, CLR_INSTANCE_ID);
-	PUT64(&p, m->rejit_id);
-	if (emit(ev_rd_method, p.b, p.n))
+	bb_append_u64(&p, m->method_id);
+	bb_append_u64(&p, m->module_id);
+	bb_append_u64(&p, m->start);
+	bb_append_u32(&p, m->size);
+	bb_append_u32(&p, m->token);
+	bb_append_u32(&p, m->flags);
+	utf8_to_utf16z(&p, m->ns);
+	utf8_to_utf16z(&p, m->name);
+	utf8_to_utf16z(&p, m->signature);
+	bb_append_u16(&p, CLR_INSTANCE_ID);
+	bb_append_u64(&p, m->rejit_id);
+	if (emit_built(ev_rd_method, &p))
 		clr_expect("Method/DCStopVerbose\tMethodID=%" PRIu64 "\tModuleID=%" PRIu64
 			   "\tMethodStartAddress=%" PRIu64 "\tMethodSize=%u\tMethodToken=%u"
 			   "\tMethodFlags=%u\tMethodNamespace=%s\tMethodName=%s\tMethodSignature=%s"
@@ -532,16 +513,16 @@ void clr_rd_method(const struct clr_method *m)
 
 void clr_rd_assembly(const struct clr_module *m, uint64_t appdomain_id)
 {
-	struct pl p = { .n = 0 };
+	struct bytebuf p = { 0 };
 	uint32_t flags = 0;
 
-	PUT64(&p, m->assembly_id);
-	PUT64(&p, appdomain_id);
-	PUT64(&p, 0);			/* BindingID */
-	PUT32(&p, flags);
-	PUTS(&p, m->assembly_name);
-	PUT16(&p, CLR_INSTANCE_ID);
-	if (emit(ev_rd_assembly, p.b, p.n))
+	bb_append_u64(&p, m->assembly_id);
+	bb_append_u64(&p, appdomain_id);
+	bb_append_u64(&p, 0);			/* BindingID */
+	bb_append_u32(&p, flags);
+	utf8_to_utf16z(&p, m->assembly_name);
+	bb_append_u16(&p, CLR_INSTANCE_ID);
+	if (emit_built(ev_rd_assembly, &p))
 		clr_expect("Loader/AssemblyDCStop\tAssemblyID=%" PRIu64 "\tAppDomainID=%" PRIu64
 			   "\tBindingID=0\tAssemblyFlags=%u\tFullyQualifiedAssemblyName=%s"
 			   "\tClrInstanceID=%u", m->assembly_id, appdomain_id, flags,
@@ -550,15 +531,15 @@ void clr_rd_assembly(const struct clr_module *m, uint64_t appdomain_id)
 
 void clr_rd_appdomain(uint64_t appdomain_id, const char *name)
 {
-	struct pl p = { .n = 0 };
+	struct bytebuf p = { 0 };
 	uint32_t flags = 0x1, index = 1;	/* Default domain */
 
-	PUT64(&p, appdomain_id);
-	PUT32(&p, flags);
-	PUTS(&p, name);
-	PUT32(&p, index);
-	PUT16(&p, CLR_INSTANCE_ID);
-	if (emit(ev_rd_appdomain, p.b, p.n))
+	bb_append_u64(&p, appdomain_id);
+	bb_append_u32(&p, flags);
+	utf8_to_utf16z(&p, name);
+	bb_append_u32(&p, index);
+	bb_append_u16(&p, CLR_INSTANCE_ID);
+	if (emit_built(ev_rd_appdomain, &p))
 		clr_expect("Loader/AppDomainDCStop\tAppDomainID=%" PRIu64 "\tAppDomainFlags=%u"
 			   "\tAppDomainName=%s\tAppDomainIndex=%u\tClrInstanceID=%u", appdomain_id,
 			   flags, name, index, CLR_INSTANCE_ID);
@@ -568,19 +549,19 @@ void clr_rd_runtime_info(const char *command_line)
 {
 	/* claims CoreCLR 8.0.0: Sku 0x2, BCL and VM versions 8.0.0.0 */
 	static const uint16_t v[] = { CLR_INSTANCE_ID, 0x2, 8, 0, 0, 0, 8, 0, 0, 0 };
-	struct pl p = { .n = 0 };
+	struct bytebuf p = { 0 };
 	uint32_t startup_flags = 0;
 	uint8_t startup_mode = 0;
 	size_t i;
 
 	for (i = 0; i < sizeof(v) / sizeof(v[0]); i++)
-		PUT16(&p, v[i]);
-	PUT32(&p, startup_flags);
-	PUT8(&p, startup_mode);
-	PUTS(&p, command_line);
-	put(p.b, &p.n, sizeof(p.b), zero_guid, 16);	/* ComObjectGuid */
-	PUTS(&p, "libringpipe.so");			/* RuntimeDllPath */
-	if (emit(ev_rd_runtime, p.b, p.n))
+		bb_append_u16(&p, v[i]);
+	bb_append_u32(&p, startup_flags);
+	bb_append_u8(&p, startup_mode);
+	utf8_to_utf16z(&p, command_line);
+	bb_append(&p, zero_guid, 16);	/* ComObjectGuid */
+	utf8_to_utf16z(&p, "libringpipe.so");			/* RuntimeDllPath */
+	if (emit_built(ev_rd_runtime, &p))
 		clr_expect("Runtime/Start\tClrInstanceID=%u\tSku=2\tBclMajorVersion=8\tBclMinorVersion=0"
 			   "\tBclBuildNumber=0\tBclQfeNumber=0\tVMMajorVersion=8\tVMMinorVersion=0"
 			   "\tVMBuildNumber=0\tVMQfeNumber=0\tStartupFlags=0\tStartupMode=0"

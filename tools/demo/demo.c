@@ -47,10 +47,14 @@
 
 #include "ringpipe/ringpipe.h"
 
+#include "atomics.h"
+#include "bytebuf.h"
+#include "clock.h"
 #include "clr_events.h"
 #include "heap.h"
 #include "jit.h"
 #include "sampler.h"
+#include "utf.h"
 
 #define DEMO_MAX_THREADS 256u
 #define DEMO_MAX_RATE 10000000u
@@ -108,12 +112,12 @@ struct demo_thread {
 
 static bool stopping(void)
 {
-	return __atomic_load_n(&demo_stop, __ATOMIC_RELAXED);
+	return rp_load_relaxed(&demo_stop);
 }
 
 static void request_stop(void)
 {
-	__atomic_store_n(&demo_stop, 1, __ATOMIC_RELAXED);
+	rp_store_relaxed(&demo_stop, 1);
 }
 
 static void on_signal(int sig)
@@ -122,50 +126,17 @@ static void on_signal(int sig)
 	request_stop();
 }
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static void sleep_ns(uint64_t ns)
-{
-	struct timespec ts = { (time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull) };
-
-	nanosleep(&ts, NULL);
-}
-
 /* ---- payloads ------------------------------------------------------------- */
 
-struct pbuf {
-	uint8_t b[1024];
-	size_t n;
-};
-
-static void put(struct pbuf *p, const void *v, size_t n)
+/* Writes a payload built in b, unless building it ran out of memory. */
+static void write_built(struct rp_event *ev, const struct bytebuf *b)
 {
-	if (p->n + n <= sizeof(p->b)) {
-		memcpy(p->b + p->n, v, n);
-		p->n += n;
-	}
+	if (!b->oom)
+		rp_event_write(ev, b->p, b->len);
 }
 
-/* ASCII as a NUL-terminated UTF-16LE string. */
-static void put_str(struct pbuf *p, const char *s)
-{
-	do {
-		uint16_t u = (uint8_t)*s;
-
-		put(p, &u, 2);
-	} while (*s++);
-}
-
-static void put_f64(struct pbuf *p, double v) { put(p, &v, 8); }
-static void put_f32(struct pbuf *p, float v) { put(p, &v, 4); }
-static void put_u64(struct pbuf *p, uint64_t v) { put(p, &v, 8); }
-static void put_u32(struct pbuf *p, uint32_t v) { put(p, &v, 4); }
+static void put_f64(struct bytebuf *b, double v) { bb_append(b, &v, 8); }
+static void put_f32(struct bytebuf *b, float v) { bb_append(b, &v, 4); }
 
 /* ---- providers -------------------------------------------------------------- */
 
@@ -269,23 +240,25 @@ static void counters_enable(struct rp_provider *provider, int session_id, bool e
 static void demo_stopping(struct rp_provider *provider, int session_id, uint64_t keywords,
 			  uint8_t level, void *ctx)
 {
-	uint64_t ticks = __atomic_load_n(&demo_ticks, __ATOMIC_RELAXED);
+	uint64_t ticks = rp_load_relaxed(&demo_ticks);
 	uint64_t gcs = heap_gc_count(), allocs = heap_alloc_count(), bytes = heap_alloc_bytes();
 	uint64_t methods = jit_published();
 	uint32_t sid = (uint32_t)session_id;
-	struct pbuf p = { .n = 0 };
+	struct bytebuf p = { 0 };
 
 	(void)provider, (void)keywords, (void)level, (void)ctx;
-	put_u32(&p, sid);
-	put_u64(&p, ticks);
-	put_u64(&p, gcs);
-	put_u64(&p, allocs);
-	put_u64(&p, bytes);
-	put_u64(&p, methods);
-	if (rp_event_enabled(ev_session_end) && rp_event_write(ev_session_end, p.b, p.n) == 0)
+	bb_append_u32(&p, sid);
+	bb_append_u64(&p, ticks);
+	bb_append_u64(&p, gcs);
+	bb_append_u64(&p, allocs);
+	bb_append_u64(&p, bytes);
+	bb_append_u64(&p, methods);
+	if (!p.oom && rp_event_enabled(ev_session_end) &&
+	    rp_event_write(ev_session_end, p.p, p.len) == 0)
 		clr_expect("SessionEnd\tSessionId=%u\tTicks=%" PRIu64 "\tGCs=%" PRIu64
 			   "\tAllocations=%" PRIu64 "\tAllocatedBytes=%" PRIu64
 			   "\tMethodsPublished=%" PRIu64, sid, ticks, gcs, allocs, bytes, methods);
+	bb_free(&p);
 	fprintf(stderr, "session-end session %d: ticks %" PRIu64 " gcs %" PRIu64 " allocations %"
 		PRIu64 " methods %" PRIu64 "\n", session_id, ticks, gcs, allocs, methods);
 }
@@ -347,41 +320,42 @@ static double working_set_mb(void)
 static void publish(uint32_t interval_s, double elapsed_s, uint64_t ticks)
 {
 	char series[64];
-	struct pbuf p = { .n = 0 };
+	struct bytebuf p = { 0 };
 	double ws = working_set_mb();
 
 	snprintf(series, sizeof(series), "Interval=%u", interval_s * 1000);
-	put_str(&p, "working-set");
-	put_str(&p, "Working Set");
+	utf8_to_utf16z(&p, "working-set");
+	utf8_to_utf16z(&p, "Working Set");
 	put_f64(&p, ws);
 	put_f64(&p, 0.0);
-	put_u32(&p, 1);
+	bb_append_u32(&p, 1);
 	put_f64(&p, ws);
 	put_f64(&p, ws);
 	put_f32(&p, (float)elapsed_s);
-	put_str(&p, series);
-	put_str(&p, "Mean");
-	put_str(&p, "");
-	put_str(&p, "MB");
-	rp_event_write(ev_counter_mean, p.b, p.n);
+	utf8_to_utf16z(&p, series);
+	utf8_to_utf16z(&p, "Mean");
+	utf8_to_utf16z(&p, "");
+	utf8_to_utf16z(&p, "MB");
+	write_built(ev_counter_mean, &p);
 
-	p.n = 0;
-	put_str(&p, "ticks/sec");
-	put_str(&p, "Ticks");
-	put_str(&p, "00:00:01");
+	p.len = 0;
+	utf8_to_utf16z(&p, "ticks/sec");
+	utf8_to_utf16z(&p, "Ticks");
+	utf8_to_utf16z(&p, "00:00:01");
 	put_f64(&p, (double)ticks);
 	put_f32(&p, (float)elapsed_s);
-	put_str(&p, "");
-	put_str(&p, series);
-	put_str(&p, "Sum");
-	put_str(&p, "");
-	rp_event_write(ev_counter_sum, p.b, p.n);
+	utf8_to_utf16z(&p, "");
+	utf8_to_utf16z(&p, series);
+	utf8_to_utf16z(&p, "Sum");
+	utf8_to_utf16z(&p, "");
+	write_built(ev_counter_sum, &p);
+	bb_free(&p);
 }
 
 /* Publishes at the shortest interval any session asked for. */
 static void *counters_main(void *arg)
 {
-	uint64_t last = now_ns(), last_ticks = __atomic_load_n(&demo_ticks, __ATOMIC_RELAXED);
+	uint64_t last = rp_clock_mono_ns(), last_ticks = rp_load_relaxed(&demo_ticks);
 
 	(void)arg;
 	sampler_add_self(false);
@@ -403,20 +377,20 @@ static void *counters_main(void *arg)
 				ts.tv_sec++, ts.tv_nsec -= 1000000000L;
 			pthread_cond_timedwait(&ctr_cond, &ctr_lock, &ts);
 			pthread_mutex_unlock(&ctr_lock);
-			last = now_ns();
-			last_ticks = __atomic_load_n(&demo_ticks, __ATOMIC_RELAXED);
+			last = rp_clock_mono_ns();
+			last_ticks = rp_load_relaxed(&demo_ticks);
 			continue;
 		}
 		pthread_mutex_unlock(&ctr_lock);
-		now = now_ns();
+		now = rp_clock_mono_ns();
 		if (now - last >= (uint64_t)interval * 1000000000ull) {
-			uint64_t t = __atomic_load_n(&demo_ticks, __ATOMIC_RELAXED);
+			uint64_t t = rp_load_relaxed(&demo_ticks);
 
 			publish(interval, (double)(now - last) / 1e9, t - last_ticks);
 			last = now;
 			last_ticks = t;
 		}
-		sleep_ns(20 * 1000000ull);
+		rp_clock_sleep_ns(20 * 1000000ull);
 	}
 	sampler_remove_self();
 	return NULL;
@@ -427,27 +401,28 @@ static void *counters_main(void *arg)
 static void *writer_main(void *arg)
 {
 	struct demo_thread *t = arg;
-	uint64_t start = now_ns(), n = 0, work = 0;
+	uint64_t start = rp_clock_mono_ns(), n = 0, work = 0;
+	struct bytebuf p = { 0 };	/* one Tick payload at a time, reused */
 	char text[64];
 
 	sampler_add_self(true);
 	while (!stopping()) {
-		uint64_t due = (now_ns() - start) / 1000 * t->rate / 1000000;
+		uint64_t due = (rp_clock_mono_ns() - start) / 1000 * t->rate / 1000000;
 
 		for (; n < due && !stopping(); n++) {
-			struct pbuf p = { .n = 0 };
 			bool pair = n % 10 == 9;
 			uint64_t id = ((uint64_t)t->index << 48) | work;
 
 			if (pair && rp_event_enabled(ev_work_start))
 				rp_event_write(ev_work_start, &id, 8);
-			put_u64(&p, n + 1);
-			put_u32(&p, t->index);
+			p.len = 0;
+			bb_append_u64(&p, n + 1);
+			bb_append_u32(&p, t->index);
 			snprintf(text, sizeof(text), "tick %" PRIu64 " of thread %u", n + 1, t->index);
-			put_str(&p, text);
+			utf8_to_utf16z(&p, text);
 			if (rp_event_enabled(ev_tick))
-				rp_event_write(ev_tick, p.b, p.n);
-			__atomic_add_fetch(&demo_ticks, 1, __ATOMIC_RELAXED);
+				write_built(ev_tick, &p);
+			rp_add_relaxed(&demo_ticks, 1);
 			if (pair) {
 				if (rp_event_enabled(ev_work_stop))
 					rp_event_write(ev_work_stop, &id, 8);
@@ -456,12 +431,14 @@ static void *writer_main(void *arg)
 		}
 		/* sleep until the next tick is due, at most 10 ms */
 		{
-			uint64_t next = start + (n + 1) * 1000000000ull / t->rate, now = now_ns();
+			uint64_t next = start + (n + 1) * 1000000000ull / t->rate;
+			uint64_t now = rp_clock_mono_ns(), cap = 10000000ull;
 
 			if (next > now)
-				sleep_ns(next - now < 10000000ull ? next - now : 10000000ull);
+				rp_clock_sleep_ns(next - now < cap ? next - now : cap);
 		}
 	}
+	bb_free(&p);
 	sampler_remove_self();
 	return NULL;
 }
@@ -638,9 +615,9 @@ int main(int argc, char **argv)
 		}
 		started++;
 	}
-	start = now_ns();
-	while (!stopping() && (!duration || now_ns() - start < duration * 1000000000ull))
-		sleep_ns(10 * 1000000ull);
+	start = rp_clock_mono_ns();
+	while (!stopping() && (!duration || rp_clock_mono_ns() - start < duration * 1000000000ull))
+		rp_clock_sleep_ns(10 * 1000000ull);
 	request_stop();
 	for (k = 0; k < started; k++)
 		pthread_join(t[k].th, NULL);
@@ -651,7 +628,7 @@ int main(int argc, char **argv)
 	heap_stop();
 	sampler_remove_self();
 	sampler_stop();
-	printf("ticks %" PRIu64 "\n", __atomic_load_n(&demo_ticks, __ATOMIC_RELAXED));
+	printf("ticks %" PRIu64 "\n", rp_load_relaxed(&demo_ticks));
 	free(t);
 	return started == threads ? 0 : 1;
 }

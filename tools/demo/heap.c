@@ -22,9 +22,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "atomics.h"
+#include "clock.h"
 #include "heap.h"
 #include "sampler.h"
 
@@ -153,17 +154,17 @@ static uint32_t gc_seq;			/* world stopped: ordinary GCs, picks gen1 */
 
 uint64_t heap_gc_count(void)
 {
-	return __atomic_load_n(&gc_count, __ATOMIC_RELAXED);
+	return rp_load_relaxed(&gc_count);
 }
 
 uint64_t heap_alloc_count(void)
 {
-	return __atomic_load_n(&total_allocs, __ATOMIC_RELAXED);
+	return rp_load_relaxed(&total_allocs);
 }
 
 uint64_t heap_alloc_bytes(void)
 {
-	return __atomic_load_n(&total_alloc_bytes, __ATOMIC_RELAXED);
+	return rp_load_relaxed(&total_alloc_bytes);
 }
 
 /* ---- building ------------------------------------------------------------- */
@@ -345,7 +346,7 @@ static void collect(uint32_t depth, uint32_t reason)
 	struct clr_heap_stats hs;
 	uint32_t count = gc_count + 1;
 
-	__atomic_store_n(&gc_count, count, __ATOMIC_RELAXED);
+	rp_store_relaxed(&gc_count, count);
 	clr_gc_start(count, depth, reason, 0);
 	promote(depth);
 	heap_stats(&hs, depth);
@@ -424,7 +425,7 @@ static void heap_walk(void)
 
 	suspend_world();
 	count = gc_count + 1;
-	__atomic_store_n(&gc_count, count, __ATOMIC_RELAXED);
+	rp_store_relaxed(&gc_count, count);
 	clr_gc_triggered(1 /* Induced */);
 	clr_gc_suspend_begin(1 /* ForGC */, count);
 	clr_gc_suspend_end();
@@ -517,7 +518,7 @@ static int heap_stop_flag;		/* atomic */
 
 static bool heap_stopping(void)
 {
-	return __atomic_load_n(&heap_stop_flag, __ATOMIC_RELAXED);
+	return rp_load_relaxed(&heap_stop_flag);
 }
 
 /* One allocation: a new object replaces the one in a slot this thread owns. */
@@ -547,9 +548,9 @@ static uint32_t allocate(struct mutator *m)
 				  ob->size);
 		m->since_tick = 0;
 	}
-	__atomic_add_fetch(&total_allocs, 1, __ATOMIC_RELAXED);
-	__atomic_add_fetch(&total_alloc_bytes, ob->size, __ATOMIC_RELAXED);
-	__atomic_add_fetch(&since_gc, ob->size, __ATOMIC_RELAXED);
+	rp_add_relaxed(&total_allocs, 1);
+	rp_add_relaxed(&total_alloc_bytes, ob->size);
+	rp_add_relaxed(&since_gc, ob->size);
 	return ob->size;
 }
 
@@ -558,13 +559,13 @@ static void maybe_collect(void)
 {
 	uint32_t depth;
 
-	if (__atomic_load_n(&since_gc, __ATOMIC_RELAXED) < GEN0_BUDGET)
+	if (rp_load_relaxed(&since_gc) < GEN0_BUDGET)
 		return;
 	pthread_mutex_lock(&walk_lock);
 	suspend_world();
 	/* another thread may have collected while this one waited */
-	if (__atomic_load_n(&since_gc, __ATOMIC_RELAXED) >= GEN0_BUDGET) {
-		__atomic_store_n(&since_gc, 0, __ATOMIC_RELAXED);
+	if (rp_load_relaxed(&since_gc) >= GEN0_BUDGET) {
+		rp_store_relaxed(&since_gc, 0);
 		depth = ++gc_seq % 4 == 0 ? 1 : 0;
 		clr_gc_triggered(0 /* AllocSmall */);
 		clr_gc_suspend_begin(1 /* ForGC */, gc_count + 1);
@@ -579,22 +580,15 @@ static void maybe_collect(void)
 	pthread_mutex_unlock(&walk_lock);
 }
 
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static void *mutator_main(void *arg)
 {
 	struct mutator *m = arg;
-	uint64_t start = mono_ns(), bytes = 0;
+	uint64_t start = rp_clock_mono_ns(), bytes = 0;
 
 	sampler_add_self(true);
 	while (!heap_stopping()) {
-		uint64_t due = (mono_ns() - start) / 1000 * (ALLOC_BYTES_PER_SEC / 1000) / 1000;
+		uint64_t el = rp_clock_mono_ns() - start;
+		uint64_t due = el / 1000 * (ALLOC_BYTES_PER_SEC / 1000) / 1000;
 		unsigned k;
 
 		world_enter();
@@ -602,11 +596,8 @@ static void *mutator_main(void *arg)
 			bytes += allocate(m);
 		world_leave();
 		maybe_collect();
-		if (bytes >= due) {
-			struct timespec ts = { 0, 2 * 1000000L };
-
-			nanosleep(&ts, NULL);	/* outside the world: a GC need not wait */
-		}
+		if (bytes >= due)	/* outside the world: a GC need not wait */
+			rp_clock_sleep_ns(2 * 1000000ull);
 	}
 	sampler_remove_self();
 	return NULL;
@@ -636,7 +627,7 @@ void heap_stop(void)
 {
 	uint32_t k;
 
-	__atomic_store_n(&heap_stop_flag, 1, __ATOMIC_RELAXED);
+	rp_store_relaxed(&heap_stop_flag, 1);
 	for (k = 0; k < nmuts; k++)
 		pthread_join(muts[k].th, NULL);
 	free(muts);

@@ -15,8 +15,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "atomics.h"
+#include "clock.h"
 #include "clr_events.h"
 #include "jit.h"
 #include "sampler.h"
@@ -86,7 +87,7 @@ bool jit_publish(uint32_t t)
 {
 	struct jit_table *tb = &tables[t];
 	/* only this thread stores count: a relaxed load of its own value is enough */
-	uint32_t i = __atomic_load_n(&tb->count, __ATOMIC_RELAXED);
+	uint32_t i = rp_load_relaxed(&tb->count);
 	struct jit_entry *e;
 	char *p;
 
@@ -104,9 +105,9 @@ bool jit_publish(uint32_t t)
 	p = put_dec(e->name + 1, t);
 	*p++ = '_';
 	put_dec(p, i);
-	/* pairs with the acquire load in jit_rundown(): the entry is complete
-	 * before the count that covers it is visible */
-	__atomic_store_n(&tb->count, i + 1, __ATOMIC_RELEASE);
+	/* pairs with the acquire loads of the count in jit_rundown(): the
+	 * entry is complete before the count that covers it is visible */
+	rp_store_release(&tb->count, i + 1);
 	return true;
 }
 
@@ -116,36 +117,26 @@ uint64_t jit_published(void)
 	uint32_t t;
 
 	for (t = 0; t < nthreads; t++)
-		n += __atomic_load_n(&tables[t].count, __ATOMIC_RELAXED);
+		n += rp_load_relaxed(&tables[t].count);	/* a total: reads no entry */
 	return n;
 }
 
 static void *jit_main(void *arg)
 {
 	uint32_t t = (uint32_t)(uintptr_t)arg;
-	struct timespec start, now;
-	uint64_t n = 0;
+	uint64_t start = rp_clock_mono_ns(), n = 0;
 
 	sampler_add_self(true);
-	clock_gettime(CLOCK_MONOTONIC, &start);
-	while (!__atomic_load_n(&jit_stop_flag, __ATOMIC_RELAXED)) {
-		uint64_t el, due;
+	while (!rp_load_relaxed(&jit_stop_flag)) {
+		uint64_t el = rp_clock_mono_ns() - start;
+		uint64_t due = rate ? el / 1000 * rate / 1000000 + 1 : n + 64;
 
-		clock_gettime(CLOCK_MONOTONIC, &now);
-		el = (uint64_t)(now.tv_sec - start.tv_sec) * 1000000000ull +
-		     (uint64_t)now.tv_nsec - (uint64_t)start.tv_nsec;
-		due = rate ? el / 1000 * rate / 1000000 + 1 : n + 64;
 		while (n < due && jit_publish(t))
 			n++;
-		if (n < due) {			/* full: nothing left to publish */
-			struct timespec ts = { 0, 50 * 1000000L };
-
-			nanosleep(&ts, NULL);
-		} else if (rate) {
-			struct timespec ts = { 0, 1000000L };
-
-			nanosleep(&ts, NULL);
-		}
+		if (n < due)			/* full: nothing left to publish */
+			rp_clock_sleep_ns(50 * 1000000ull);
+		else if (rate)
+			rp_clock_sleep_ns(1000000ull);
 	}
 	sampler_remove_self();
 	return NULL;
@@ -167,13 +158,13 @@ void jit_stop(void)
 {
 	uint32_t t;
 
-	__atomic_store_n(&jit_stop_flag, 1, __ATOMIC_RELAXED);
+	rp_store_relaxed(&jit_stop_flag, 1);
 	for (t = 0; t < nthreads; t++)
 		if (tables[t].started)
 			pthread_join(tables[t].th, NULL);
 	for (t = 0; t < nthreads; t++)
 		tables[t].started = false;
-	__atomic_store_n(&jit_stop_flag, 0, __ATOMIC_RELAXED);
+	rp_store_relaxed(&jit_stop_flag, 0);
 }
 
 void jit_rundown(struct jit_rundown_result *r)
@@ -184,17 +175,18 @@ void jit_rundown(struct jit_rundown_result *r)
 
 	memset(r, 0, sizeof(*r));
 	/* what was published when rundown began: pairs with the release store
-	 * in jit_publish() */
+	 * of the count in jit_publish() */
 	for (t = 0; t < nthreads && t < JIT_MAX_THREADS; t++) {
-		r->per_thread[t] = __atomic_load_n(&tables[t].count, __ATOMIC_ACQUIRE);
+		r->per_thread[t] = rp_load_acquire(&tables[t].count);
 		r->before += r->per_thread[t];
 	}
 	clr_rd_dcend_init();
 	for (t = 0; t < nthreads && clr_rd_methods_enabled(); t++) {
 		const struct jit_table *tb = &tables[t];
-		/* a fresh load: methods published since are included when seen,
-		 * entries below the count are complete (pairs with jit_publish) */
-		uint32_t n = __atomic_load_n(&tb->count, __ATOMIC_ACQUIRE), i;
+		/* a fresh load: methods published since are included when seen;
+		 * entries below the count are complete (pairs with the release
+		 * store of the count in jit_publish()) */
+		uint32_t n = rp_load_acquire(&tb->count), i;
 
 		for (i = 0; i < n; i++) {
 			const struct jit_entry *e = &tb->e[i];

@@ -8,9 +8,9 @@
  */
 #include <pthread.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "clr_events.h"
 #include "sampler.h"
 
@@ -83,11 +83,7 @@ static void *sampler_main(void *arg)
 		pthread_mutex_unlock(&lock);
 		for (k = 0; k < n; k++)
 			clr_thread_sample(now[k].type, now[k].tid);
-		{
-			struct timespec ts = { 0, SAMPLE_PERIOD_NS };
-
-			nanosleep(&ts, NULL);
-		}
+		rp_clock_sleep_ns(SAMPLE_PERIOD_NS);
 		pthread_mutex_lock(&lock);
 	}
 	pthread_mutex_unlock(&lock);

@@ -16,6 +16,7 @@
 #define rp_store_release(p, v)	__atomic_store_n((p), (v), __ATOMIC_RELEASE)
 #define rp_add_relaxed(p, v)	((void)__atomic_fetch_add((p), (v), __ATOMIC_RELAXED))
 #define rp_fetch_add_relaxed(p, v) __atomic_fetch_add((p), (v), __ATOMIC_RELAXED)
+#define rp_xchg_relaxed(p, v)	__atomic_exchange_n((p), (v), __ATOMIC_RELAXED)
 
 #define rp_fetch_add_release(p, v) __atomic_fetch_add((p), (v), __ATOMIC_RELEASE)
 #define rp_fetch_add_acq_rel(p, v) __atomic_fetch_add((p), (v), __ATOMIC_ACQ_REL)

@@ -15,8 +15,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "atomics.h"
+#include "clock.h"
 #include "ipc.h"
 #include "ipc_client.h"
+#include "utf.h"
 
 static const uint8_t ipcc_magic[14] = "DOTNET_IPC_V1";	/* with its NUL */
 static const uint8_t adv_magic[8] = "ADVR_V1";
@@ -28,15 +31,14 @@ static const uint8_t adv_magic[8] = "ADVR_V1";
 
 static uint64_t ipcc_now_ms(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+	return rp_clock_mono_ns() / 1000000u;
 }
 
 static bool cancelled(const int *cancel)
 {
-	return cancel && __atomic_load_n(cancel, __ATOMIC_ACQUIRE);
+	/* pairs with the store_release of ep->cancel by the thread that stops
+	 * the waits (collect's stop path, its signal handler) */
+	return cancel && rp_load_acquire(cancel);
 }
 
 /*
@@ -126,72 +128,33 @@ static int write_full(int fd, const void *buf, size_t n)
 
 /* ---- strings ------------------------------------------------------------ */
 
-/* Next code point of a UTF-8 string, or -1 when malformed. */
-static int32_t utf8_next(const unsigned char **s)
-{
-	const unsigned char *p = *s;
-	uint32_t c = p[0], min;
-	int n, i;
-
-	if (c < 0x80) {
-		*s = p + 1;
-		return (int32_t)c;
-	}
-	if ((c & 0xe0) == 0xc0) {
-		n = 1, c &= 0x1f, min = 0x80;
-	} else if ((c & 0xf0) == 0xe0) {
-		n = 2, c &= 0x0f, min = 0x800;
-	} else if ((c & 0xf8) == 0xf0) {
-		n = 3, c &= 0x07, min = 0x10000;
-	} else {
-		return -1;
-	}
-	for (i = 1; i <= n; i++) {
-		if ((p[i] & 0xc0) != 0x80)
-			return -1;
-		c = (c << 6) | (p[i] & 0x3f);
-	}
-	if (c < min || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff))
-		return -1;
-	*s = p + n + 1;
-	return (int32_t)c;
-}
-
+/*
+ * Refuses text that is not UTF-8 (-EILSEQ: the caller names the provider)
+ * rather than sending U+FFFD in its place: a provider name with a
+ * replacement character in it would enable nothing the user asked for.
+ */
 int ipcc_put_string(struct bytebuf *b, const char *utf8)
 {
-	const unsigned char *s = (const unsigned char *)utf8;
-	size_t count_at, units = 0;
+	size_t count_at = b->len, n;
 	uint32_t count;
+	long units;
 
-	if (!utf8) {
-		if (bb_reserve(b, 4))
-			return -ENOMEM;
-		bb_u32(b, 0);
-		return 0;
-	}
-	if (bb_reserve(b, 4 + 4 * strlen(utf8) + 2))
+	if (bb_reserve(b, 4))
 		return -ENOMEM;
-	count_at = b->len;
 	bb_u32(b, 0);
-	while (*s) {
-		int32_t c = utf8_next(&s);
-
-		if (c < 0) {
-			b->len = count_at;
-			return -EILSEQ;
-		}
-		if (c >= 0x10000) {
-			c -= 0x10000;
-			bb_u16(b, (uint16_t)(0xd800 + (c >> 10)));
-			bb_u16(b, (uint16_t)(0xdc00 + (c & 0x3ff)));
-			units += 2;
-		} else {
-			bb_u16(b, (uint16_t)c);
-			units++;
-		}
+	if (!utf8)
+		return 0;
+	n = strlen(utf8);
+	if (!utf8_valid(utf8, n)) {
+		b->len = count_at;
+		return -EILSEQ;
 	}
-	bb_u16(b, 0);
-	count = (uint32_t)(units + 1);
+	units = utf8_to_utf16le(b, utf8, n, 1);
+	if (units < 0) {
+		b->len = count_at;
+		return -ENOMEM;
+	}
+	count = (uint32_t)units;
 	memcpy(b->p + count_at, &count, 4);
 	return 0;
 }
@@ -199,8 +162,8 @@ int ipcc_put_string(struct bytebuf *b, const char *utf8)
 /* Reads a protocol string at *p into a new UTF-8 string ("" for count 0). */
 static int get_string(const uint8_t **p, const uint8_t *end, char **out)
 {
-	uint32_t count, i;
 	struct bytebuf s = { 0 };
+	uint32_t count, units;
 
 	*out = NULL;
 	if (end - *p < 4)
@@ -209,52 +172,19 @@ static int get_string(const uint8_t **p, const uint8_t *end, char **out)
 	*p += 4;
 	if (count > (uint32_t)(end - *p) / 2)
 		return -EBADMSG;
-	for (i = 0; i < count; i++) {
-		uint16_t u, u2;
-		uint32_t c;
-		uint8_t enc[4];
-		size_t n;
-
-		memcpy(&u, *p + 2 * i, 2);
-		if (u == 0 && i == count - 1)
-			break;
-		c = u;
-		if (u >= 0xd800 && u < 0xdc00 && i + 1 < count) {
-			memcpy(&u2, *p + 2 * (i + 1), 2);
-			if (u2 >= 0xdc00 && u2 < 0xe000) {
-				c = 0x10000 + (((uint32_t)u - 0xd800) << 10) + (u2 - 0xdc00);
-				i++;
-			}
-		}
-		if (c >= 0xd800 && c < 0xe000)
-			c = 0xfffd;
-		if (c < 0x80) {
-			enc[0] = (uint8_t)c, n = 1;
-		} else if (c < 0x800) {
-			enc[0] = (uint8_t)(0xc0 | (c >> 6)), enc[1] = (uint8_t)(0x80 | (c & 0x3f)), n = 2;
-		} else if (c < 0x10000) {
-			enc[0] = (uint8_t)(0xe0 | (c >> 12));
-			enc[1] = (uint8_t)(0x80 | ((c >> 6) & 0x3f));
-			enc[2] = (uint8_t)(0x80 | (c & 0x3f));
-			n = 3;
-		} else {
-			enc[0] = (uint8_t)(0xf0 | (c >> 18));
-			enc[1] = (uint8_t)(0x80 | ((c >> 12) & 0x3f));
-			enc[2] = (uint8_t)(0x80 | ((c >> 6) & 0x3f));
-			enc[3] = (uint8_t)(0x80 | (c & 0x3f));
-			n = 4;
-		}
-		if (bb_append(&s, enc, n))
-			goto nomem;
+	/* the final NUL is the terminator; a unit missing it, or a NUL
+	 * before it, is decoded like any other */
+	units = count;
+	if (units && !(*p)[2 * (units - 1)] && !(*p)[2 * (units - 1) + 1])
+		units--;
+	utf16le_to_utf8(&s, *p, units);
+	if (s.oom || bb_append(&s, "", 1)) {
+		bb_free(&s);
+		return -ENOMEM;
 	}
 	*p += 2 * (size_t)count;
-	if (bb_append(&s, "", 1))
-		goto nomem;
 	*out = (char *)s.p;
 	return 0;
-nomem:
-	bb_free(&s);
-	return -ENOMEM;
 }
 
 /* ---- finding sockets ---------------------------------------------------- */
@@ -510,8 +440,6 @@ static int connect_path(const char *path)
 	if (rc)
 		return rc;
 	for (;;) {
-		struct timespec ts = { 0, CONNECT_RETRY_MS * 1000000L };
-
 		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 		if (fd < 0)
 			return -errno;
@@ -523,7 +451,7 @@ static int connect_path(const char *path)
 		close(fd);	/* a fresh socket for the next try */
 		if (rc != -ECONNREFUSED || ++tries >= CONNECT_REFUSED_MS / CONNECT_RETRY_MS)
 			return rc;
-		nanosleep(&ts, NULL);
+		rp_clock_sleep_ns(CONNECT_RETRY_MS * 1000000ull);
 	}
 }
 

@@ -109,9 +109,10 @@ static int rd_bool(struct rd *r, bool *v, const char *what)
  */
 static int rd_string(struct rd *r, char **out, const char *what)
 {
-	uint32_t count, i;
+	struct bytebuf s;
 	const uint8_t *u;
-	char *s, *o;
+	uint32_t count;
+	size_t nul;
 
 	*out = NULL;
 	if (rd_u32(r, &count, what))
@@ -126,36 +127,18 @@ static int rd_string(struct rd *r, char **out, const char *what)
 	if (u[2 * (count - 1)] || u[2 * (count - 1) + 1])
 		return ipc_fail(r->err, IPC_HR_BAD_ENCODING,
 				"%s: string of %u units does not end with a NUL", what, count);
-	/* UTF-16 unit -> at most 3 UTF-8 bytes (a pair of 2 units -> 4) */
-	s = malloc((size_t)count * 3 + 1);
-	if (!s)
+	nul = utf16le_strlen(u, 2 * (size_t)(count - 1));
+	if (nul != SIZE_MAX)
+		return ipc_fail(r->err, IPC_HR_BAD_ENCODING,
+				"%s: NUL inside the string at unit %zu of %u", what, nul, count);
+	/* UTF-16 unit -> at most 3 UTF-8 bytes (a pair of 2 units -> 4), and
+	 * the terminator: sized exactly, and the conversion fits in it */
+	if (bb_init(&s, (size_t)count * 3 + 1))
 		return ipc_fail(r->err, IPC_HR_FAIL, "%s: out of memory", what);
-	o = s;
-	for (i = 0; i + 1 < count; i++) {
-		uint32_t c = (uint32_t)u[2 * i] | (uint32_t)u[2 * i + 1] << 8;
-
-		if (!c) {
-			free(s);
-			return ipc_fail(r->err, IPC_HR_BAD_ENCODING,
-					"%s: NUL inside the string at unit %u of %u", what, i, count);
-		}
-		if (c >= 0xD800 && c < 0xDC00 && i + 2 < count) {
-			uint32_t lo = (uint32_t)u[2 * i + 2] | (uint32_t)u[2 * i + 3] << 8;
-
-			if (lo >= 0xDC00 && lo < 0xE000) {
-				c = 0x10000 + ((c - 0xD800) << 10) + (lo - 0xDC00);
-				i++;
-			} else {
-				c = 0xFFFD;
-			}
-		} else if (c >= 0xD800 && c < 0xE000) {
-			c = 0xFFFD;
-		}
-		o += utf8_put(o, c);
-	}
-	*o = 0;
+	utf16le_to_utf8(&s, u, count - 1);
+	s.p[s.len] = 0;
 	r->off += (size_t)count * 2;
-	*out = s;
+	*out = (char *)s.p;
 	return 0;
 }
 
@@ -586,37 +569,34 @@ void ipc_advertise_put(uint8_t out[IPC_ADVERTISE_SIZE], const uint8_t cookie[16]
 
 int ipc_string_put(struct bytebuf *b, const char *s, size_t max_units)
 {
-	const unsigned char *p = (const unsigned char *)(s ? s : "");
-	const unsigned char *pend = p + strlen((const char *)p);
-	size_t start, units = 0;
+	size_t start = b->len, units;
 	uint32_t count;
+	uint16_t last;
+	long n;
 
 	if (bb_reserve(b, 4))
 		return -ENOMEM;
-	start = b->len;
 	bb_u32(b, 0);		/* patched below */
-	while (*p) {
-		uint32_t c = utf8_next(&p, pend);
-
-		if (bb_reserve(b, 4))
-			return -ENOMEM;
-		if (c >= 0x10000) {
-			if (units + 2 > max_units)
-				break;
-			c -= 0x10000;
-			bb_u16(b, (uint16_t)(0xD800 + (c >> 10)));
-			bb_u16(b, (uint16_t)(0xDC00 + (c & 0x3FF)));
-			units += 2;
-		} else {
-			if (units + 1 > max_units)
-				break;
-			bb_u16(b, (uint16_t)c);
-			units++;
-		}
-	}
-	if (bb_reserve(b, 2))
+	s = s ? s : "";
+	n = utf8_to_utf16le(b, s, strlen(s), 1);
+	if (n < 0) {
+		b->len = start;
 		return -ENOMEM;
-	bb_u16(b, 0);
+	}
+	units = (size_t)n - 1;	/* before the NUL */
+	if (units > max_units) {
+		/* cut at max_units, and before a pair that would be split (the
+		 * encoder writes a high surrogate only as a pair's first half);
+		 * the NUL moves to the cut, within what was written */
+		units = max_units;
+		if (units) {
+			memcpy(&last, b->p + start + 4 + 2 * (units - 1), 2);
+			if (last >= 0xD800 && last < 0xDC00)
+				units--;
+		}
+		b->len = start + 4 + 2 * units;
+		bb_u16(b, 0);
+	}
 	count = (uint32_t)(units + 1);
 	memcpy(b->p + start, &count, 4);
 	return 0;

@@ -40,6 +40,7 @@
 #include <unistd.h>
 
 #include "atomics.h"
+#include "clock.h"
 #include "ipc.h"
 #include "nettrace.h"
 #include "session.h"
@@ -111,23 +112,17 @@ static struct conn *fork_orphans;	/* connections of the parent, in a child */
 
 /* ---- small helpers ----------------------------------------------------- */
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static int ms_until(uint64_t deadline)
 {
-	uint64_t now = now_ns();
+	uint64_t now = rp_clock_mono_ns();
 
 	if (now >= deadline)
 		return 0;
 	return (int)((deadline - now + 999999) / 1000000);
 }
 
+/* A rp_clock_mono_ns() deadline for pthread_cond_timedwait(): ipc_cond
+ * waits on CLOCK_MONOTONIC (pthread_condattr_setclock), the same clock. */
 static void deadline_ts(struct timespec *ts, uint64_t deadline)
 {
 	ts->tv_sec = (time_t)(deadline / 1000000000ull);
@@ -192,7 +187,7 @@ static ssize_t read_full(int fd, int stop, void *buf, size_t n, uint64_t deadlin
 /* Sends every byte before SEND_TIMEOUT_MS; 0 or a negative errno. */
 static int send_all(int fd, int stop, const void *buf, size_t n)
 {
-	uint64_t deadline = now_ns() + SEND_TIMEOUT_MS * 1000000ull;
+	uint64_t deadline = rp_clock_mono_ns() + SEND_TIMEOUT_MS * 1000000ull;
 	size_t done = 0;
 
 	while (done < n) {
@@ -597,7 +592,7 @@ static void conn_close(struct conn *c)
 
 static void serve(struct conn *c)
 {
-	uint64_t deadline = now_ns() + (uint64_t)rp_ipc_read_timeout_ms * 1000000ull;
+	uint64_t deadline = rp_clock_mono_ns() + (uint64_t)rp_ipc_read_timeout_ms * 1000000ull;
 	uint8_t hdr[IPC_HEADER_SIZE], *buf = NULL;
 	struct ipc_header h;
 	struct ipc_error err;
@@ -876,7 +871,7 @@ static void port_connect(struct port *p)
 	p->backoff_ms = RECONNECT_MIN_MS;
 	return;
 retry:
-	p->next_try_ns = now_ns() + (uint64_t)p->backoff_ms * 1000000ull;
+	p->next_try_ns = rp_clock_mono_ns() + (uint64_t)p->backoff_ms * 1000000ull;
 	p->backoff_ms = p->backoff_ms * 5 / 4;
 	if (p->backoff_ms > RECONNECT_MAX_MS)
 		p->backoff_ms = RECONNECT_MAX_MS;
@@ -917,7 +912,7 @@ static void port_connected_ready(int i)
 	}
 	close(p->fd);		/* the tool hung up: reconnect after a pause */
 	p->fd = -1;
-	p->next_try_ns = now_ns() + (uint64_t)p->backoff_ms * 1000000ull;
+	p->next_try_ns = rp_clock_mono_ns() + (uint64_t)p->backoff_ms * 1000000ull;
 }
 
 static void *accept_main(void *arg)
@@ -927,7 +922,7 @@ static void *accept_main(void *arg)
 
 	(void)arg;
 	for (;;) {
-		uint64_t now = now_ns();
+		uint64_t now = rp_clock_mono_ns();
 		int np = 0, i, timeout = -1;
 
 		pf[np].fd = srv.stop_efd, pf[np].events = POLLIN, map[np++] = -1;
@@ -964,7 +959,7 @@ static void *accept_main(void *arg)
 			else
 				port_accept(map[i]);
 		}
-		now = now_ns();
+		now = rp_clock_mono_ns();
 		for (i = 0; i < srv.nports; i++) {
 			struct port *p = &srv.ports[i];
 
@@ -1074,7 +1069,7 @@ static void make_cookie(void)
 	}
 	if (got < sizeof(cookie)) {
 		/* no entropy source: still unique enough per process and boot */
-		uint64_t a = now_ns(), b = (uint64_t)getpid() << 32 ^ start_time_key();
+		uint64_t a = rp_clock_mono_ns(), b = (uint64_t)getpid() << 32 ^ start_time_key();
 
 		memcpy(cookie, &a, 8);
 		memcpy(cookie + 8, &b, 8);
@@ -1277,7 +1272,7 @@ RP_API int rp_ipc_server_start(const struct rp_ipc_opts *uopts)
 	}
 
 	/* suspend ports: wait until each saw a ResumeRuntime (or stop) */
-	notice = now_ns() + SUSPEND_NOTICE_MS * 1000000ull;
+	notice = rp_clock_mono_ns() + SUSPEND_NOTICE_MS * 1000000ull;
 	srv.waiters++;
 	while (srv.state == SRV_RUNNING && any_suspended()) {
 		struct timespec ts;
@@ -1339,7 +1334,7 @@ RP_API void rp_ipc_server_stop(void)
 
 	/* connection threads see the stop eventfd; sessions flush and end */
 	pthread_mutex_lock(&ipc_lock);
-	deadline_ts(&ts, now_ns() + (uint64_t)rp_ipc_stop_grace_ms * 1000000ull);
+	deadline_ts(&ts, rp_clock_mono_ns() + (uint64_t)rp_ipc_stop_grace_ms * 1000000ull);
 	while (conns_busy()) {
 		if (pthread_cond_timedwait(&ipc_cond, &ipc_lock, &ts) == ETIMEDOUT) {
 			/* a reader that stopped reading: make the drainer's writes fail */

@@ -147,19 +147,13 @@ static bool dump_value(struct bytebuf *out, struct pl *pl, const struct nt_rtype
 		bb_printf(out, "\"?Decimal\"");
 		return true;
 	case NT_STRING: {
-		size_t start = pl->pos, units = 0;
+		size_t units = utf16le_strlen(pl->p + pl->pos, pl->len - pl->pos);
 		struct bytebuf s = { 0 };
 
-		for (;;) {
-			if (pl->len - pl->pos < 2)
-				return false;
-			if (!pl->p[pl->pos] && !pl->p[pl->pos + 1])
-				break;
-			pl->pos += 2;
-			units++;
-		}
-		pl->pos += 2;
-		utf16le_to_utf8(&s, pl->p + start, units);
+		if (units == SIZE_MAX)
+			return false;
+		utf16le_to_utf8(&s, pl->p + pl->pos, units);
+		pl->pos += 2 * units + 2;
 		nt_json_string(out, (const char *)s.p, s.len);
 		bb_free(&s);
 		return true;

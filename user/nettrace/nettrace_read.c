@@ -194,19 +194,13 @@ static int rdvar64(struct nt_reader *r, struct cur *c, uint64_t *v, const char *
 /* Reads a NUL-terminated UTF-16LE string into a new UTF-8 C string. */
 static int rd_utf16z(struct nt_reader *r, struct cur *c, char **out, const char *what)
 {
-	size_t start = c->pos, units = 0;
+	size_t units = utf16le_strlen(c->p + c->pos, c->end - c->pos);
 	struct bytebuf b = { 0 };
 
-	for (;;) {
-		if (c->end - c->pos < 2)
-			return fail(r, start, "unterminated UTF-16 string (%s)", what);
-		if (!c->p[c->pos] && !c->p[c->pos + 1])
-			break;
-		c->pos += 2;
-		units++;
-	}
-	utf16le_to_utf8(&b, c->p + start, units);
-	c->pos += 2;
+	if (units == SIZE_MAX)
+		return fail(r, c->pos, "unterminated UTF-16 string (%s)", what);
+	utf16le_to_utf8(&b, c->p + c->pos, units);
+	c->pos += 2 * units + 2;
 	if (bb_append(&b, "", 1)) {
 		bb_free(&b);
 		return fail_nomem(r);
@@ -996,6 +990,21 @@ static int parse_event_block(struct nt_reader *r, struct cur *c)
 	return 0;
 }
 
+/* A V6 row (metadata, thread): u16 size, then the row, which *row covers;
+ * c moves past it. */
+static int v6_row(struct nt_reader *r, struct cur *c, struct cur *row, const char *size_what,
+		  const char *what)
+{
+	uint16_t rs;
+
+	NEED(r, c, 2, size_what);
+	rs = rd16(c);
+	NEED(r, c, rs, what);
+	*row = (struct cur){ .p = c->p, .pos = c->pos, .end = c->pos + rs };
+	c->pos += rs;
+	return 0;
+}
+
 static int parse_metadata_block(struct nt_reader *r, struct cur *c)
 {
 	if (r->info.format == 6) {
@@ -1006,17 +1015,11 @@ static int parse_metadata_block(struct nt_reader *r, struct cur *c)
 		NEED(r, c, hsize, "metadata block header");
 		c->pos += hsize;
 		while (c->pos < c->end) {
-			struct cur rc = *c;
-			uint16_t rs;
-			int err;
+			struct cur rc;
+			int err = v6_row(r, c, &rc, "metadata row size", "metadata row");
 
-			NEED(r, c, 2, "metadata row size");
-			rs = rd16(c);
-			NEED(r, c, rs, "metadata row");
-			rc.pos = c->pos;
-			rc.end = c->pos + rs;
-			c->pos += rs;
-			err = parse_meta_v6(r, &rc);
+			if (!err)
+				err = parse_meta_v6(r, &rc);
 			if (err)
 				return err;
 		}
@@ -1145,18 +1148,15 @@ static int parse_sp_block(struct nt_reader *r, struct cur *c)
 static int parse_thread_block(struct nt_reader *r, struct cur *c)
 {
 	while (c->pos < c->end) {
-		struct cur rc = *c;
+		struct cur rc;
 		uint64_t index, v;
 		struct v6thread t = { -1, -1 };
-		uint16_t rs;
-		int err;
+		int err = v6_row(r, c, &rc, "thread row size", "thread row");
+		size_t row_at;
 
-		NEED(r, c, 2, "thread row size");
-		rs = rd16(c);
-		NEED(r, c, rs, "thread row");
-		rc.pos = c->pos;
-		rc.end = c->pos + rs;
-		c->pos += rs;
+		if (err)
+			return err;
+		row_at = rc.pos;
 		t.pid = r->info.pid;
 		err = rdvar64(r, &rc, &index, "thread index");
 		if (err)
@@ -1191,7 +1191,7 @@ static int parse_thread_block(struct nt_reader *r, struct cur *c)
 				return err;
 		}
 		if (hmap_get(&r->v6threads, index, NULL))
-			return fail(r, rc.pos - rs, "duplicate thread index %llu",
+			return fail(r, row_at, "duplicate thread index %llu",
 				    (unsigned long long)index);
 		if (array_grow((void **)&r->v6t, &r->capv6t, r->nv6t, sizeof(*r->v6t), 64))
 			return fail_nomem(r);

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "tracegen.h"
+#include "utf.h"
 
 #define PROVIDER "Ringpipe-Demo"
 
@@ -94,14 +95,6 @@ static uint64_t rnd(uint64_t *s)
 	return *s * 0x2545f4914f6cdd1dULL;
 }
 
-static void put_str16(struct bytebuf *b, const char *s)
-{
-	bb_reserve(b, strlen(s) * 2 + 2);
-	for (; *s; s++)
-		bb_u16(b, (uint8_t)*s);
-	bb_u16(b, 0);
-}
-
 static void put_var(struct bytebuf *b, uint64_t v)
 {
 	bb_reserve(b, 10);
@@ -139,7 +132,7 @@ static void build_payload(struct bytebuf *b, int ev, uint64_t i, uint64_t *s)
 		memcpy(g, &r, 8);
 		memcpy(g + 8, &i, 8);
 		bb_put(b, g, 16);
-		put_str16(b, words[r % 8]);
+		utf8_to_utf16z(b, words[r % 8]);
 		bb_reserve(b, 8);
 		bb_u64(b, (uint64_t)ft);
 		break;
@@ -158,27 +151,27 @@ static void build_payload(struct bytebuf *b, int ev, uint64_t i, uint64_t *s)
 		for (k = 0; k < n % 3; k++) {
 			bb_reserve(b, 4);
 			bb_u32(b, k + 1);
-			put_str16(b, words[(r + k) % 8]);
+			utf8_to_utf16z(b, words[(r + k) % 8]);
 		}
 		break;
 	}
 	case EV_NESTED:
 		bb_u32(b, (uint32_t)-(int32_t)(r % 1000));
 		bb_u64(b, r);
-		put_str16(b, words[r % 8]);
+		utf8_to_utf16z(b, words[r % 8]);
 		bb_reserve(b, 3);
 		bb_u16(b, (uint16_t)(r >> 48));
 		bb_u8(b, 7);
 		break;
 	case EV_REQ_START: case EV_REQ_STOP:
 		bb_u64(b, i);
-		put_str16(b, "/api/items");
+		utf8_to_utf16z(b, "/api/items");
 		break;
 	case EV_TICK: case EV_SMALL:
 		bb_u64(b, i);
 		bb_u32(b, (uint32_t)r);
 		bb_u32(b, (uint32_t)(r >> 32));
-		put_str16(b, "ringpip");	/* 8 + 4 + 4 + 16 = 32 bytes */
+		utf8_to_utf16z(b, "ringpip");	/* 8 + 4 + 4 + 16 = 32 bytes */
 		break;
 	case EV_EMPTY:
 		break;

@@ -35,6 +35,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "atomics.h"
 #include "uring_sink.h"
 
 _Static_assert(offsetof(struct rp_uring_sink, base) == 0,
@@ -59,7 +60,7 @@ static int us_fallback_logged;
 
 static void us_log_fallback(const char *what, int err)
 {
-	if (__atomic_exchange_n(&us_fallback_logged, 1, __ATOMIC_RELAXED))
+	if (rp_xchg_relaxed(&us_fallback_logged, 1))	/* the first caller logs */
 		return;
 	fprintf(stderr, "ringpipe: io_uring unavailable (%s: %s); writing with write(2)\n",
 		what, strerror(-err));

@@ -29,6 +29,17 @@ fail:
 	return -ENOMEM;
 }
 
+int bb_init(struct bytebuf *b, size_t n)
+{
+	*b = (struct bytebuf){ .p = malloc(n ? n : 1) };
+	if (!b->p) {
+		b->oom = 1;
+		return -ENOMEM;
+	}
+	b->cap = n;
+	return 0;
+}
+
 void bb_fwrite(const struct bytebuf *b, FILE *f)
 {
 	if (b->len)

@@ -24,6 +24,10 @@ struct bytebuf {
 };
 
 int bb_grow(struct bytebuf *b, size_t need);
+/* Starts b empty with room for exactly n bytes, where the size is known and
+ * bb_grow()'s rounding up (256 bytes at least, then doubling) is not wanted.
+ * 0, or -ENOMEM with b empty and oom set. */
+int bb_init(struct bytebuf *b, size_t n);
 void bb_free(struct bytebuf *b);
 /* Writes the contents to f (an empty buffer may have no storage, which
  * fwrite must not be given). */
@@ -94,6 +98,32 @@ static inline void bb_u64(struct bytebuf *b, uint64_t v)
 {
 	memcpy(b->p + b->len, &v, 8);
 	b->len += 8;
+}
+
+/*
+ * Checked appenders, for builders that do not reserve up front (a payload
+ * assembled field by field, once per event or request): each makes its own
+ * room. On allocation failure the value is dropped and b->oom stays set, so
+ * a builder checks b->oom once, when it is done.
+ */
+static inline int bb_append_u8(struct bytebuf *b, uint8_t v)
+{
+	return bb_append(b, &v, 1);
+}
+
+static inline int bb_append_u16(struct bytebuf *b, uint16_t v)
+{
+	return bb_append(b, &v, 2);
+}
+
+static inline int bb_append_u32(struct bytebuf *b, uint32_t v)
+{
+	return bb_append(b, &v, 4);
+}
+
+static inline int bb_append_u64(struct bytebuf *b, uint64_t v)
+{
+	return bb_append(b, &v, 8);
 }
 
 /* LEB128: at most 10 bytes for 64 bits. */

@@ -100,19 +100,63 @@ size_t utf16_put(uint16_t *o, uint32_t cp)
 long utf8_to_utf16le(struct bytebuf *b, const char *str, size_t len, int nul)
 {
 	const uint8_t *s = (const uint8_t *)str, *end = s + len;
-	size_t start = b->len;
+	uint8_t *o, *start;
 
 	/* every input byte gives at most one unit (a 4-byte sequence, two) */
 	if (bb_reserve(b, len * 2 + 2))
 		return -ENOMEM;
+	/* through a local pointer: stores into b->p could alias b itself */
+	o = start = b->p + b->len;
 	while (s < end) {
 		uint16_t u[2];
-		size_t k, n = utf16_put(u, utf8_next(&s, end));
+		size_t k, n;
 
-		for (k = 0; k < n; k++)
-			bb_u16(b, u[k]);
+		if (*s < 0x80) {	/* ASCII, most text: one unit, no decoding */
+			o[0] = *s++;
+			o[1] = 0;
+			o += 2;
+			continue;
+		}
+		n = utf16_put(u, utf8_next(&s, end));
+		for (k = 0; k < n; k++, o += 2)
+			memcpy(o, &u[k], 2);	/* little-endian host (bytebuf.h) */
 	}
-	if (nul)
-		bb_u16(b, 0);
-	return (long)((b->len - start) / 2);
+	if (nul) {
+		o[0] = o[1] = 0;
+		o += 2;
+	}
+	b->len += (size_t)(o - start);
+	return (long)((o - start) / 2);
+}
+
+int utf8_to_utf16z(struct bytebuf *b, const char *s)
+{
+	s = s ? s : "";
+	return utf8_to_utf16le(b, s, strlen(s), 1) < 0 ? -ENOMEM : 0;
+}
+
+bool utf8_valid(const char *str, size_t len)
+{
+	const uint8_t *s = (const uint8_t *)str, *end = s + len;
+
+	while (s < end) {
+		const uint8_t *at = s;
+
+		/* utf8_next() gives U+FFFD for what it cannot decode; the only
+		 * well-formed way to spell U+FFFD itself is EF BF BD (every
+		 * 3-byte sequence that starts with EF decodes) */
+		if (utf8_next(&s, end) == 0xfffd && (s - at != 3 || *at != 0xef))
+			return false;
+	}
+	return true;
+}
+
+size_t utf16le_strlen(const uint8_t *s, size_t bytes)
+{
+	size_t i;
+
+	for (i = 0; i + 1 < bytes; i += 2)
+		if (!s[i] && !s[i + 1])
+			return i / 2;
+	return SIZE_MAX;
 }
