@@ -37,7 +37,8 @@ RP_API const char *rp_version(void);
 
 /* ---- schemas ----------------------------------------------------------- */
 
-/* Field types; the values are nettrace's type codes. */
+/* Field types; the values are nettrace's type codes. rp_event_new() refuses
+ * any other code (nettrace's Decimal, 15, and the V6-only 20 and 21 too). */
 enum rp_type {
 	RP_TYPE_OBJECT = 1,	/* nested struct: `fields` lists its members */
 	RP_TYPE_BOOL = 3,	/* 4 bytes, 0 or 1 */
@@ -110,7 +111,16 @@ struct rp_provider_opts {
 	rp_session_stopping_fn stopping_cb;
 };
 
-/* Providers and their events live until the process exits. */
+/*
+ * Providers and their events live until the process exits. Refused (NULL,
+ * errno EINVAL, rp_last_error() says why): no name, or one over 255 bytes.
+ *
+ * The GUID: nettrace V6 carries it in every event's metadata. V5 has no
+ * place for one: readers derive a provider's GUID from its name (the CLR
+ * providers' fixed GUIDs, else the EventSource name hash), so in a V5 trace
+ * the events of a provider whose explicit GUID is not the name's are shown
+ * under the name's GUID. They are written all the same.
+ */
 RP_API struct rp_provider *rp_provider_new(const struct rp_provider_opts *opts);
 
 struct rp_event_opts {
@@ -125,6 +135,24 @@ struct rp_event_opts {
 	const struct rp_field *fields;	/* copied */
 };
 
+/*
+ * Defines an event. Everything it accepts can be written: a schema that the
+ * nettrace writer cannot describe is refused here (NULL, errno EINVAL,
+ * rp_last_error() naming the event, the field by its path, "Outer.Inner" or
+ * "Items[]", and the reason), never lost later. Refused:
+ *   - an id over 65535; nfields > 0 with fields NULL; a field without a name;
+ *   - a type code that is not an enum rp_type value (0, 2, 15, 20 and up),
+ *     as a field's type or as an array's element type;
+ *   - an array of arrays (one element type per array);
+ *   - an object, or an array's element object, without members;
+ *   - members nested more than 8 levels below the event's own fields;
+ *   - metadata over the limit of both nettrace formats (V6: 65535 bytes per
+ *     metadata record, strings in UTF-8; V5: 1 MiB, strings in UTF-16).
+ * An event only one format can describe (metadata between the two limits)
+ * is accepted, but refused while a running session of the other format
+ * collects it; a session of that format that would collect it refuses to
+ * start (rp_session_start).
+ */
 RP_API struct rp_event *rp_event_new(struct rp_provider *provider, const struct rp_event_opts *opts);
 
 /* The first member of every event: the sessions that enable it. */
@@ -162,9 +190,17 @@ struct rp_write_opts {
 
 /*
  * Writes one event into every session that enables it. Returns 0 when every
- * such session captured it (or none enables it), -ENOBUFS when at least one
- * dropped it (counted; readers see it as EventsLost), -EINVAL for a payload
+ * such session captured it (or none enables it): the event is in each of
+ * those traces. -ENOBUFS when at least one dropped it (counted by reason in
+ * rp_session_stats(); readers see it as EventsLost), -EINVAL for a payload
  * over 65535 bytes.
+ *
+ * Every payload of 0 to 65535 bytes fits a session's rings, also with
+ * activity ids and a stack of up to RP_WRITE_MAX_GIVEN_FRAMES frames (the
+ * largest record is 67664 bytes, and each ring's records may be a quarter of
+ * the ring, which is at least 512 KiB): no write is ever dropped as too big,
+ * and in Block mode nothing is dropped while the drainer is alive, whatever
+ * the size.
  */
 RP_API int rp_event_write(struct rp_event *ev, const void *payload, size_t len);
 RP_API int rp_event_writev(struct rp_event *ev, const struct iovec *iov, int iovcnt,
@@ -207,7 +243,9 @@ struct rp_session_opts {
 	uint32_t nproviders;
 	int format;			/* 5 (default) or 6: nettrace version */
 	int buffering;			/* enum rp_buffering */
-	uint64_t buffer_bytes;		/* all rings together; 0: 16 MiB */
+	uint64_t buffer_bytes;		/* all rings together; 0: 16 MiB. One ring
+					 * per CPU, a power of two, at least
+					 * 512 KiB each */
 	const char *path;		/* output file, or NULL to use fd */
 	int fd;				/* output fd (file or stream socket) when path is NULL */
 	uint64_t rundown_keywords;	/* != 0: rundown at stop (see rp_session_stopping_fn) */
@@ -227,7 +265,10 @@ struct rp_session;
  * Starts a session: rings, the drainer thread, then enables the providers
  * (their callbacks fire after the drainer runs). Returns NULL with errno set
  * (EINVAL bad options, EBUSY 64 sessions running); rp_last_error() then says
- * what was wrong.
+ * what was wrong. Also EINVAL when the session would collect an event (or,
+ * with rundown_keywords, a rundown event) that its nettrace format cannot
+ * describe: rp_last_error() names the event and says to use the other
+ * format (see rp_event_new).
  *
  * Block mode: a writer that finds its ring full waits, in strict FIFO order
  * with the other waiting writers, until the drainer frees space; nothing is

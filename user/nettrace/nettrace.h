@@ -54,7 +54,9 @@ enum nt_type {
 };
 
 /* Field schema. An array's element type is `elem_type`; an object (or an
- * array of objects) lists its members in `fields`. */
+ * array of objects) lists its members in `fields` (at least one). Member
+ * lists nest at most NT_MAX_FIELD_DEPTH levels below the event's own. */
+#define NT_MAX_FIELD_DEPTH 8
 struct nt_field {
 	const char *name;
 	uint8_t type;
@@ -65,7 +67,8 @@ struct nt_field {
 
 struct nt_event_desc {
 	const char *provider;
-	const uint8_t *provider_guid;	/* NULL: derived from the name as TraceEvent does */
+	const uint8_t *provider_guid;	/* NULL: derived from the name as TraceEvent
+					 * does. V6 only: V5 readers always derive it */
 	uint32_t event_id;
 	const char *name;		/* may be "" (CLR runtime events) */
 	uint64_t keywords;
@@ -140,7 +143,17 @@ struct nt_writer *nt_writer_new(struct nt_sink *sink, const struct nt_writer_opt
 void nt_writer_free(struct nt_writer *w);
 int nt_writer_format(const struct nt_writer *w);
 
-/* Registers an event type and returns its metadata id (>= 1) in *id. */
+/*
+ * Can a writer of `format` describe d? 0, or -EINVAL (a field list the
+ * format has no encoding for) or -E2BIG (the metadata record is over the
+ * format's size limit) with why[] saying which field or how big. Exactly
+ * the descriptions nt_writer_define() accepts pass (the writer runs the
+ * same checks), so a caller that checked never loses an event to its
+ * metadata.
+ */
+int nt_event_desc_check(const struct nt_event_desc *d, int format, char *why, size_t whylen);
+/* Registers an event type and returns its metadata id (>= 1) in *id;
+ * -EINVAL / -E2BIG as nt_event_desc_check() says. */
 int nt_writer_define(struct nt_writer *w, const struct nt_event_desc *d, uint32_t *id);
 int nt_writer_event(struct nt_writer *w, const struct nt_event *ev);
 /* Records that a capture thread reached `seq` without a written event (its

@@ -21,6 +21,7 @@
  *     next sequence point carry the higher number.
  */
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +36,12 @@
 #define NT_DEFAULT_BLOCK (96u * 1024)
 #define NT_V6_MAX_BLOCK (16u * 1024 * 1024 - 1)
 #define NT_EVENT_HEADER_MAX 96
+/* Largest metadata record body. V6: a row's size is a u16. V5: the record
+ * is the payload of a metadata event, whose size TraceEvent reads as 32 bits
+ * (it reads records of 1 MB); the writer bounds it at 1 MiB, which no event
+ * whose V6 row fits comes near (a V5 record is at most about twice as big) */
+#define NT_V6_MAX_META 65535u
+#define NT_V5_MAX_META (1024u * 1024)
 
 enum {
 	V6_END = 0, V6_TRACE = 1, V6_EVENT = 2, V6_METADATA = 3, V6_SP = 4,
@@ -276,26 +283,9 @@ static int emit_block(struct nt_writer *w, const char *v5_type, int v6_kind,
 /* ---- strings ---------------------------------------------------------- */
 
 /* Appends `s` as UTF-16LE with a NUL terminator. */
-static int put_utf16z(struct bytebuf *b, const char *str)
+static int put_utf16z(struct bytebuf *b, const char *s)
 {
-	const uint8_t *s = (const uint8_t *)(str ? str : "");
-	const uint8_t *end = s + strlen((const char *)s);
-
-	if (bb_reserve(b, (size_t)(end - s) * 4 + 2))
-		return -ENOMEM;
-	while (s < end) {
-		uint32_t c = utf8_next(&s, end);
-
-		if (c >= 0x10000) {
-			c -= 0x10000;
-			bb_u16(b, (uint16_t)(0xd800 | (c >> 10)));
-			bb_u16(b, (uint16_t)(0xdc00 | (c & 0x3ff)));
-		} else {
-			bb_u16(b, (uint16_t)c);
-		}
-	}
-	bb_u16(b, 0);
-	return 0;
+	return utf8_to_utf16z(b, s);
 }
 
 static int put_str8(struct bytebuf *b, const char *s)
@@ -314,6 +304,12 @@ static int put_str8(struct bytebuf *b, const char *s)
 
 /* ---- metadata encoding ------------------------------------------------ */
 
+/* Does the field take a member list (an object, or an array of objects)? */
+static bool has_members(const struct nt_field *f)
+{
+	return f->type == NT_OBJECT || (f->type == NT_ARRAY && f->elem_type == NT_OBJECT);
+}
+
 static bool fields_have_array(const struct nt_field *f, uint16_t n)
 {
 	uint16_t i;
@@ -321,10 +317,24 @@ static bool fields_have_array(const struct nt_field *f, uint16_t n)
 	for (i = 0; i < n; i++) {
 		if (f[i].type == NT_ARRAY)
 			return true;
-		if (f[i].nfields && fields_have_array(f[i].fields, f[i].nfields))
+		if (has_members(&f[i]) && fields_have_array(f[i].fields, f[i].nfields))
 			return true;
 	}
 	return false;
+}
+
+static const char *type_label(uint8_t t)
+{
+	static const char *const names[] = {
+		[NT_OBJECT] = "Object", [NT_BOOL] = "Boolean", [NT_CHAR] = "Char",
+		[NT_I8] = "SByte", [NT_U8] = "Byte", [NT_I16] = "Int16", [NT_U16] = "UInt16",
+		[NT_I32] = "Int32", [NT_U32] = "UInt32", [NT_I64] = "Int64", [NT_U64] = "UInt64",
+		[NT_F32] = "Single", [NT_F64] = "Double", [NT_DECIMAL] = "Decimal",
+		[NT_DATETIME] = "DateTime", [NT_GUID] = "Guid", [NT_STRING] = "String",
+		[NT_ARRAY] = "Array", [NT_VARINT] = "VarInt", [NT_VARUINT] = "VarUInt",
+	};
+
+	return t < sizeof(names) / sizeof(names[0]) && names[t] ? names[t] : "unknown";
 }
 
 static bool type_valid(uint8_t t, int format)
@@ -334,21 +344,82 @@ static bool type_valid(uint8_t t, int format)
 	return format == NT_FORMAT_V6 && (t == NT_VARINT || t == NT_VARUINT);
 }
 
-static int check_fields(const struct nt_field *f, uint16_t n, int format, int depth)
+static void why_set(char *why, size_t len, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void why_set(char *why, size_t len, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!why || !len)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(why, len, fmt, ap);
+	va_end(ap);
+}
+
+/*
+ * Can every field be described in `format`? -EINVAL with the reason in why
+ * (naming the field by its path, "Outer.Inner", "Items[]") otherwise.
+ * `path` is the enclosing field's path ("" at the top).
+ */
+static int check_fields(const struct nt_field *f, uint16_t n, int format, int depth,
+			const char *path, char *why, size_t whylen)
 {
 	uint16_t i;
 
-	if (depth > 8)
+	if (depth > NT_MAX_FIELD_DEPTH) {
+		why_set(why, whylen, "field \"%s\": members nested more than %d levels deep",
+			path, NT_MAX_FIELD_DEPTH);
 		return -EINVAL;
+	}
+	if (n && !f) {
+		why_set(why, whylen, "%s%s%s%u members but no member list", path[0] ? "field \"" : "",
+			path, path[0] ? "\": " : "", n);
+		return -EINVAL;
+	}
 	for (i = 0; i < n; i++) {
-		if (!f[i].name || !type_valid(f[i].type, format))
+		char sub[256];
+
+		if (!f[i].name) {
+			why_set(why, whylen, "field %u%s%s%s has no name", i + 1,
+				path[0] ? " of \"" : "", path, path[0] ? "\"" : "");
 			return -EINVAL;
-		if (f[i].type == NT_ARRAY &&
-		    (f[i].elem_type == NT_ARRAY || !type_valid(f[i].elem_type, format)))
+		}
+		snprintf(sub, sizeof(sub), "%s%s%s", path, path[0] ? "." : "", f[i].name);
+		if (!type_valid(f[i].type, format)) {
+			if (f[i].type == NT_VARINT || f[i].type == NT_VARUINT)
+				why_set(why, whylen, "field \"%s\": type %u (%s) exists only in "
+					"nettrace V6", sub, f[i].type, type_label(f[i].type));
+			else
+				why_set(why, whylen, "field \"%s\": type code %u is not a nettrace "
+					"field type", sub, f[i].type);
 			return -EINVAL;
-		if ((f[i].type == NT_OBJECT ||
-		     (f[i].type == NT_ARRAY && f[i].elem_type == NT_OBJECT)) &&
-		    (!f[i].fields || check_fields(f[i].fields, f[i].nfields, format, depth + 1)))
+		}
+		if (f[i].type == NT_ARRAY) {
+			if (f[i].elem_type == NT_ARRAY) {
+				why_set(why, whylen, "field \"%s\": an array of arrays cannot be "
+					"described (one element type per array)", sub);
+				return -EINVAL;
+			}
+			if (!type_valid(f[i].elem_type, format)) {
+				why_set(why, whylen, "field \"%s\": array element type %u is not a "
+					"nettrace field type%s", sub, f[i].elem_type,
+					f[i].elem_type == NT_VARINT || f[i].elem_type == NT_VARUINT
+					? " in V5 (V6 only)" : "");
+				return -EINVAL;
+			}
+			if (strlen(sub) + 2 < sizeof(sub))
+				strcat(sub, "[]");
+		}
+		if (!has_members(&f[i]))
+			continue;
+		if (!f[i].nfields || !f[i].fields) {
+			why_set(why, whylen, "field \"%s\": %s needs at least one member", sub,
+				f[i].type == NT_ARRAY ? "the array's element object" : "an object");
+			return -EINVAL;
+		}
+		if (check_fields(f[i].fields, f[i].nfields, format, depth + 1, sub, why, whylen))
 			return -EINVAL;
 	}
 	return 0;
@@ -825,35 +896,33 @@ int nt_writer_error(const struct nt_writer *w) { return w->err; }
 
 /* ---- metadata --------------------------------------------------------- */
 
-int nt_writer_define(struct nt_writer *w, const struct nt_event_desc *d, uint32_t *id)
+/*
+ * The body of the metadata record describing d under metadata id mid: in V6
+ * a metadata row (after its u16 RowSize), in V5 the payload of a metadata
+ * event. 0, -ENOMEM, or -E2BIG for a V6 field definition over 64 KiB.
+ */
+static int encode_meta(int format, const struct nt_event_desc *d, uint32_t mid,
+		       struct bytebuf *p)
 {
-	struct bytebuf p = { 0 };
-	uint32_t mid;
-	int err = 0;
+	bool v2;
 
-	if (w->err)
-		return w->err;
-	if (!d || !d->provider || !d->provider[0] || (d->nfields && !d->fields))
-		return -EINVAL;
-	if (d->nfields && check_fields(d->fields, d->nfields, w->format, 0))
-		return -EINVAL;
-	if (d->event_id > UINT16_MAX)
-		return -EINVAL;
-	mid = w->next_meta;
-
-	if (w->format == NT_FORMAT_V6) {
+	if (format == NT_FORMAT_V6) {
 		uint8_t opt[64];
 		size_t on = 0;
-		uint16_t row;
+		uint16_t osz;
+		int err;
 
-		if (bb_reserve(&p, 16))
+		if (bb_reserve(p, 16))
 			return -ENOMEM;
-		bb_varu32(&p, mid);
-		if (put_str8(&p, d->provider) || bb_reserve(&p, 5))
-			goto nomem;
-		bb_varu32(&p, d->event_id);
-		if (put_str8(&p, d->name) || put_fields_v6(&p, d->fields, d->nfields))
-			goto nomem;
+		bb_varu32(p, mid);
+		if (put_str8(p, d->provider) || bb_reserve(p, 5))
+			return -ENOMEM;
+		bb_varu32(p, d->event_id);
+		if (put_str8(p, d->name))
+			return -ENOMEM;
+		err = put_fields_v6(p, d->fields, d->nfields);
+		if (err)
+			return err;
 		if (d->opcode) {
 			opt[on++] = 1;
 			opt[on++] = d->opcode;
@@ -876,79 +945,130 @@ int nt_writer_define(struct nt_writer *w, const struct nt_event_desc *d, uint32_
 			opt[on++] = 9;
 			opt[on++] = d->version;
 		}
-		{
-			uint16_t osz = (uint16_t)on;
+		osz = (uint16_t)on;
+		if (bb_append(p, &osz, 2) || bb_append(p, opt, on))
+			return -ENOMEM;
+		return 0;
+	}
 
-			if (bb_append(&p, &osz, 2) || bb_append(&p, opt, on))
-				goto nomem;
-		}
-		if (p.len > UINT16_MAX) {
-			err = -E2BIG;
+	/* V5 has no place for a provider GUID: readers derive it from the
+	 * name (Documentation/nettrace.md), so an explicit one that the name
+	 * does not derive to is simply not carried */
+	v2 = d->nfields && fields_have_array(d->fields, d->nfields);
+	if (put_i32(p, (int32_t)mid) || put_utf16z(p, d->provider) ||
+	    put_i32(p, (int32_t)d->event_id) || put_utf16z(p, d->name) ||
+	    bb_append(p, &d->keywords, 8) || put_i32(p, d->version) || put_i32(p, d->level))
+		return -ENOMEM;
+	if (d->fields || d->opcode) {
+		if (v2 ? put_i32(p, 0) : put_fields_v1(p, d->fields, d->nfields))
+			return -ENOMEM;
+	}
+	if (d->opcode) {
+		/* Opcode tag: length 1, kind 1 */
+		if (put_i32(p, 1) || bb_append(p, "\x01", 1) || bb_append(p, &d->opcode, 1))
+			return -ENOMEM;
+	}
+	if (v2) {
+		size_t lpos = p->len;
+		int32_t tlen;
+
+		if (put_i32(p, 0) || bb_append(p, "\x02", 1) ||
+		    put_fields_v2(p, d->fields, d->nfields))
+			return -ENOMEM;
+		tlen = (int32_t)(p->len - lpos - 5);
+		memcpy(p->p + lpos, &tlen, 4);
+	}
+	return 0;
+}
+
+/* The largest metadata record body the format takes. */
+static size_t meta_limit(int format)
+{
+	return format == NT_FORMAT_V6 ? NT_V6_MAX_META : NT_V5_MAX_META;
+}
+
+/* Everything about d except its encoded size. */
+static int desc_valid(const struct nt_event_desc *d, int format, char *why, size_t whylen)
+{
+	if (!d || !d->provider || !d->provider[0]) {
+		why_set(why, whylen, "the event has no provider name");
+		return -EINVAL;
+	}
+	if (d->event_id > UINT16_MAX) {
+		why_set(why, whylen, "event id %u is over 65535", d->event_id);
+		return -EINVAL;
+	}
+	return check_fields(d->fields, d->nfields, format, 0, "", why, whylen);
+}
+
+int nt_event_desc_check(const struct nt_event_desc *d, int format, char *why, size_t whylen)
+{
+	struct bytebuf p = { 0 };
+	int err;
+
+	if (format != NT_FORMAT_V5 && format != NT_FORMAT_V6) {
+		why_set(why, whylen, "nettrace format %d is not 5 or 6", format);
+		return -EINVAL;
+	}
+	err = desc_valid(d, format, why, whylen);
+	if (err)
+		return err;
+	/* the largest metadata id (a V6 varuint takes up to 5 bytes) */
+	err = encode_meta(format, d, UINT32_MAX, &p);
+	if (!err && p.len > meta_limit(format))
+		err = -E2BIG;
+	if (err == -E2BIG && p.len > meta_limit(format))
+		why_set(why, whylen, "its metadata takes %zu bytes in nettrace V%d, over the "
+			"%zu-byte limit of a V%d metadata record", p.len, format,
+			meta_limit(format), format);
+	else if (err == -E2BIG)
+		why_set(why, whylen, "a field definition takes more than 65535 bytes in "
+			"nettrace V6, the limit of one field");
+	else if (err)
+		why_set(why, whylen, "out of memory");
+	bb_free(&p);
+	return err;
+}
+
+int nt_writer_define(struct nt_writer *w, const struct nt_event_desc *d, uint32_t *id)
+{
+	struct bytebuf p = { 0 };
+	uint32_t mid;
+	int err;
+
+	if (w->err)
+		return w->err;
+	err = desc_valid(d, w->format, NULL, 0);
+	if (err)
+		return err;
+	mid = w->next_meta;
+	err = encode_meta(w->format, d, mid, &p);
+	if (!err && p.len > meta_limit(w->format))
+		err = -E2BIG;
+	if (err)
+		goto out;
+	if (w->format == NT_FORMAT_V6) {
+		uint16_t row = (uint16_t)p.len;
+
+		if (bb_append(&w->meta.buf, &row, 2) || bb_append(&w->meta.buf, p.p, p.len)) {
+			err = -ENOMEM;
 			goto out;
 		}
-		row = (uint16_t)p.len;
-		if (bb_append(&w->meta.buf, &row, 2) || bb_append(&w->meta.buf, p.p, p.len))
-			goto nomem;
 		w->meta.nevents++;
 	} else {
-		bool v2 = d->nfields && fields_have_array(d->fields, d->nfields);
+		struct hdr_in h = { .size = (uint32_t)p.len, .sorted = true };
 
-		if (d->provider_guid) {
-			uint8_t derived[16];
-
-			/* V5 has no place for a GUID: the reader derives it from
-			 * the name, so only names that derive to it can be used */
-			nt_provider_guid(d->provider, derived);
-			if (memcmp(derived, d->provider_guid, 16)) {
-				err = -EINVAL;
-				goto out;
-			}
-		}
-		if (put_i32(&p, (int32_t)mid) || put_utf16z(&p, d->provider) ||
-		    put_i32(&p, (int32_t)d->event_id) || put_utf16z(&p, d->name) ||
-		    bb_append(&p, &d->keywords, 8) || put_i32(&p, d->version) ||
-		    put_i32(&p, d->level))
-			goto nomem;
-		if (d->fields || d->opcode) {
-			if (v2 ? put_i32(&p, 0) : put_fields_v1(&p, d->fields, d->nfields))
-				goto nomem;
-		}
-		if (d->opcode) {
-			/* Opcode tag: length 1, kind 1 */
-			if (put_i32(&p, 1) || bb_append(&p, "\x01", 1) ||
-			    bb_append(&p, &d->opcode, 1))
-				goto nomem;
-		}
-		if (v2) {
-			size_t lpos = p.len;
-			int32_t tlen;
-
-			if (put_i32(&p, 0) || bb_append(&p, "\x02", 1) ||
-			    put_fields_v2(&p, d->fields, d->nfields))
-				goto nomem;
-			tlen = (int32_t)(p.len - lpos - 5);
-			memcpy(p.p + lpos, &tlen, 4);
-		}
-		if (p.len > UINT16_MAX) {
-			err = -E2BIG;
+		if (bb_reserve(&w->meta.buf, NT_EVENT_HEADER_MAX + p.len)) {
+			err = -ENOMEM;
 			goto out;
 		}
-		{
-			struct hdr_in h = { .size = (uint32_t)p.len, .sorted = true };
-
-			if (bb_reserve(&w->meta.buf, NT_EVENT_HEADER_MAX + p.len))
-				goto nomem;
-			put_header(&w->meta, w->format, &h);
-			bb_put(&w->meta.buf, p.p, p.len);
-		}
+		put_header(&w->meta, w->format, &h);
+		bb_put(&w->meta.buf, p.p, p.len);
 	}
 	w->next_meta++;
 	*id = mid;
 	if (w->meta.buf.len >= w->block_bytes)
 		err = flush_eblock(w, &w->meta, "MetadataBlock", V6_METADATA);
-	goto out;
-nomem:
-	err = -ENOMEM;
 out:
 	bb_free(&p);
 	return err;

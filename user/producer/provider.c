@@ -49,36 +49,92 @@ static void free_fields(struct nt_field *f, uint16_t n)
 	free(f);
 }
 
-static int copy_fields(const struct rp_field *src, uint16_t n, int depth,
-		       const struct nt_field **out)
+/* The field types of the API (enum rp_type): nettrace's codes without
+ * Decimal (15), which TraceEvent cannot decode, and the V6-only 20-21. */
+static bool api_type(uint8_t t)
+{
+	return t == RP_TYPE_OBJECT || (t >= RP_TYPE_BOOL && t <= RP_TYPE_F64) ||
+	       (t >= RP_TYPE_DATETIME && t <= RP_TYPE_ARRAY);
+}
+
+static bool takes_members(uint8_t type, uint8_t elem)
+{
+	return type == RP_TYPE_OBJECT || (type == RP_TYPE_ARRAY && elem == RP_TYPE_OBJECT);
+}
+
+/*
+ * Copies a field list, refusing type codes the API does not define (-EINVAL,
+ * the reason in why). Member lists are copied for objects and arrays of
+ * objects only; what else the writer cannot describe, nt_event_desc_check()
+ * finds on the copy. `path` names the enclosing field in messages.
+ */
+static int copy_fields(const struct rp_field *src, uint16_t n, int depth, const char *path,
+		       const struct nt_field **out, char *why, size_t whylen)
 {
 	struct nt_field *f;
 	uint16_t i;
+	int err;
 
 	*out = NULL;
 	if (!n)
 		return 0;
-	if (!src || depth > 8)
+	if (!src) {
+		if (path[0])
+			snprintf(why, whylen, "field \"%s\": nfields is %u but fields is NULL",
+				 path, n);
+		else
+			snprintf(why, whylen, "nfields is %u but fields is NULL", n);
 		return -EINVAL;
+	}
+	if (depth > NT_MAX_FIELD_DEPTH) {
+		/* also ends a member list that contains itself */
+		snprintf(why, whylen, "field \"%s\": members nested more than %d levels deep",
+			 path, NT_MAX_FIELD_DEPTH);
+		return -EINVAL;
+	}
 	f = calloc(n, sizeof(*f));
 	if (!f)
 		return -ENOMEM;
 	for (i = 0; i < n; i++) {
+		char sub[200];
+
 		if (!src[i].name) {
-			free_fields(f, n);
-			return -EINVAL;
+			snprintf(why, whylen, "field %u%s%s%s has no name", i + 1,
+				 path[0] ? " of \"" : "", path, path[0] ? "\"" : "");
+			err = -EINVAL;
+			goto fail;
+		}
+		snprintf(sub, sizeof(sub), "%s%s%s", path, path[0] ? "." : "", src[i].name);
+		if (!api_type(src[i].type) ||
+		    (src[i].type == RP_TYPE_ARRAY && !api_type(src[i].elem_type))) {
+			snprintf(why, whylen, "field \"%s\": %stype code %u is not an enum rp_type "
+				 "value", sub, src[i].type == RP_TYPE_ARRAY ? "element " : "",
+				 src[i].type == RP_TYPE_ARRAY ? src[i].elem_type : src[i].type);
+			err = -EINVAL;
+			goto fail;
 		}
 		f[i].name = strdup(src[i].name);
 		f[i].type = src[i].type;
-		f[i].elem_type = src[i].elem_type;
-		f[i].nfields = src[i].nfields;
-		if (!f[i].name || copy_fields(src[i].fields, src[i].nfields, depth + 1, &f[i].fields)) {
-			free_fields(f, n);
-			return -ENOMEM;
+		f[i].elem_type = src[i].type == RP_TYPE_ARRAY ? src[i].elem_type : 0;
+		if (!f[i].name) {
+			err = -ENOMEM;
+			goto fail;
 		}
+		if (!takes_members(src[i].type, src[i].elem_type))
+			continue;
+		if (src[i].type == RP_TYPE_ARRAY && strlen(sub) + 2 < sizeof(sub))
+			strcat(sub, "[]");
+		f[i].nfields = src[i].nfields;
+		err = copy_fields(src[i].fields, src[i].nfields, depth + 1, sub, &f[i].fields,
+				  why, whylen);
+		if (err)
+			goto fail;
 	}
 	*out = f;
 	return 0;
+fail:
+	free_fields(f, n);
+	return err;
 }
 
 static bool provider_in(const struct rp_provider *p, const struct session_cfg *cfg,
@@ -260,20 +316,44 @@ void rp_rundown_disable(int slot)
 	}
 }
 
+static void event_free(struct rp_event *ev)
+{
+	free_fields((struct nt_field *)ev->desc.fields, ev->desc.nfields);
+	free((char *)ev->desc.name);
+	free(ev);
+}
+
+/* Would the session collect ev, now or as rundown when it stops? Under the
+ * control lock. */
+static bool session_takes(const struct rp_session *sess, const struct rp_event *ev)
+{
+	return rp_event_matches(ev, &sess->cfg, NULL) ||
+	       (sess->rundown_keywords && !strcmp(ev->provider->name, RP_RUNDOWN_PROVIDER) &&
+		(!ev->desc.keywords || (ev->desc.keywords & sess->rundown_keywords)));
+}
+
+/*
+ * An event is refused at definition when neither nettrace format can
+ * describe it (a field list with no encoding, metadata over both formats'
+ * limits), and when only one can and a running session that writes the
+ * other would collect it. A session started later refuses to start instead
+ * (session.c), so a write that returns 0 always ends up in the trace.
+ */
 RP_API struct rp_event *rp_event_new(struct rp_provider *p, const struct rp_event_opts *uopts)
 {
 	struct rp_event_opts o = { 0 };
+	char why5[200] = "", why6[200] = "";
 	struct rp_event *ev;
+	int s, err, err5 = 0, err6 = 0;
 	uint32_t idx;
-	int s;
 
 	if (!p || !uopts || uopts->sz < sizeof(size_t)) {
 		rp_set_error("rp_event_new: provider or options missing");
 		return errno = EINVAL, NULL;
 	}
 	memcpy(&o, uopts, uopts->sz < sizeof(o) ? uopts->sz : sizeof(o));
-	if (o.id > 65535 || (o.nfields && !o.fields)) {
-		rp_set_error("rp_event_new: event id over 65535 or fields missing");
+	if (o.id > 65535) {
+		rp_set_error("rp_event_new: event id %u is over 65535", o.id);
 		return errno = EINVAL, NULL;
 	}
 	ev = calloc(1, sizeof(*ev));
@@ -288,24 +368,61 @@ RP_API struct rp_event *rp_event_new(struct rp_provider *p, const struct rp_even
 	ev->desc.version = o.version;
 	ev->desc.level = o.level;
 	ev->desc.opcode = o.opcode;
-	ev->desc.nfields = o.nfields;
-	if (!ev->desc.name || copy_fields(o.fields, o.nfields, 0, &ev->desc.fields)) {
-		free((char *)ev->desc.name);
+	if (!ev->desc.name) {
 		free(ev);
-		rp_set_error("rp_event_new: bad field list or out of memory");
-		return errno = EINVAL, NULL;
+		rp_set_error("rp_event_new: out of memory");
+		return errno = ENOMEM, NULL;
 	}
-	if (!ev->desc.fields && !o.nfields && o.fields)
-		ev->desc.fields = NULL;
+	err = copy_fields(o.fields, o.nfields, 0, "", &ev->desc.fields, why5, sizeof(why5));
+	ev->desc.nfields = ev->desc.fields ? o.nfields : 0;
+	if (!err) {
+		err5 = nt_event_desc_check(&ev->desc, NT_FORMAT_V5, why5, sizeof(why5));
+		err6 = nt_event_desc_check(&ev->desc, NT_FORMAT_V6, why6, sizeof(why6));
+		if (err5 == -ENOMEM || err6 == -ENOMEM)
+			err = -ENOMEM;
+		else if (err5 && err6)
+			err = -EINVAL;
+		if (err == -EINVAL && strcmp(why5, why6)) {
+			/* both too big: say both sizes */
+			size_t n = strlen(why5);
+
+			snprintf(why5 + n, sizeof(why5) - n, "; %s", why6);
+		}
+	}
+	if (err) {
+		if (err == -ENOMEM)
+			rp_set_error("rp_event_new: out of memory");
+		else
+			rp_set_error("rp_event_new: event %u \"%s\" of provider \"%s\": %s", o.id,
+				     ev->desc.name, p->name, why5);
+		event_free(ev);
+		return errno = -err, NULL;
+	}
 
 	pthread_mutex_lock(&rp_control_lock);
+	for (s = 0; (err5 || err6) && s < RP_MAX_SESSIONS; s++) {
+		struct rp_session *sess = rp_slots[s].session;
+		uint32_t state = rp_load_acquire(&rp_slots[s].state);
+		int bad;
+
+		/* a STARTING session checked the events defined before it */
+		if (!sess || (state != SLOT_STARTING && state != SLOT_RUNNING))
+			continue;
+		bad = sess->format == NT_FORMAT_V6 ? err6 : err5;
+		if (!bad || !session_takes(sess, ev))
+			continue;
+		pthread_mutex_unlock(&rp_control_lock);
+		rp_set_error("rp_event_new: event %u \"%s\" of provider \"%s\": %s; session %d, "
+			     "which collects it, writes V%d", o.id, ev->desc.name, p->name,
+			     sess->format == NT_FORMAT_V6 ? why6 : why5, s, sess->format);
+		event_free(ev);
+		return errno = EINVAL, NULL;
+	}
 	idx = ev_count + 1;
 	if (idx / EV_CHUNK >= EV_CHUNKS) {
 		pthread_mutex_unlock(&rp_control_lock);
 		rp_set_error("rp_event_new: too many events (%u)", idx);
-		free_fields((struct nt_field *)ev->desc.fields, ev->desc.nfields);
-		free((char *)ev->desc.name);
-		free(ev);
+		event_free(ev);
 		return errno = ENOSPC, NULL;
 	}
 	if (!ev_chunks[idx / EV_CHUNK]) {
@@ -313,9 +430,7 @@ RP_API struct rp_event *rp_event_new(struct rp_provider *p, const struct rp_even
 
 		if (!chunk) {
 			pthread_mutex_unlock(&rp_control_lock);
-			free_fields((struct nt_field *)ev->desc.fields, ev->desc.nfields);
-			free((char *)ev->desc.name);
-			free(ev);
+			event_free(ev);
 			return errno = ENOMEM, NULL;
 		}
 		/* pairs with the load_acquire in rp_event_by_index() */
