@@ -10,10 +10,14 @@ OUTPUT=${OUTPUT:-.output}
 FUZZ_SECONDS=${FUZZ_SECONDS:-20}
 # TESTS="test_block test_ipc": only these binaries, and no fuzzing
 TESTS=${TESTS:-}
-export RINGPIPE_TOOL=${RINGPIPE_TOOL:-$PWD/$OUT/ringpipe}
-export RINGPIPE_DEMO=${RINGPIPE_DEMO:-$PWD/$OUT/ringpipe-demo}
-export RINGPIPE_DOTNET_TOOLS=${RINGPIPE_DOTNET_TOOLS:-$PWD/$OUTPUT/dotnet-tools}
-export RINGPIPE_INTEROP_DLL=${RINGPIPE_INTEROP_DLL:-$PWD/$OUTPUT/interop/TraceDump.dll}
+# OUT and OUTPUT may be relative to the tree or absolute
+abs_out=$OUT abs_output=$OUTPUT
+[ "${OUT#/}" = "$OUT" ] && abs_out=$PWD/$OUT
+[ "${OUTPUT#/}" = "$OUTPUT" ] && abs_output=$PWD/$OUTPUT
+export RINGPIPE_TOOL=${RINGPIPE_TOOL:-$abs_out/ringpipe}
+export RINGPIPE_DEMO=${RINGPIPE_DEMO:-$abs_out/ringpipe-demo}
+export RINGPIPE_DOTNET_TOOLS=${RINGPIPE_DOTNET_TOOLS:-$abs_output/dotnet-tools}
+export RINGPIPE_INTEROP_DLL=${RINGPIPE_INTEROP_DLL:-$abs_output/interop/TraceDump.dll}
 if [ -z "${RINGPIPE_SHARED:-}" ]; then
 	RINGPIPE_SHARED=$(cd .. && pwd)/shared
 fi
