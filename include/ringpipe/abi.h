@@ -30,7 +30,8 @@
 /* "RINGPIPE" read as a little-endian u64: shows up as text in a hexdump. */
 #define RP_ABI_MAGIC		0x45504950474e4952ULL
 /* 2: records may carry the thread they are about (RP_REC_F_THREAD) */
-#define RP_ABI_VERSION		2u
+/* 3: records up to 67664 bytes; Block mode's waiter queue left shared memory */
+#define RP_ABI_VERSION		3u
 /* "RPRG": first word of every ring header, catches a mis-computed offset. */
 #define RP_SHM_RING_MAGIC	0x47525052u
 
@@ -45,7 +46,9 @@
 #define RP_SHM_MIN_DATA_SIZE	4096ULL
 #define RP_SHM_MAX_DATA_SIZE	(1ULL << 30)
 /* Largest record any ring accepts; a ring also caps it at data_size / 4. */
-#define RP_REC_MAX_SIZE		65536u
+/* Largest record any ring accepts: header, activity ids, thread block, 256
+ * stack frames and a 65535-byte payload. A ring also caps it at data_size / 4. */
+#define RP_REC_MAX_SIZE		67664u
 #define RP_REC_ALIGN		8u
 
 /* rp_shm_session.flags */
@@ -64,21 +67,11 @@
 #define RP_DROP_SLOTS		8u	/* slots reserved in the ABI */
 
 /*
- * Block-mode waiter slot (user/write.c parks, user/drain.c wakes):
- *   - a producer that finds its ring full, or finds producers already
- *     waiting (no barging past them), takes a ticket
- *     t = fetch_add(&session.waiter_tail, 1) and sleeps on the futex word of
- *     slot t % RP_SHM_WAITER_SLOTS until waiter_head == t;
- *   - the futex word is a wake counter: a waker increments it, then
- *     FUTEX_WAKEs everyone on it (with more than RP_SHM_WAITER_SLOTS waiters
- *     tickets t and t + SLOTS share a word; the one not at the head sleeps
- *     again), so nobody is ever dropped for lack of a slot;
- *   - the drainer, after freeing space, wakes only the head's slot;
- *   - the head retries its write; when it gets space it advances
- *     waiter_head and wakes the next slot itself (passes the baton), so
- *     admission is strictly FIFO; a parked producer holds no reservation;
- *   - abort != 0, or a drainer heartbeat older than drainer_timeout_ns, makes
- *     every waiter give up and count an RP_DROP_ABORTED drop.
+ * Block-mode waiter slot. Unused since ABI version 3: a session's producers
+ * wait in a queue of their own process (user/producer/park.h), which no
+ * other process can touch, so no shared word can keep a producer asleep or
+ * end a session. The slots, waiter_tail, waiter_head and abort stay in the
+ * layout, zero.
  */
 struct rp_shm_waiter {
 	__u32 futex;		/* wake counter: incremented by every waker */
@@ -113,7 +106,7 @@ struct rp_shm_session {
 	__u32 creator_pid;
 	__u8 __pad1[48];
 
-	/* 0x080: abort flag; set once at teardown, read by parked producers */
+	/* 0x080: unused since version 3 (was the Block abort flag), zero */
 	__u32 abort;
 	__u8 __pad2[60];
 
@@ -130,11 +123,11 @@ struct rp_shm_session {
 	__u32 drainer_idle;
 	__u8 __pad4[56];
 
-	/* 0x140: FIFO ticket dispenser, fetch_add by parking producers */
+	/* 0x140: unused since version 3 (was the waiter ticket dispenser) */
 	__u32 waiter_tail;
 	__u8 __pad5[60];
 
-	/* 0x180: ticket now served; advanced by the head when it leaves */
+	/* 0x180: unused since version 3 (was the ticket served) */
 	__u32 waiter_head;
 	__u8 __pad6[60];
 

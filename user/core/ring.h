@@ -44,12 +44,32 @@
 #endif
 
 #include <ringpipe/abi.h>
+#include <ringpipe/ringpipe.h>
 
 #include "atomics.h"
 
 #define RP_SHM_DEFAULT_DATA_SIZE	(1u << 20)
 #define RP_SHM_DEFAULT_DRAINER_TIMEOUT_NS 2000000000ull
 #define RP_RING_DEFAULT_STALE_NS	1000000000ull
+
+/*
+ * The largest record a write makes: header, activity ids, thread block,
+ * RP_WRITE_MAX_GIVEN_FRAMES stack frames and a 65535-byte payload (the
+ * largest rp_event_write() accepts), padded: 67664 bytes. A session's rings
+ * are sized so that their max record (min(RP_REC_MAX_SIZE, data_size / 4))
+ * holds it: session.c, and the pin below.
+ */
+#define RP_RING_LARGEST_RECORD							\
+	((uint32_t)((sizeof(struct rp_shm_record) + sizeof(struct rp_shm_activity) + \
+		     sizeof(struct rp_shm_thread) + sizeof(struct rp_shm_stack) +	\
+		     RP_WRITE_MAX_GIVEN_FRAMES * sizeof(__u64) + 65535u +		\
+		     RP_REC_ALIGN - 1) & ~(RP_REC_ALIGN - 1)))
+/* The smallest ring a session makes: its quarter holds the largest record. */
+#define RP_RING_MIN_DATA_SIZE		(512u << 10)
+_Static_assert(RP_RING_MIN_DATA_SIZE / 4 >= RP_RING_LARGEST_RECORD,
+	       "a session's smallest ring takes the largest record");
+_Static_assert(RP_REC_MAX_SIZE >= RP_RING_LARGEST_RECORD,
+	       "the ABI's record limit takes the largest record");
 
 struct rp_ring;
 struct rp_shm;
@@ -273,11 +293,34 @@ static inline void rp_record_fill(struct rp_shm_record *rec, uint32_t meta_id, u
 	rec->cpu = cpu;
 }
 
+/* Where the payload starts, from flags the caller holds (a producer never
+ * re-reads its record's flags from shared memory: see rp_ring_commit_len()). */
+static inline void *rp_record_payload_at(struct rp_shm_record *rec, uint16_t flags,
+					 uint32_t stack_nr)
+{
+	return (char *)rec + rp_record_payload_off(flags, stack_nr);
+}
+
 static inline void *rp_record_payload(struct rp_shm_record *rec, uint32_t stack_nr)
 {
 	return (char *)rec + rp_record_payload_off(rec->flags, stack_nr);
 }
 
+/*
+ * Commit a record of the length it was reserved with (len as passed to
+ * rp_ring_reserve()), from the producer's own copy: another process mapping
+ * the ring may have rewritten the len word meanwhile, and the producer never
+ * acts on what it reads back from shared memory.
+ */
+static inline void rp_ring_commit_len(struct rp_shm_record *rec, uint32_t len)
+{
+	/* pairs with the load_acquire of rec->len in rp_ring_peek(): the
+	 * record body is visible before the consumer sees it committed */
+	rp_store_release(&rec->len, (len + RP_REC_ALIGN - 1) & ~(uint32_t)(RP_REC_ALIGN - 1));
+}
+
+/* The same, reading the length back from the len word (single-process use:
+ * tests, benchmarks). */
 static inline void rp_ring_commit(struct rp_shm_record *rec)
 {
 	uint32_t len = rp_load_relaxed(&rec->len) & RP_REC_LEN_MASK;

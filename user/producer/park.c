@@ -1,14 +1,33 @@
 // SPDX-License-Identifier: MIT
 /*
- * Block mode's waiter FIFO (park.h). A producer that finds its ring full
- * takes a ticket and sleeps on its own futex word until the head counter
- * reaches its ticket and its ring has room; the admitted head passes the
- * baton to the next ticket. The drainer wakes the head whenever it frees
- * space. Nobody waits for ever: every park polls abort and the drainer's
- * heartbeat, and teardown wakes every slot.
+ * Block mode's admission by passes (park.h).
+ *
+ *   producer                     queue (private)                drainer
+ *   ring full, or others  ──►  t = tail++ ; sleep on words[t%64]
+ *   waiting and no pass         admit ≤ t: still waiting      frees space:
+ *                               admit > t: admitted   ◄──  admit += batch,
+ *   reserve (or wait for room),                            bump + wake words
+ *   pass = quantum bytes ──► writes on, queue unseen, until the quantum is
+ *                            spent or its ring is full: then queues again
+ *
+ * A batch tops the passes held up to `concurrency` (the number of rings:
+ * more writers than CPUs cannot write faster, only switch more); when a
+ * ring is three quarters empty the next ticket is admitted whatever the
+ * count says, since a holder may have stopped writing. The next ticket may
+ * also admit itself when its ring has room for a quantum: an idle drainer
+ * frees nothing and so would admit nobody.
+ *
+ * Bounds. Each sleep is at most PARK_POLL_NS; between sleeps a waiter checks
+ * the private abort flag and whether the drainer is dead: no heartbeat (the
+ * private one of an in-process drainer, else the shared one, which only an
+ * untrusted process could fake) for the session's timeout, or no progress
+ * at all for PARK_MAX_TIMEOUTS times that long, whatever any shared word
+ * says. A dead drainer aborts the queue: everyone drops, counted.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "atomics.h"
 #include "clock.h"
@@ -17,143 +36,286 @@
 #include "session.h"
 #include "threads.h"
 
+struct rp_block_queue rp_block_queues[RP_MAX_SESSIONS];
 void (*rp_test_admit_hook)(uint32_t ticket);
 uint64_t rp_waiter_wake_ns;
 uint64_t rp_drain_waiter_wakeups;
 
-#define PARK_POLL_NS 20000000ull		/* recheck abort and liveness every 20 ms */
+#define PARK_POLL_NS 20000000ull	/* recheck abort and liveness every 20 ms */
+#define ROOM_POLL_NS 1000000ull		/* an admitted producer rechecks its ring */
+#define PARK_MAX_TIMEOUTS 4u		/* no progress for 4 timeouts: dead */
 
-static void wake_slot(struct rp_shm_session *h, uint32_t ticket)
+void rp_block_reset(int slot, uint64_t timeout_ns, uint64_t ring_size, uint32_t nr_rings)
 {
-	struct rp_shm_waiter *w = &h->waiters[ticket % RP_SHM_WAITER_SLOTS];
+	struct rp_block_queue *q = &rp_block_queues[slot];
+	uint64_t quantum;
+
+	memset(q, 0, sizeof(*q));
+	q->timeout_ns = timeout_ns;
+	q->concurrency = nr_rings ? nr_rings : 1;
+	/* the passes held at once share half a ring: a holder writes
+	 * thousands of events per pass, and the drainer keeps half of every
+	 * ring to free while they do */
+	quantum = ring_size / 2 / q->concurrency;
+	if (quantum > INT32_MAX)
+		quantum = INT32_MAX;
+	q->quantum = quantum < 4096 ? 4096 : (uint32_t)quantum;
+}
+
+/* Wakes the producers sleeping on ticket t's word. */
+static void wake_ticket(struct rp_block_queue *q, uint32_t t)
+{
+	uint32_t *w = &q->words[t % RP_BQ_WORDS];
 
 	if (rp_test_admit_hook)
 		rp_store_relaxed(&rp_waiter_wake_ns, rp_clock_mono_ns());
-	/* pairs with the load_acquire of the word in park(): whoever sleeps
-	 * on it either sees the new count or is woken */
-	rp_fetch_add_release(&w->futex, 1);
-	rp_futex_wake(&w->futex, INT32_MAX);
+	/* pairs with the load_acquire of the word in rp_park(): a sleeper
+	 * either sees the new value or is woken */
+	rp_fetch_add_release(w, 1);
+	rp_futex_wake(w, INT32_MAX);
+	rp_add_relaxed(&rp_drain_waiter_wakeups, 1);
 }
 
-/* True when the session's drainer stopped beating its heart: the process
- * that drains it died or hangs. Then nobody may park on it again. */
-static bool drainer_dead(struct rp_shm_session *h)
+/*
+ * Admits tickets [from, to) if admit is still from; the caller then wakes
+ * them. acq_rel: pairs with the load_acquire of admit by the admitted.
+ */
+static bool admit_range(struct rp_block_queue *q, uint32_t from, uint32_t to)
 {
-	uint64_t beat = rp_load_relaxed(&h->drainer_heartbeat_ns);
-	uint64_t timeout = h->drainer_timeout_ns;
+	static pthread_mutex_t hook_lock = PTHREAD_MUTEX_INITIALIZER;
+	uint32_t t;
+	bool hooked = rp_test_admit_hook != NULL;
 
-	return beat && rp_clock_mono_ns() - beat > timeout;
-}
-
-struct rp_shm_record *rp_park(struct wthread *t, struct rp_shm *shm, struct rp_ring **rp,
-				  uint32_t size, unsigned int *reason)
-{
-	struct rp_shm_session *h = shm->hdr;
-	struct rp_shm_waiter *w;
-	uint32_t ticket;
-
-	*reason = RP_DROP_ABORTED;
-	/* pairs with the store_release of abort in rp_session_stop() */
-	if (rp_load_acquire(&h->abort))
-		return NULL;
-	if (drainer_dead(h)) {
-		rp_store_release(&h->abort, 1);
-		return NULL;
+	/* with the test hook, admissions and their hook calls are serialized,
+	 * so the hook sees the order of admission itself */
+	if (hooked)
+		pthread_mutex_lock(&hook_lock);
+	if (!rp_cas_acq_rel(&q->admit, &from, to)) {
+		if (hooked)
+			pthread_mutex_unlock(&hook_lock);
+		return false;
 	}
-	/* takes a ticket; acq_rel: pairs with the load_acquire of waiter_tail
-	 * by the head deciding whether to pass the baton */
-	ticket = rp_fetch_add_acq_rel(&h->waiter_tail, 1);
-	w = &h->waiters[ticket % RP_SHM_WAITER_SLOTS];
-	rp_store_relaxed(&w->tid, t->tid);
-	rp_store_relaxed(&w->ticket, ticket);
-	for (;;) {
-		/* read the wake counter before the conditions: a wake between
-		 * this load and FUTEX_WAIT changes the word and the wait returns
-		 * (pairs with the fetch_add_release of the word in wake_slot()) */
-		uint32_t word = rp_load_acquire(&w->futex);
-
-		/* pairs with the store_release of abort in
-		 * rp_session_abort_waiters() or by a producer that found the
-		 * drainer dead */
-		if (rp_load_acquire(&h->abort))
-			return NULL;
-		/* pairs with the store_release of waiter_head by the previous head */
-		if (rp_load_acquire(&h->waiter_head) == ticket) {
-			struct rp_ring *r = rp_shm_current_ring(shm);
-			struct rp_shm_record *rec = rp_ring_reserve(r, size);
-
-			if (rec) {
-				if (rp_test_admit_hook)
-					rp_test_admit_hook(ticket);
-				/* pairs with the load_acquire of waiter_head above,
-				 * in the next waiter */
-				rp_store_release(&h->waiter_head, ticket + 1);
-				/* pairs with the fetch_add of waiter_tail by a
-				 * producer taking its ticket */
-				if (rp_load_acquire(&h->waiter_tail) != ticket + 1)
-					wake_slot(h, ticket + 1);	/* pass the baton */
-				*rp = r;
-				return rec;
-			}
-		}
-		if (drainer_dead(h)) {
-			/* everyone leaves: the queue order no longer matters
-			 * (pairs with the load_acquire of abort above) */
-			rp_store_release(&h->abort, 1);
-			wake_slot(h, rp_load_relaxed(&h->waiter_head));
-			return NULL;
-		}
-		/* an idle drainer would otherwise sleep out its timeout */
-		if (rp_load_relaxed(&h->drainer_idle))
-			rp_drainer_wake_idle(h);
-		rp_futex_wait(&w->futex, word, PARK_POLL_NS);
+	for (t = from; t != to; t++) {
+		if (hooked)
+			rp_test_admit_hook(t);
+		wake_ticket(q, t);
 	}
+	if (hooked)
+		pthread_mutex_unlock(&hook_lock);
+	return true;
 }
 
-/* Every waiter of a session gives up: teardown. */
-void rp_session_abort_waiters(struct rp_shm *shm)
+void rp_block_heartbeat(int slot)
 {
-	struct rp_shm_session *h = shm->hdr;
+	rp_store_relaxed(&rp_block_queues[slot].heartbeat_ns, rp_clock_mono_ns());
+}
+
+/* The session's drainer is dead: the process that drains it died or hangs.
+ * since_ns: when this waiter last saw the queue move. */
+static bool drainer_dead(const struct rp_block_queue *q, const struct rp_shm_session *h,
+			 uint64_t now, uint64_t since_ns)
+{
+	uint64_t beat = rp_load_relaxed(&q->heartbeat_ns);
+
+	if (!beat)	/* drained from another process: its word is a hint */
+		beat = rp_load_relaxed(&h->drainer_heartbeat_ns);
+	if (beat && now - beat > q->timeout_ns && now > beat)
+		return true;
+	return now - since_ns > PARK_MAX_TIMEOUTS * q->timeout_ns;
+}
+
+static void abort_all(struct rp_block_queue *q)
+{
 	uint32_t i;
 
-	/* pairs with the load_acquire of abort in park() */
-	rp_store_release(&h->abort, 1);
-	for (i = 0; i < RP_SHM_WAITER_SLOTS; i++)
-		wake_slot(h, i);
+	/* pairs with the load_acquire of abort in rp_park() */
+	rp_store_release(&q->abort, 1);
+	for (i = 0; i < RP_BQ_WORDS; i++) {
+		rp_fetch_add_release(&q->words[i], 1);
+		rp_futex_wake(&q->words[i], INT32_MAX);
+	}
+	rp_fetch_add_release(&q->room, 1);
+	rp_futex_wake(&q->room, INT32_MAX);
 }
 
-#define ROOM_POLL_NS 50000ull	/* how often a full ring is rechecked */
+void rp_block_abort(int slot)
+{
+	abort_all(&rp_block_queues[slot]);
+}
 
-/* The stopping thread does not join the FIFO, whose producers stop may
+static uint64_t ring_free(struct rp_ring *r)
+{
+	uint64_t used = rp_load_relaxed(&r->hdr->producer_pos) -
+			rp_load_relaxed(&r->hdr->consumer_pos);
+
+	return used < r->size ? r->size - used : 0;
+}
+
+void rp_pass_end(struct wthread *t, int slot)
+{
+	if (t->pass[slot] > 0) {
+		t->pass[slot] = 0;
+		rp_add_relaxed(&rp_block_queues[slot].passes, -1);
+	}
+}
+
+/* An admitted producer gets its record: its ring may still be full (others
+ * admitted with it wrote first), then it waits for the drainer to free room. */
+static struct rp_shm_record *reserve_admitted(struct rp_block_queue *q, struct rp_shm *shm,
+					      struct rp_ring **rp, uint32_t size, uint64_t *since)
+{
+	for (;;) {
+		struct rp_ring *r = rp_shm_current_ring(shm);
+		/* read before the ring: a wake after this makes the wait return */
+		uint32_t word = rp_load_acquire(&q->room);
+		struct rp_shm_record *rec = rp_ring_reserve(r, size);
+		uint64_t now;
+
+		if (rec) {
+			*rp = r;
+			return rec;
+		}
+		/* pairs with the store_release of abort in abort_all() */
+		if (rp_load_acquire(&q->abort))
+			return NULL;
+		now = rp_clock_mono_ns();
+		if (drainer_dead(q, shm->hdr, now, *since)) {
+			abort_all(q);
+			return NULL;
+		}
+		if (rp_load_relaxed(&shm->hdr->drainer_idle))
+			rp_drainer_wake_idle(shm->hdr);
+		rp_add_relaxed(&q->room_waiters, 1);
+		rp_futex_wait(&q->room, word, ROOM_POLL_NS);
+		rp_add_relaxed(&q->room_waiters, -1);
+	}
+}
+
+struct rp_shm_record *rp_park(struct wthread *t, int slot, struct rp_shm *shm,
+			      struct rp_ring **rp, uint32_t size, unsigned int *reason)
+{
+	struct rp_block_queue *q = &rp_block_queues[slot];
+	struct rp_shm_session *h = shm->hdr;
+	struct rp_shm_record *rec;
+	uint32_t ticket, seen;
+	uint64_t since = rp_clock_mono_ns();
+
+	*reason = RP_DROP_ABORTED;
+	rp_pass_end(t, slot);
+	/* pairs with the store_release of abort in abort_all() */
+	if (rp_load_acquire(&q->abort))
+		return NULL;
+	if (drainer_dead(q, h, since, since)) {
+		abort_all(q);
+		return NULL;
+	}
+	/* the ticket; relaxed: admission reads admit, never tail, to decide */
+	ticket = rp_fetch_add_relaxed(&q->tail, 1);
+	seen = rp_load_relaxed(&q->admit);
+	for (;;) {
+		uint32_t *w = &q->words[ticket % RP_BQ_WORDS];
+		/* read the word before the conditions: a wake between this load
+		 * and the wait changes it, and the wait returns (pairs with the
+		 * fetch_add_release of the word in wake_ticket()) */
+		uint32_t word = rp_load_acquire(w);
+		/* pairs with the CAS of admit in admit_range() */
+		uint32_t admit = rp_load_acquire(&q->admit);
+		uint64_t now;
+
+		if ((int32_t)(admit - ticket) > 0)
+			break;
+		/* pairs with the store_release of abort in abort_all() */
+		if (rp_load_acquire(&q->abort))
+			return NULL;
+		now = rp_clock_mono_ns();
+		if (admit != seen) {
+			seen = admit;
+			since = now;	/* the queue moves: the drainer lives */
+		}
+		if (drainer_dead(q, h, now, since)) {
+			abort_all(q);
+			return NULL;
+		}
+		/* the next ticket, with room and no pass out that could use it
+		 * (or a ring mostly empty): the drainer may be asleep */
+		if (admit == ticket) {
+			uint64_t room = ring_free(rp_shm_current_ring(shm));
+			struct rp_ring *r0 = rp_shm_current_ring(shm);
+
+			if ((room >= q->quantum && rp_load_relaxed(&q->passes) <= 0) ||
+			    room >= r0->size / 4 * 3) {
+				if (admit_range(q, ticket, ticket + 1))
+					break;
+				continue;
+			}
+		}
+		/* an idle drainer frees nothing and so admits nobody */
+		if (rp_load_relaxed(&h->drainer_idle))
+			rp_drainer_wake_idle(h);
+		rp_futex_wait(w, word, PARK_POLL_NS);
+	}
+	rec = reserve_admitted(q, shm, rp, size, &since);
+	if (!rec)
+		return NULL;
+	t->pass[slot] = (int32_t)q->quantum;
+	rp_add_relaxed(&q->passes, 1);
+	return rec;
+}
+
+void rp_block_space_freed(int slot, uint64_t free_bytes)
+{
+	struct rp_block_queue *q = &rp_block_queues[slot];
+	uint32_t admit, tail, n, room;
+	int32_t passes;
+
+	if (rp_load_relaxed(&q->room_waiters)) {
+		rp_fetch_add_release(&q->room, 1);
+		rp_futex_wake(&q->room, INT32_MAX);
+	}
+	admit = rp_load_relaxed(&q->admit);
+	tail = rp_load_relaxed(&q->tail);
+	if (admit == tail || (int32_t)(tail - admit) < 0)
+		return;
+	passes = rp_load_relaxed(&q->passes);
+	if (passes < 0)
+		passes = 0;
+	/* a batch tops the passes up to the concurrency, as far as the freed
+	 * space holds quanta; a ring three quarters empty admits one more
+	 * whatever the count (a holder may have stopped writing) */
+	room = (uint32_t)(free_bytes / q->quantum);
+	n = (uint32_t)passes < q->concurrency ? q->concurrency - (uint32_t)passes : 0;
+	if (n > room)
+		n = room;
+	if (!n && free_bytes >= (uint64_t)q->quantum * q->concurrency * 3 / 2)
+		n = 1;
+	if (!n)
+		return;
+	if (n > tail - admit)
+		n = tail - admit;
+	admit_range(q, admit, admit + n);
+}
+
+/* The stopping thread does not join the queue, whose producers stop may
  * abort; waiting cannot deadlock, since the drainer waits on nothing it
  * holds. Gives up (a counted drop) only when the drainer is dead or failed. */
 struct rp_shm_record *rp_wait_room(struct rp_session *s, struct rp_shm *shm,
-				       struct rp_ring *r, uint32_t size)
+				   struct rp_ring *r, uint32_t size)
 {
 	struct rp_shm_session *h = shm->hdr;
+	struct rp_block_queue *q = &rp_block_queues[s->slot];
+	uint64_t since = rp_clock_mono_ns();
 	struct rp_shm_record *rec;
 
 	for (;;) {
 		rec = rp_ring_reserve(r, size);
-		if (rec || drainer_dead(h) || rp_load_relaxed(&s->output_error))
+		if (rec || rp_load_relaxed(&s->output_error))
 			return rec;
+		if (rp_load_relaxed(&q->timeout_ns) ?
+		    drainer_dead(q, h, rp_clock_mono_ns(), since) :
+		    rp_clock_mono_ns() - since > 10000000000ull)
+			return NULL;
 		if (rp_load_relaxed(&h->drainer_idle))
 			rp_drainer_wake_idle(h);
-		rp_clock_sleep_ns(ROOM_POLL_NS);
+		rp_clock_sleep_ns(50000);
 	}
-}
-
-
-void rp_drainer_wake_waiters(struct rp_shm *shm)
-{
-	struct rp_shm_session *h = rp_shm_header(shm);
-	/* pairs with the store_release of waiter_head by an admitted head */
-	uint32_t head = rp_load_acquire(&h->waiter_head);
-
-	/* pairs with the fetch_add of waiter_tail by a producer taking a ticket */
-	if (head == rp_load_acquire(&h->waiter_tail))
-		return;
-	/* space was freed: wake the head only; it passes the baton on */
-	wake_slot(h, head);
-	rp_add_relaxed(&rp_drain_waiter_wakeups, 1);
 }

@@ -49,7 +49,12 @@ void rp_writers_attach(struct rp_session *s)
 static void wt_destroy(void *arg)
 {
 	struct wthread *t = arg;
+	int i;
 
+	/* a pass this thread can no longer use frees its place (park.h) */
+	for (i = 0; i < RP_MAX_SESSIONS; i++)
+		if (t->pass[i] > 0 && t->gen[i] == rp_load_relaxed(&rp_slots[i].gen))
+			rp_pass_end(t, i);
 	pthread_mutex_lock(&wt_lock);
 	post_finals(t);
 	if (t->prev)

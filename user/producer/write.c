@@ -200,6 +200,7 @@ write_events(struct rp_event *ev, uint64_t mask, const struct iovec *iov, int io
 		if (t->gen[i] != gen) {
 			t->gen[i] = gen;
 			t->seq[i] = RP_SEQ_BASE;
+			t->pass[i] = 0;	/* a pass of the slot's previous session */
 		}
 		if (rp_likely(!org))
 			t->seq[i]++;	/* an origin thread's numbers are the caller's */
@@ -207,7 +208,7 @@ write_events(struct rp_event *ev, uint64_t mask, const struct iovec *iov, int io
 		r = rp_shm_current_ring(shm);
 		size = (uint32_t)rp_record_size(flags, nips, (uint16_t)len);
 		if (rp_unlikely(sl->block) && !t->no_park && !t->ending_slot &&
-		    rp_load_relaxed(&shm->hdr->waiter_tail) != rp_load_relaxed(&shm->hdr->waiter_head))
+		    t->pass[i] <= 0 && rp_block_must_queue(i))
 			rec = NULL;	/* producers wait already: queue behind them */
 		else
 			rec = rp_ring_reserve(r, size);
@@ -217,13 +218,15 @@ write_events(struct rp_event *ev, uint64_t mask, const struct iovec *iov, int io
 			if (t->ending_slot == i + 1 && reason == RP_DROP_FULL)
 				rec = rp_wait_room(sl->session, shm, r, size);
 			else if (sl->block && !t->no_park && reason == RP_DROP_FULL)
-				rec = rp_park(t, shm, &r, size, &reason);
+				rec = rp_park(t, i, shm, &r, size, &reason);
 			if (!rec) {
 				rp_ring_count_drop(r, reason);
 				rc = -ENOBUFS;
 				continue;
 			}
 		}
+		if (rp_unlikely(sl->block))
+			rp_pass_spend(t, i, size);
 		/* stamped after the reservation: every record the drainer has not
 		 * seen yet was reserved after its last look at the ring, so it is
 		 * younger than that look (drain.c relies on this to merge) */
@@ -258,14 +261,16 @@ write_events(struct rp_event *ev, uint64_t mask, const struct iovec *iov, int io
 			st->nr = nips;
 			memcpy(st + 1, sips, nips * sizeof(uint64_t));
 		}
-		p = rp_record_payload(rec, nips);
+		/* from this thread's own flags and size: a process mapping the
+		 * ring could rewrite the record's words under us */
+		p = rp_record_payload_at(rec, flags, nips);
 		for (k = 0; k < iovcnt; k++) {
 			if (!iov[k].iov_len)
 				continue;	/* an empty segment may have no base */
 			memcpy(p, iov[k].iov_base, iov[k].iov_len);
 			p += iov[k].iov_len;
 		}
-		rp_ring_commit(rec);
+		rp_ring_commit_len(rec, size);
 		wake_drainer(shm, r);
 	}
 	/* pairs with the load_acquire of in_write in rp_writers_quiesce() */

@@ -470,8 +470,12 @@ static void release(struct drainer *d)
 
 		/* pairs with the producers' load_acquire of consumer_pos */
 		rp_ring_release_to(r, win_min_pos(&d->rq[i], r->cons));
-		if (r->published != before)
-			rp_drainer_wake_waiters(d->s->shm);
+		if (r->published != before) {
+			/* from what the drainer saw itself, never re-read */
+			uint64_t used = r->prod_seen > r->published ? r->prod_seen - r->published : 0;
+
+			rp_block_space_freed(d->s->slot, used < r->size ? r->size - used : 0);
+		}
 	}
 }
 
@@ -600,6 +604,7 @@ static void heartbeat(struct drainer *d)
 	struct rp_shm_session *h = rp_shm_header(d->s->shm);
 
 	rp_store_relaxed(&h->drainer_heartbeat_ns, rp_clock_mono_ns());
+	rp_block_heartbeat(d->s->slot);
 }
 
 /* Starts the trace: the writer writes the stream header through the sink. */
@@ -755,6 +760,13 @@ int rp_drainer_start(struct rp_session *s)
 	}
 	s->drainer_ctx = d;
 	rp_fence_init();	/* sleep_idle()'s heavy fence */
+	{
+		const struct rp_shm_session *h = rp_shm_header(s->shm);
+
+		/* private copies: nothing a process mapping the rings writes
+		 * there can change how long a producer waits */
+		rp_block_reset(s->slot, h->drainer_timeout_ns, h->ring_data_size, h->nr_rings);
+	}
 	err = rp_thread_start(&s->drainer, "rp-drain", drainer_main, d);
 	if (err) {
 		s->drainer_ctx = NULL;

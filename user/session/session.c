@@ -26,7 +26,8 @@
 #include "session.h"
 
 #define DEFAULT_BUFFER (16ull << 20)
-#define MIN_RING (64u << 10)
+/* at least RP_RING_MIN_DATA_SIZE: the largest record fits every ring */
+#define MIN_RING RP_RING_MIN_DATA_SIZE
 
 static void cfg_free(struct session_cfg *c)
 {
@@ -63,7 +64,9 @@ static int cfg_copy(struct session_cfg *c, const struct rp_provider_config *p, u
 	return 0;
 }
 
-/* Per-ring size: the budget split over CPUs, a power of two, >= 64 KiB. */
+/* Per-ring size: the budget split over CPUs, a power of two, >= 512 KiB
+ * (a ring's max record is a quarter of it, and the largest record a write
+ * makes, 67664 bytes, must fit). */
 static uint64_t ring_size(uint64_t budget, uint32_t nr)
 {
 	uint64_t per = budget / nr, sz = MIN_RING;
@@ -71,6 +74,35 @@ static uint64_t ring_size(uint64_t budget, uint32_t nr)
 	while (sz * 2 <= per)
 		sz *= 2;
 	return sz;
+}
+
+/*
+ * Every event the session would collect, enabled now or as rundown when it
+ * stops, must be one its nettrace format can describe (an event neither
+ * format can describe was refused at definition): else -EINVAL, with
+ * rp_last_error() naming the first such event. Events defined later are
+ * checked against the running session by rp_event_new().
+ */
+static int check_events(const struct rp_session *s)
+{
+	struct rp_event *ev;
+	uint32_t i;
+
+	for (i = 1; (ev = rp_event_by_index(i)); i++) {
+		char why[160];
+
+		if (!rp_event_matches(ev, &s->cfg, NULL) &&
+		    !(s->rundown_keywords && !strcmp(ev->provider->name, RP_RUNDOWN_PROVIDER) &&
+		      (!ev->desc.keywords || (ev->desc.keywords & s->rundown_keywords))))
+			continue;
+		if (!nt_event_desc_check(&ev->desc, s->format, why, sizeof(why)))
+			continue;
+		rp_set_error("nettrace V%d cannot carry event %u \"%s\" of provider \"%s\": %s "
+			     "(use format %d)", s->format, ev->desc.event_id, ev->desc.name,
+			     ev->desc.provider, why, s->format == NT_FORMAT_V5 ? 6 : 5);
+		return -EINVAL;
+	}
+	return 0;
 }
 
 static void session_free(struct rp_session *s)
@@ -174,6 +206,8 @@ struct rp_session *rp_session_start_ex(const struct rp_session_opts *uopts, unsi
 	s->sp_interval_ms = o.sp_interval_ms ? o.sp_interval_ms : 1000;
 	s->rundown_keywords = o.rundown_keywords;
 	err = cfg_copy(&s->cfg, o.providers, o.nproviders);
+	if (!err)
+		err = check_events(s);
 	if (err)
 		goto err_free;
 
@@ -208,6 +242,15 @@ struct rp_session *rp_session_start_ex(const struct rp_session_opts *uopts, unsi
 		err = -EBUSY;
 		goto err_free;
 	}
+	/* again, under the lock: an event defined since the first look saw no
+	 * session to check itself against; from here on rp_event_new() sees
+	 * this one (STARTING) and checks itself */
+	err = check_events(s);
+	if (err) {
+		pthread_mutex_unlock(&rp_control_lock);
+		goto err_free;
+	}
+	rp_slots[slot].session = s;
 	rp_store_relaxed(&rp_slots[slot].state, SLOT_STARTING);
 	s->slot = slot;
 	s->gen = rp_slots[slot].gen + 1;
@@ -261,6 +304,7 @@ err_slot:
 	if (s->drainer_started)
 		rp_drainer_stop(s);
 	pthread_mutex_lock(&rp_control_lock);
+	rp_slots[slot].session = NULL;
 	rp_store_relaxed(&rp_slots[slot].state, SLOT_FREE);
 	pthread_mutex_unlock(&rp_control_lock);
 err_free:
@@ -326,7 +370,7 @@ RP_API int rp_session_stop(struct rp_session *s)
 
 	/* parked producers give up (counted) so the quiesce below ends */
 	if (sl->block)
-		rp_session_abort_waiters(s->shm);
+		rp_block_abort(s->slot);
 	rp_writers_quiesce();
 	rp_writers_collect_finals(s);
 	if (!err)
