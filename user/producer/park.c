@@ -38,6 +38,7 @@
 
 struct rp_block_queue rp_block_queues[RP_MAX_SESSIONS];
 void (*rp_test_admit_hook)(uint32_t ticket);
+void (*rp_bench_park_hook)(uint64_t park_ns, int admitted);
 uint64_t rp_waiter_wake_ns;
 uint64_t rp_drain_waiter_wakeups;
 
@@ -191,8 +192,8 @@ static struct rp_shm_record *reserve_admitted(struct rp_block_queue *q, struct r
 	}
 }
 
-struct rp_shm_record *rp_park(struct wthread *t, int slot, struct rp_shm *shm,
-			      struct rp_ring **rp, uint32_t size, unsigned int *reason)
+static struct rp_shm_record *park(struct wthread *t, int slot, struct rp_shm *shm,
+				  struct rp_ring **rp, uint32_t size, unsigned int *reason)
 {
 	struct rp_block_queue *q = &rp_block_queues[slot];
 	struct rp_shm_session *h = shm->hdr;
@@ -259,6 +260,17 @@ struct rp_shm_record *rp_park(struct wthread *t, int slot, struct rp_shm *shm,
 		return NULL;
 	t->pass[slot] = (int32_t)q->quantum;
 	rp_add_relaxed(&q->passes, 1);
+	return rec;
+}
+
+struct rp_shm_record *rp_park(struct wthread *t, int slot, struct rp_shm *shm,
+			      struct rp_ring **rp, uint32_t size, unsigned int *reason)
+{
+	uint64_t t0 = rp_bench_park_hook ? rp_clock_mono_ns() : 0;
+	struct rp_shm_record *rec = park(t, slot, shm, rp, size, reason);
+
+	if (rp_bench_park_hook)
+		rp_bench_park_hook(rp_clock_mono_ns() - t0, rec != NULL);
 	return rec;
 }
 

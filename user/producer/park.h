@@ -120,6 +120,9 @@ static inline void rp_drainer_wake_idle(struct rp_shm_session *h)
  * CLOCK_MONOTONIC ns of the last wake of a parked producer. */
 extern void (*rp_test_admit_hook)(uint32_t ticket);
 extern uint64_t rp_waiter_wake_ns;
+/* Benchmarks: called at the end of every park with how long it took and
+ * whether the producer was admitted (else it drops). */
+extern void (*rp_bench_park_hook)(uint64_t park_ns, int admitted);
 /* Wakes of parked producers, process-wide (benchmarks). */
 extern uint64_t rp_drain_waiter_wakeups;
 
