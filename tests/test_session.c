@@ -945,7 +945,21 @@ Test(session, reader_disconnect_ends_the_session_cleanly, .timeout = 120)
 	pthread_join(th, NULL);
 	cr_assert(st.output_error == -EPIPE || st.output_error == -ECONNRESET,
 		  "output error: %d", st.output_error);
-	cr_assert(!rp_event_enabled(ev), "a session whose reader left stops collecting");
+	/* the session collects nothing more, and says so: every later write
+	 * returns the error and is counted as an output drop */
+	{
+		uint64_t before;
+		int rc;
+
+		cr_assert_eq(rp_session_stats(s, &st), 0);
+		before = st.dropped[RP_DROP_REASON_OUTPUT];
+		fill_small(&sm, 1, 0);
+		rc = rp_event_write(ev, &sm, sizeof(sm));
+		cr_assert_eq(rc, st.output_error, "a write after the reader left returned %d", rc);
+		cr_assert_eq(rp_session_stats(s, &st), 0);
+		cr_assert_eq(st.dropped[RP_DROP_REASON_OUTPUT], before + 1,
+			     "the refused write is counted as an output drop");
+	}
 	err = rp_session_stop(s);
 	cr_assert(err == -EPIPE || err == -ECONNRESET, "stop returns the output error: %d", err);
 	close(sv[0]);

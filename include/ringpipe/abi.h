@@ -63,7 +63,8 @@
 #define RP_DROP_NO_SESSION	2u	/* session gone while writing */
 #define RP_DROP_ABORTED		3u	/* Block session aborted (teardown / dead drainer) */
 #define RP_DROP_ALLOC_FAIL	4u	/* allocation failure (never parks) */
-#define RP_DROP_NR		5u
+#define RP_DROP_OUTPUT		5u	/* the session's output failed */
+#define RP_DROP_NR		6u
 #define RP_DROP_SLOTS		8u	/* slots reserved in the ABI */
 
 /*

@@ -192,8 +192,10 @@ struct rp_write_opts {
  * Writes one event into every session that enables it. Returns 0 when every
  * such session captured it (or none enables it): the event is in each of
  * those traces. -ENOBUFS when at least one dropped it (counted by reason in
- * rp_session_stats(); readers see it as EventsLost), -EINVAL for a payload
- * over 65535 bytes.
+ * rp_session_stats(); readers see it as EventsLost), the session's output
+ * error (negative errno, such as -ENOSPC or -EPIPE) when a session whose
+ * output failed dropped it (counted as RP_DROP_REASON_OUTPUT), -EINVAL for
+ * a payload over 65535 bytes.
  *
  * Every payload of 0 to 65535 bytes fits a session's rings, also with
  * activity ids and a stack of up to RP_WRITE_MAX_GIVEN_FRAMES frames (the
@@ -227,7 +229,10 @@ enum rp_drop_reason {
 	RP_DROP_REASON_NO_SESSION = 2,
 	RP_DROP_REASON_ABORTED = 3,
 	RP_DROP_REASON_ALLOC = 4,
-	RP_DROP_REASON_NR = 5,
+	RP_DROP_REASON_OUTPUT = 5,	/* the session's output failed (disk full,
+					 * reader gone): every later attempt, and
+					 * what had not reached the output yet */
+	RP_DROP_REASON_NR = 6,
 };
 
 struct rp_provider_config {
@@ -312,6 +317,10 @@ struct rp_ipc_opts {
 					 * default listen socket in $TMPDIR */
 	bool no_default_port;		/* only the ports listed */
 	uint64_t max_buffer_bytes;	/* caps a client's requested buffer; 0: no cap */
+	uint64_t max_memory_bytes;	/* caps the buffers of all IPC sessions together:
+					 * a request past what is left is refused (Fail).
+					 * 0: RINGPIPE_IPC_MAX_MEMORY_MB, else 1/4 of
+					 * physical RAM; UINT64_MAX: no cap */
 };
 
 /*

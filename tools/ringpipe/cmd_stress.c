@@ -166,7 +166,10 @@ static void *worker_main(void *arg)
 		rc = rp_event_write(w->ev, p, w->len);
 		if (rp_unlikely(rc)) {
 			refused++;
-			if (rc != -ENOBUFS && !w->bad_rc)
+			/* -ENOBUFS: dropped; another errno: the session's
+			 * output failed and the write was dropped for it (both
+			 * counted); -EINVAL and -ENOMEM are our own mistakes */
+			if ((rc == -EINVAL || rc == -ENOMEM) && !w->bad_rc)
 				w->bad_rc = rc;
 		}
 		if (rp_unlikely(!(i & 1023)))
@@ -354,10 +357,10 @@ static bool wait_drained(struct rp_session *s, uint64_t attempted, uint64_t thro
 		st->sz = sizeof(*st);
 		if (rp_session_stats(s, st))
 			return false;
+		/* after an output error too: the drainer goes on consuming,
+		 * counting what it cannot write */
 		if (st->events_written + drops_total(st) >= attempted)
 			return true;
-		if (st->output_error)
-			return false;
 		now = rp_clock_mono_ns();
 		if (st->events_written != prev) {
 			prev = st->events_written;
@@ -473,7 +476,9 @@ int cmd_stress(int argc, char **argv)
 		fprintf(stderr, "ringpipe stress: warning: the drainer had serialized %" PRIu64
 			" events before stop; \"written\" is attempted - dropped\n",
 			st.events_written);
-	if (refused != dropped)
+	/* after an output error the drainer also counts what it could not get
+	 * out, writes that had returned 0 among them */
+	if (refused > dropped || (!st.output_error && refused != dropped))
 		fprintf(stderr, "ringpipe stress: warning: %" PRIu64 " writes returned an error "
 			"but the session counted %" PRIu64 " drops\n", refused, dropped);
 	bytes = stat(c.out, &fst) == 0 && S_ISREG(fst.st_mode) ? (uint64_t)fst.st_size :
@@ -482,13 +487,14 @@ int cmd_stress(int argc, char **argv)
 
 	printf("{\"attempted\":%" PRIu64 ",\"written\":%" PRIu64 ",\"dropped\":{\"full\":%" PRIu64
 	       ",\"too_big\":%" PRIu64 ",\"no_session\":%" PRIu64 ",\"aborted\":%" PRIu64
-	       ",\"alloc\":%" PRIu64 "},\"elapsed_s\":%.6f,\"ns_per_event\":%.2f,"
+	       ",\"alloc\":%" PRIu64 ",\"output\":%" PRIu64 "},\"elapsed_s\":%.6f,\"ns_per_event\":%.2f,"
 	       "\"events_per_s\":%.0f,\"bytes\":%" PRIu64 ",\"late\":%" PRIu64 ",\"corrupt\":%"
 	       PRIu64 ",\"wakeups\":%" PRIu64 ",\"mode\":\"%s\",\"format\":\"v%d\","
 	       "\"total_s\":%.6f}\n",
 	       attempted, written, st.dropped[RP_DROP_REASON_FULL],
 	       st.dropped[RP_DROP_REASON_TOO_BIG], st.dropped[RP_DROP_REASON_NO_SESSION],
-	       st.dropped[RP_DROP_REASON_ABORTED], st.dropped[RP_DROP_REASON_ALLOC], elapsed,
+	       st.dropped[RP_DROP_REASON_ABORTED], st.dropped[RP_DROP_REASON_ALLOC],
+	       st.dropped[RP_DROP_REASON_OUTPUT], elapsed,
 	       ns_sum / c.threads, elapsed > 0 ? (double)attempted / elapsed : 0.0, bytes,
 	       st.late_events, st.corrupt_records, st.drainer_wakeups,
 	       c.mode == RP_BUFFERING_BLOCK ? "block" : "drop", c.format,

@@ -33,6 +33,9 @@ struct slot {
 	struct rp_session *session;
 	struct rp_shm *shm;		/* valid while RUNNING */
 	bool block;			/* Block mode: a full ring parks the writer */
+	int output_error;		/* atomic: 0, or the negative errno of the
+					 * session's failed output; writers then
+					 * drop (RP_DROP_OUTPUT) and return it */
 };
 
 /* the table; state changes under rp_control_lock, read lock-free */

@@ -166,6 +166,9 @@ int nt_writer_finish(struct nt_writer *w, uint64_t ts);
 /* Bytes handed to the sink so far, and events written. */
 uint64_t nt_writer_bytes(const struct nt_writer *w);
 uint64_t nt_writer_events(const struct nt_writer *w);
+/* Events in the event blocks that lie wholly within the first `bytes` bytes
+ * of the stream (what an output that accepted that many holds). */
+uint64_t nt_writer_events_within(const struct nt_writer *w, uint64_t bytes);
 /* Sticky error of the sink (0 when fine). */
 int nt_writer_error(const struct nt_writer *w);
 

@@ -94,6 +94,10 @@ struct label_ent {
 	uint8_t rel[16];
 };
 
+/* Event block ends remembered: more than the blocks an output can hold in
+ * flight (the io_uring sink buffers at most a few MiB, blocks are ~100 KiB). */
+#define NT_BLOCK_ENDS 256u
+
 struct eblock {
 	struct bytebuf buf;
 	struct hdr_state st;
@@ -112,6 +116,11 @@ struct nt_writer {
 	uint64_t off;		/* bytes handed to the sink */
 	uint64_t nevents;
 	uint64_t last_ts;
+	/* where recent event blocks end in the stream, with the events written
+	 * up to each end: after an output error, which events made it out */
+	struct { uint64_t end, events; } ends[NT_BLOCK_ENDS];
+	uint32_t nends;		/* entries written, ever (index % NT_BLOCK_ENDS) */
+	uint64_t emitted;	/* events in event blocks handed to the sink */
 
 	uint32_t next_meta;
 	struct eblock meta;
@@ -708,8 +717,18 @@ static int flush_all(struct nt_writer *w)
 		if (!err)
 			err = flush_labels(w);
 	}
-	if (!err)
+	if (!err) {
+		uint32_t n = w->events.nevents;
+
 		err = flush_eblock(w, &w->events, "EventBlock", V6_EVENT);
+		if (!err && n) {
+			uint32_t i = w->nends++ % NT_BLOCK_ENDS;
+
+			w->emitted += n;
+			w->ends[i].end = w->off;
+			w->ends[i].events = w->emitted;
+		}
+	}
 	return err;
 }
 
@@ -892,6 +911,22 @@ void nt_writer_free(struct nt_writer *w)
 int nt_writer_format(const struct nt_writer *w) { return w->format; }
 uint64_t nt_writer_bytes(const struct nt_writer *w) { return w->off; }
 uint64_t nt_writer_events(const struct nt_writer *w) { return w->nevents; }
+
+uint64_t nt_writer_events_within(const struct nt_writer *w, uint64_t bytes)
+{
+	uint32_t k, n = w->nends < NT_BLOCK_ENDS ? w->nends : NT_BLOCK_ENDS;
+
+	/* newest first: the last block that ends within the bytes out */
+	for (k = 0; k < n; k++) {
+		uint32_t i = (w->nends - 1 - k) % NT_BLOCK_ENDS;
+
+		if (w->ends[i].end <= bytes)
+			return w->ends[i].events;
+	}
+	/* older than every remembered end (or none out): nothing we know of
+	 * reached the output, unless every block did */
+	return bytes >= w->off ? w->emitted : 0;
+}
 int nt_writer_error(const struct nt_writer *w) { return w->err; }
 
 /* ---- metadata --------------------------------------------------------- */

@@ -162,8 +162,9 @@ void rp_pass_end(struct wthread *t, int slot)
 
 /* An admitted producer gets its record: its ring may still be full (others
  * admitted with it wrote first), then it waits for the drainer to free room. */
-static struct rp_shm_record *reserve_admitted(struct rp_block_queue *q, struct rp_shm *shm,
-					      struct rp_ring **rp, uint32_t size, uint64_t *since)
+static struct rp_shm_record *reserve_admitted(struct rp_block_queue *q, int slot,
+					      struct rp_shm *shm, struct rp_ring **rp, uint32_t size,
+					      uint64_t *since, unsigned int *reason)
 {
 	for (;;) {
 		struct rp_ring *r = rp_shm_current_ring(shm);
@@ -179,6 +180,10 @@ static struct rp_shm_record *reserve_admitted(struct rp_block_queue *q, struct r
 		/* pairs with the store_release of abort in abort_all() */
 		if (rp_load_acquire(&q->abort))
 			return NULL;
+		if (rp_load_relaxed(&rp_slots[slot].output_error)) {
+			*reason = RP_DROP_OUTPUT;
+			return NULL;
+		}
 		now = rp_clock_mono_ns();
 		if (drainer_dead(q, shm->hdr, now, *since)) {
 			abort_all(q);
@@ -228,6 +233,10 @@ static struct rp_shm_record *park(struct wthread *t, int slot, struct rp_shm *sh
 		/* pairs with the store_release of abort in abort_all() */
 		if (rp_load_acquire(&q->abort))
 			return NULL;
+		if (rp_load_relaxed(&rp_slots[slot].output_error)) {
+			*reason = RP_DROP_OUTPUT;	/* nothing will get out */
+			return NULL;
+		}
 		now = rp_clock_mono_ns();
 		if (admit != seen) {
 			seen = admit;
@@ -255,7 +264,7 @@ static struct rp_shm_record *park(struct wthread *t, int slot, struct rp_shm *sh
 			rp_drainer_wake_idle(h);
 		rp_futex_wait(w, word, PARK_POLL_NS);
 	}
-	rec = reserve_admitted(q, shm, rp, size, &since);
+	rec = reserve_admitted(q, slot, shm, rp, size, &since, reason);
 	if (!rec)
 		return NULL;
 	t->pass[slot] = (int32_t)q->quantum;

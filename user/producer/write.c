@@ -206,6 +206,12 @@ write_events(struct rp_event *ev, uint64_t mask, const struct iovec *iov, int io
 			t->seq[i]++;	/* an origin thread's numbers are the caller's */
 		shm = sl->shm;
 		r = rp_shm_current_ring(shm);
+		if (rp_unlikely(rp_load_relaxed(&sl->output_error))) {
+			/* the output failed: an attempt, dropped and counted */
+			rp_ring_count_drop(r, RP_DROP_OUTPUT);
+			rc = rp_load_relaxed(&sl->output_error);
+			continue;
+		}
 		size = (uint32_t)rp_record_size(flags, nips, (uint16_t)len);
 		if (rp_unlikely(sl->block) && !t->no_park && !t->ending_slot &&
 		    t->pass[i] <= 0 && rp_block_must_queue(i))
@@ -221,7 +227,8 @@ write_events(struct rp_event *ev, uint64_t mask, const struct iovec *iov, int io
 				rec = rp_park(t, i, shm, &r, size, &reason);
 			if (!rec) {
 				rp_ring_count_drop(r, reason);
-				rc = -ENOBUFS;
+				rc = reason == RP_DROP_OUTPUT ? rp_load_relaxed(&sl->output_error) :
+								-ENOBUFS;
 				continue;
 			}
 		}

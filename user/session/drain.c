@@ -109,12 +109,34 @@ struct drainer {
 	uint64_t last_ts;
 	uint64_t last_sp_ns;
 	uint64_t written;	/* events serialized (stats.events_written) */
+	uint64_t lost;		/* events consumed but not written: output failed */
 	bool failed;
 };
 
 uint64_t rp_drain_throttle_ns;
 int rp_drain_pause;
 int rp_drain_freeze;
+
+/*
+ * After an output error: of the events serialized, only those in event
+ * blocks the output accepted whole are in the trace; the rest (the block
+ * being built, buffers the sink never got out) are lost, and counted.
+ */
+static void account_failed_output(struct drainer *d)
+{
+	struct rp_uring_sink_stats st;
+	uint64_t out;
+
+	rp_uring_sink_flush(d->usink);	/* waits for writes in flight */
+	rp_uring_sink_stats(d->usink, &st);
+	out = nt_writer_events_within(d->w, st.bytes);
+	if (out < d->written) {
+		d->lost += d->written - out;
+		d->written = out;
+	}
+	rp_store_relaxed(&d->s->stats.events_written, d->written);
+	rp_store_relaxed(&d->s->stats.output_lost, d->lost);
+}
 
 static void set_output_error(struct drainer *d, int err)
 {
@@ -127,16 +149,12 @@ static void set_output_error(struct drainer *d, int err)
 	/* the first error stays. Readers load it relaxed: a figure, not a
 	 * handshake, so nothing pairs with the CAS's ordering */
 	rp_cas_acq_rel(&s->output_error, &zero, err);
-	/* the reader went away or the disk failed: stop collecting (writers
-	 * then skip the session); stop() still tears it down */
-	pthread_mutex_lock(&rp_control_lock);
-	if (rp_load_relaxed(&rp_slots[s->slot].state) == SLOT_RUNNING) {
-		struct rp_provider *cbs[1];
-		const struct rp_provider_config *cfgs[1];
-
-		rp_enable_session(s->slot, &s->cfg, false, cbs, cfgs, 0);
-	}
-	pthread_mutex_unlock(&rp_control_lock);
+	/* the reader went away or the disk failed. The session's events stay
+	 * enabled: every later attempt is a drop counted as RP_DROP_OUTPUT and
+	 * returns the error (write.c), and the drainer goes on emptying the
+	 * rings, counting what it cannot write, so nobody waits for it */
+	rp_store_relaxed(&rp_slots[s->slot].output_error, err);
+	account_failed_output(d);
 }
 
 static inline struct held *win_at(struct rqueue *q, uint32_t i)
@@ -237,8 +255,10 @@ static void emit(struct drainer *d, const struct rp_ring *r, const struct held *
 	uint16_t flags = hd->h.flags;
 	int err;
 
-	if (d->failed)
+	if (d->failed) {
+		d->lost++;	/* consumed, never written: counted (output) */
 		return;
+	}
 	ev.meta_id = meta_for(d, hd->h.meta_id);
 	if (!ev.meta_id) {
 		rp_add_relaxed(&d->s->stats.corrupt, 1);
@@ -281,6 +301,7 @@ static void emit(struct drainer *d, const struct rp_ring *r, const struct held *
 	}
 	if (err) {
 		set_output_error(d, err);
+		d->lost++;
 		return;
 	}
 	d->written++;		/* published once per merge (an atomic add per event costs) */
@@ -519,6 +540,7 @@ static size_t merge_out(struct drainer *d, uint64_t horizon)
 	 * the bytes are what the writer produced so far (the sink may still
 	 * hold the tail of them until its next flush) */
 	rp_store_relaxed(&d->s->stats.events_written, d->written);
+	rp_store_relaxed(&d->s->stats.output_lost, d->lost);
 	if (n && d->w)
 		rp_store_relaxed(&d->s->stats.bytes_written, nt_writer_bytes(d->w));
 	return n;
@@ -726,6 +748,7 @@ static void *drainer_main(void *arg)
 			set_output_error(d, err);
 		rp_add_relaxed(&s->stats.sps, 1);
 	}
+	rp_store_relaxed(&s->stats.output_lost, d->lost);
 	rp_store_relaxed(&s->stats.bytes_written, nt_writer_bytes(d->w));
 	return d;
 }

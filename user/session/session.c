@@ -281,6 +281,7 @@ struct rp_session *rp_session_start_ex(const struct rp_session_opts *uopts, unsi
 	rp_slots[slot].session = s;
 	rp_slots[slot].shm = s->shm;
 	rp_slots[slot].block = o.buffering == RP_BUFFERING_BLOCK;
+	rp_store_relaxed(&rp_slots[slot].output_error, 0);
 	rp_store_relaxed(&rp_slots[slot].gen, s->gen);
 	/* pairs with the writers' load_acquire of the state: the rings and
 	 * the generation are visible before any writer uses the slot */
@@ -409,6 +410,8 @@ RP_API int rp_session_stats(const struct rp_session *s, struct rp_session_stats 
 	for (r = 0; s->shm && r < rp_shm_nr_rings(s->shm); r++)
 		for (i = 0; i < RP_DROP_REASON_NR; i++)
 			st.dropped[i] += rp_ring_drops(rp_shm_ring(s->shm, r), i);
+	/* the drainer's own count: consumed after the output failed */
+	st.dropped[RP_DROP_REASON_OUTPUT] += rp_load_relaxed(&s->stats.output_lost);
 	memcpy(ust, &st, ust->sz < sizeof(st) ? ust->sz : sizeof(st));
 	return 0;
 }

@@ -98,6 +98,8 @@ struct rp_session {
 		uint64_t late;
 		uint64_t wakeups;
 		uint64_t sps;
+		uint64_t output_lost;	/* events the drainer could not get out
+					 * after its output failed */
 	} stats;			/* written by the drainer, read with relaxed atomics */
 
 	/* final sequence numbers of threads, handed to the drainer at stop */
