@@ -90,7 +90,7 @@ struct ipcc_endpoint {
 	uint8_t cookie[16];	/* from the last advertise */
 	uint64_t adv_pid;
 	bool have_cookie;
-	int cancel;		/* set with __atomic_store_n to abort every wait */
+	int cancel;		/* set (rp_store_release) to abort every wait */
 	int ignored;		/* advertises dropped (wrong pid or magic) */
 };
 

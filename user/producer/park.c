@@ -91,6 +91,7 @@ static bool admit_range(struct rp_block_queue *q, uint32_t from, uint32_t to)
 	 * so the hook sees the order of admission itself */
 	if (hooked)
 		pthread_mutex_lock(&hook_lock);
+	/* acq_rel: pairs with the load_acquire of admit in park() */
 	if (!rp_cas_acq_rel(&q->admit, &from, to)) {
 		if (hooked)
 			pthread_mutex_unlock(&hook_lock);
@@ -168,7 +169,8 @@ static struct rp_shm_record *reserve_admitted(struct rp_block_queue *q, int slot
 {
 	for (;;) {
 		struct rp_ring *r = rp_shm_current_ring(shm);
-		/* read before the ring: a wake after this makes the wait return */
+		/* read before the ring: a wake after this makes the wait return
+		 * (pairs with the fetch_add_release of room by the drainer) */
 		uint32_t word = rp_load_acquire(&q->room);
 		struct rp_shm_record *rec = rp_ring_reserve(r, size);
 		uint64_t now;
@@ -290,6 +292,7 @@ void rp_block_space_freed(int slot, uint64_t free_bytes)
 	int32_t passes;
 
 	if (rp_load_relaxed(&q->room_waiters)) {
+		/* pairs with the load_acquire of room in reserve_admitted() */
 		rp_fetch_add_release(&q->room, 1);
 		rp_futex_wake(&q->room, INT32_MAX);
 	}

@@ -181,6 +181,9 @@ RP_API struct rp_provider *rp_provider_new(const struct rp_provider_opts *uopts)
 			struct rp_session *sess = rp_slots[i].session;
 			const struct rp_provider_config *pc;
 
+			/* under the control lock, which orders it already; the
+			 * acquire pairs with the store_release of RUNNING in
+			 * rp_session_start_ex() for readers outside it */
 			if (!sess || rp_load_acquire(&rp_slots[i].state) != SLOT_RUNNING ||
 			    !provider_in(p, &sess->cfg, &pc))
 				continue;
@@ -251,9 +254,9 @@ size_t rp_enable_session(int slot, const struct session_cfg *cfg, bool enable,
 			continue;
 		for (ev = p->events; ev; ev = ev->next) {
 			if (!enable)
-				__atomic_fetch_and(&ev->hot.sessions, ~bit, __ATOMIC_RELAXED);
+				rp_and_relaxed(&ev->hot.sessions, ~bit);
 			else if (rp_event_matches(ev, cfg, NULL))
-				__atomic_fetch_or(&ev->hot.sessions, bit, __ATOMIC_RELAXED);
+				rp_or_relaxed(&ev->hot.sessions, bit);
 		}
 		if (enable)
 			p->enabled_sessions |= bit;
@@ -296,7 +299,7 @@ size_t rp_stopping_hooks(int slot, const struct session_cfg *cfg, uint64_t rundo
 		 * thread are confined to it as well) */
 		for (ev = rundown->events; ev; ev = ev->next)
 			if (!ev->desc.keywords || (ev->desc.keywords & rundown_keywords))
-				__atomic_fetch_or(&ev->hot.sessions, bit, __ATOMIC_RELAXED);
+				rp_or_relaxed(&ev->hot.sessions, bit);
 		if (rundown->stopping_cb && n < max)
 			hooks[n++] = (struct rp_stopping_hook){ rundown, rundown_keywords, 5 };
 	}
@@ -312,7 +315,7 @@ void rp_rundown_disable(int slot)
 		if (strcmp(p->name, RP_RUNDOWN_PROVIDER))
 			continue;
 		for (ev = p->events; ev; ev = ev->next)
-			__atomic_fetch_and(&ev->hot.sessions, ~(1ull << slot), __ATOMIC_RELAXED);
+			rp_and_relaxed(&ev->hot.sessions, ~(1ull << slot));
 	}
 }
 
@@ -402,6 +405,7 @@ RP_API struct rp_event *rp_event_new(struct rp_provider *p, const struct rp_even
 	pthread_mutex_lock(&rp_control_lock);
 	for (s = 0; (err5 || err6) && s < RP_MAX_SESSIONS; s++) {
 		struct rp_session *sess = rp_slots[s].session;
+		/* pairs with the store_release of the state in session.c */
 		uint32_t state = rp_load_acquire(&rp_slots[s].state);
 		int bad;
 
@@ -449,10 +453,11 @@ RP_API struct rp_event *rp_event_new(struct rp_provider *p, const struct rp_even
 	for (s = 0; s < RP_MAX_SESSIONS; s++) {
 		struct rp_session *sess = rp_slots[s].session;
 
+		/* pairs with the store_release of RUNNING in session.c */
 		if ((p->enabled_sessions & (1ull << s)) && sess &&
 		    rp_load_acquire(&rp_slots[s].state) == SLOT_RUNNING &&
 		    rp_event_matches(ev, &sess->cfg, NULL))
-			__atomic_fetch_or(&ev->hot.sessions, 1ull << s, __ATOMIC_RELAXED);
+			rp_or_relaxed(&ev->hot.sessions, 1ull << s);
 	}
 	pthread_mutex_unlock(&rp_control_lock);
 	return ev;
@@ -466,6 +471,6 @@ void rp_events_disable_all(void)
 	for (p = providers; p; p = p->next) {
 		p->enabled_sessions = 0;
 		for (ev = p->events; ev; ev = ev->next)
-			__atomic_store_n(&ev->hot.sessions, 0, __ATOMIC_RELAXED);
+			rp_store_relaxed(&ev->hot.sessions, 0);
 	}
 }

@@ -363,6 +363,9 @@ RP_API int rp_session_stop(struct rp_session *s)
 	sl = &rp_slots[s->slot];
 	err = run_stopping_hooks(s, sl);
 	pthread_mutex_lock(&rp_control_lock);
+	/* pairs with the writers' load_acquire of the state: a writer that
+	 * sees STOPPING skips the session (and stop's quiesce waits for the
+	 * ones that did not) */
 	rp_store_release(&sl->state, SLOT_STOPPING);
 	ncb = rp_enable_session(s->slot, &s->cfg, false, cbs, cfgs, 256);
 	rp_rundown_disable(s->slot);
@@ -381,6 +384,8 @@ RP_API int rp_session_stop(struct rp_session *s)
 	sl->session = NULL;
 	sl->shm = NULL;
 	sl->block = false;
+	/* pairs with the load_acquire of the state by the next session start
+	 * and by provider.c's scans: the slot's fields are cleared first */
 	rp_store_release(&sl->state, SLOT_FREE);
 	pthread_mutex_unlock(&rp_control_lock);
 	session_free(s);
