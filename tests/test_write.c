@@ -13,6 +13,7 @@
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -23,6 +24,7 @@
 #include <unistd.h>
 
 #include "helpers.h"
+#include "nettrace.h"
 #include "ringpipe/ringpipe.h"
 #include "session.h"
 
@@ -249,4 +251,135 @@ Test(write, every_attempt_advances_the_thread_sequence)
 	after = rp_wt->seq[slot];
 	cr_assert_eq(after - before, 4, "4 attempts advanced the sequence by %u", after - before);
 	cr_assert_eq(rp_session_stop(s), 0);
+}
+
+/* ---- the local (rseq) reservation -------------------------------------- */
+
+#define MIG_THREADS 8
+#define MIG_EVENTS 200000u
+
+struct mig_writer {
+	struct rp_event *ev;
+	uint32_t index;
+	pid_t tid;
+	int failed;
+};
+
+static int mig_stop;
+
+static void *mig_writer_main(void *arg)
+{
+	struct mig_writer *w = arg;
+	uint64_t p[4];
+	uint32_t i;
+
+	w->tid = (pid_t)syscall(SYS_gettid);
+	for (i = 0; i < MIG_EVENTS; i++) {
+		p[0] = w->index;
+		p[1] = i;
+		p[2] = ~(uint64_t)i;
+		p[3] = (uint64_t)w->index << 32 | i;
+		if (rp_event_write(w->ev, p, sizeof(p)))
+			w->failed++;
+	}
+	return NULL;
+}
+
+/* Moves the writers between the CPUs every few hundred microseconds, so
+ * that reservations are cut by migrations and preemptions. */
+static void *migrator_main(void *arg)
+{
+	struct mig_writer *w = arg;
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	unsigned k = 0;
+
+	while (!rp_load_relaxed(&mig_stop)) {
+		int i;
+
+		for (i = 0; i < MIG_THREADS; i++) {
+			cpu_set_t set;
+
+			if (!w[i].tid)
+				continue;
+			CPU_ZERO(&set);
+			CPU_SET((int)((k + (unsigned)i) % (unsigned)ncpu), &set);
+			sched_setaffinity(w[i].tid, sizeof(set), &set);
+		}
+		k++;
+		usleep(300);
+	}
+	return NULL;
+}
+
+/* Every event written exactly once, its payload intact, while writers are
+ * migrated under their reservations: the local reservation (a restartable
+ * sequence where the machine has it) never hands one slot to two writers. */
+Test(write, reservations_survive_migration_and_preemption, .timeout = 120)
+{
+	struct rp_provider_opts po = { .sz = sizeof(po), .name = "Test-Write-Migrate" };
+	struct rp_event_opts eo = { .sz = sizeof(eo), .id = 1, .name = "E", .level = 4,
+				    .nfields = 4, .fields = fields };
+	struct rp_provider_config pc = { .name = "Test-Write-Migrate" };
+	struct rp_session_opts so = { .sz = sizeof(so), .providers = &pc, .nproviders = 1,
+				      .buffer_bytes = 256 << 20, .buffering = RP_BUFFERING_BLOCK };
+	struct mig_writer w[MIG_THREADS];
+	pthread_t th[MIG_THREADS], mig;
+	char *dir = th_tmpdir(), path[512];
+	struct rp_session *s;
+	struct nt_reader *rd;
+	struct nt_rec rec;
+	uint8_t *seen;
+	uint64_t total = 0;
+	int i, rc;
+
+	cr_assert_not_null(dir);
+	snprintf(path, sizeof(path), "%s/migrate.nettrace", dir);
+	so.path = path;
+	for (i = 0; i < MIG_THREADS; i++)
+		w[i] = (struct mig_writer){ .ev = rp_event_new(rp_provider_new(&po), &eo),
+					    .index = (uint32_t)i };
+	cr_assert_not_null(w[0].ev, "%s", rp_last_error());
+	for (i = 1; i < MIG_THREADS; i++)
+		w[i].ev = w[0].ev;
+	s = rp_session_start(&so);
+	cr_assert_not_null(s, "%s", rp_last_error());
+	cr_log_info("local reservation: %s", rp_slots[rp_session_id(s)].local_rings ?
+		    "yes (rseq)" : "no (CAS)");
+	rp_store_relaxed(&mig_stop, 0);
+	for (i = 0; i < MIG_THREADS; i++)
+		cr_assert_eq(pthread_create(&th[i], NULL, mig_writer_main, &w[i]), 0);
+	cr_assert_eq(pthread_create(&mig, NULL, migrator_main, w), 0);
+	for (i = 0; i < MIG_THREADS; i++) {
+		pthread_join(th[i], NULL);
+		cr_assert_eq(w[i].failed, 0, "writer %d: %d writes failed", i, w[i].failed);
+	}
+	rp_store_relaxed(&mig_stop, 1);
+	pthread_join(mig, NULL);
+	cr_assert_eq(rp_session_stop(s), 0);
+
+	seen = calloc((size_t)MIG_THREADS * MIG_EVENTS, 1);
+	cr_assert_not_null(seen);
+	rd = nt_reader_open(path);
+	cr_assert_not_null(rd);
+	while ((rc = nt_reader_next(rd, &rec)) == 1) {
+		uint64_t p[4];
+
+		if (!rec.meta || strcmp(rec.meta->provider, "Test-Write-Migrate"))
+			continue;
+		cr_assert_eq(rec.payload_len, sizeof(p));
+		memcpy(p, rec.payload, sizeof(p));
+		cr_assert(p[0] < MIG_THREADS && p[1] < MIG_EVENTS, "a payload from nowhere");
+		cr_assert_eq(p[2], ~p[1], "payload torn");
+		cr_assert_eq(p[3], p[0] << 32 | p[1], "payload torn");
+		cr_assert_not(seen[p[0] * MIG_EVENTS + p[1]]++, "event %" PRIu64 "/%" PRIu64
+			      " twice", p[0], p[1]);
+		total++;
+	}
+	cr_assert_eq(rc, 0, "reader: %s", nt_reader_errmsg(rd));
+	cr_assert_eq(total, (uint64_t)MIG_THREADS * MIG_EVENTS, "%" PRIu64 " of %u events",
+		     total, MIG_THREADS * MIG_EVENTS);
+	cr_assert_eq(nt_reader_lost(rd), 0);
+	nt_reader_free(rd);
+	free(seen);
+	th_rmdir(dir);
 }

@@ -33,6 +33,8 @@ struct slot {
 	struct rp_session *session;
 	struct rp_shm *shm;		/* valid while RUNNING */
 	bool block;			/* Block mode: a full ring parks the writer */
+	bool local_rings;		/* every writer reserves in its CPU's ring
+					 * without a CAS (ring_local.h) */
 	int output_error;		/* atomic: 0, or the negative errno of the
 					 * session's failed output; writers then
 					 * drop (RP_DROP_OUTPUT) and return it */

@@ -33,6 +33,7 @@
 #include "clock.h"
 #include "futex.h"
 #include "park.h"
+#include "ring_local.h"
 #include "session.h"
 #include "threads.h"
 
@@ -168,17 +169,15 @@ static struct rp_shm_record *reserve_admitted(struct rp_block_queue *q, int slot
 					      uint64_t *since, unsigned int *reason)
 {
 	for (;;) {
-		struct rp_ring *r = rp_shm_current_ring(shm);
 		/* read before the ring: a wake after this makes the wait return
 		 * (pairs with the fetch_add_release of room by the drainer) */
 		uint32_t word = rp_load_acquire(&q->room);
-		struct rp_shm_record *rec = rp_ring_reserve(r, size);
+		struct rp_shm_record *rec = rp_ring_reserve_here(shm, rp_slots[slot].local_rings,
+								 rp, size);
 		uint64_t now;
 
-		if (rec) {
-			*rp = r;
+		if (rec)
 			return rec;
-		}
 		/* pairs with the store_release of abort in abort_all() */
 		if (rp_load_acquire(&q->abort))
 			return NULL;
@@ -323,7 +322,7 @@ void rp_block_space_freed(int slot, uint64_t free_bytes)
  * abort; waiting cannot deadlock, since the drainer waits on nothing it
  * holds. Gives up (a counted drop) only when the drainer is dead or failed. */
 struct rp_shm_record *rp_wait_room(struct rp_session *s, struct rp_shm *shm,
-				   struct rp_ring *r, uint32_t size)
+				   struct rp_ring **rp, uint32_t size)
 {
 	struct rp_shm_session *h = shm->hdr;
 	struct rp_block_queue *q = &rp_block_queues[s->slot];
@@ -331,7 +330,7 @@ struct rp_shm_record *rp_wait_room(struct rp_session *s, struct rp_shm *shm,
 	struct rp_shm_record *rec;
 
 	for (;;) {
-		rec = rp_ring_reserve(r, size);
+		rec = rp_ring_reserve_here(shm, rp_slots[s->slot].local_rings, rp, size);
 		if (rec || rp_load_relaxed(&s->output_error))
 			return rec;
 		if (rp_load_relaxed(&q->timeout_ns) ?

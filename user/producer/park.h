@@ -89,7 +89,7 @@ void rp_pass_end(struct wthread *t, int slot);
  * drainer is dead or failed.
  */
 struct rp_shm_record *rp_wait_room(struct rp_session *s, struct rp_shm *shm,
-				   struct rp_ring *r, uint32_t size);
+				   struct rp_ring **rp, uint32_t size);
 
 /* The in-process drainer of slot is alive (a private heartbeat). */
 void rp_block_heartbeat(int slot);

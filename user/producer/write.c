@@ -24,6 +24,7 @@
 #include "clock.h"
 #include "fence.h"
 #include "park.h"
+#include "ring_local.h"
 #include "session.h"
 #include "threads.h"
 #include "user_events.h"
@@ -205,8 +206,8 @@ write_events(struct rp_event *ev, uint64_t mask, const struct iovec *iov, int io
 		if (rp_likely(!org))
 			t->seq[i]++;	/* an origin thread's numbers are the caller's */
 		shm = sl->shm;
-		r = rp_shm_current_ring(shm);
 		if (rp_unlikely(rp_load_relaxed(&sl->output_error))) {
+			r = rp_shm_current_ring(shm);
 			/* the output failed: an attempt, dropped and counted */
 			rp_ring_count_drop(r, RP_DROP_OUTPUT);
 			rc = rp_load_relaxed(&sl->output_error);
@@ -214,15 +215,17 @@ write_events(struct rp_event *ev, uint64_t mask, const struct iovec *iov, int io
 		}
 		size = (uint32_t)rp_record_size(flags, nips, (uint16_t)len);
 		if (rp_unlikely(sl->block) && !t->no_park && !t->ending_slot &&
-		    t->pass[i] <= 0 && rp_block_must_queue(i))
+		    t->pass[i] <= 0 && rp_block_must_queue(i)) {
+			r = rp_shm_current_ring(shm);
 			rec = NULL;	/* producers wait already: queue behind them */
-		else
-			rec = rp_ring_reserve(r, size);
+		} else {
+			rec = rp_ring_reserve_here(shm, sl->local_rings, &r, size);
+		}
 		if (rp_unlikely(!rec)) {
 			unsigned int reason = size > r->max_record ? RP_DROP_TOO_BIG : RP_DROP_FULL;
 
 			if (t->ending_slot == i + 1 && reason == RP_DROP_FULL)
-				rec = rp_wait_room(sl->session, shm, r, size);
+				rec = rp_wait_room(sl->session, shm, &r, size);
 			else if (sl->block && !t->no_park && reason == RP_DROP_FULL)
 				rec = rp_park(t, i, shm, &r, size, &reason);
 			if (!rec) {
@@ -243,7 +246,7 @@ write_events(struct rp_event *ev, uint64_t mask, const struct iovec *iov, int io
 				       (uint16_t)len, org->cpu);
 		else
 			rp_record_fill(rec, ev->index, ts, t->tid, t->seq[i], flags, (uint16_t)len,
-				       rp_ring_current_cpu());
+				       sl->local_rings ? r->index : rp_ring_current_cpu());
 		if (flags & RP_REC_F_ACTIVITY) {
 			struct rp_shm_activity *a = (void *)(rec + 1);
 

@@ -23,6 +23,7 @@
 
 #include "atomics.h"
 #include "clock.h"
+#include "ring_local.h"
 #include "session.h"
 
 #define DEFAULT_BUFFER (16ull << 20)
@@ -282,6 +283,7 @@ struct rp_session *rp_session_start_ex(const struct rp_session_opts *uopts, unsi
 	rp_slots[slot].shm = s->shm;
 	rp_slots[slot].block = o.buffering == RP_BUFFERING_BLOCK;
 	rp_store_relaxed(&rp_slots[slot].output_error, 0);
+	rp_slots[slot].local_rings = rp_ring_local_ok(rp_shm_nr_rings(s->shm));
 	rp_store_relaxed(&rp_slots[slot].gen, s->gen);
 	/* pairs with the writers' load_acquire of the state: the rings and
 	 * the generation are visible before any writer uses the slot */
