@@ -4,6 +4,7 @@
  *
  *   bench_block [--quick] [--verbose]
  *   bench_block --e2e [--quick]
+ *   bench_block --sweep [--kv] [--quick | --reps N] [--verbose]
  *
  * Every run: a streaming session (nettrace V5) to a file in $TMPDIR, its
  * rings pre-faulted before the timed part, then 2 writer threads, each pinned
@@ -47,6 +48,19 @@
  * (2 writers x 500,000) as fast as possible into a 1 MiB buffer, Drop and
  * Block, timed as above; loss = events missing from the trace read back.
  * Prints "key value" lines (medians) instead of tables.
+ *
+ * --sweep: Block at production shape (DESIGN.md 3a), the thread sweep of
+ * scripts/run-bench.sh's second table: T = 1, 2, 8, 32, 128 writer threads,
+ * not pinned (many more threads than CPUs is the point), 1,000,000 events in
+ * all split over them, Block and Drop, 1 MiB and 16 MiB; per case events/s
+ * attempted and delivered (read back as above), loss, voluntary and
+ * involuntary context switches per 1000 events (getrusage(RUSAGE_SELF) from
+ * the writers' start gate opening until stop returned), and for Block the
+ * park times rp_bench_park_hook reports (p50/p99/p99.9/max of each run,
+ * recorded into a preallocated array). 5 repetitions of every case in turn
+ * (3 with --quick, N with --reps); a table, or with --kv "key value" lines
+ * (medians; run-bench.sh runs --kv --reps 1 once per repetition, alternating
+ * with LTTng-UST's side).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -73,6 +87,7 @@
 #define NWRITERS 2
 #define BIG_BUFFER (512ull << 20)
 #define SMALL_BUFFER (1ull << 20)
+#define SWEEP_MAX_T 128		/* the sweep's most writer threads */
 
 
 static const char provider_name[] = "Bench-Block";
@@ -200,13 +215,14 @@ static void *writer(void *p)
 struct check {
 	int err;		/* nt_reader_next() < 0, or -ENOENT: could not open */
 	uint64_t events;	/* of the benchmark's event */
-	uint64_t per_thread[NWRITERS];
-	uint64_t counter_sum[NWRITERS];
+	uint64_t per_thread[SWEEP_MAX_T];
+	uint64_t counter_sum[SWEEP_MAX_T];
 	uint64_t foreign;	/* a Thread field out of range */
 	int64_t lost;		/* EventsLost */
 };
 
-static struct check read_trace(const char *path)
+/* nthreads: writers 0..nthreads-1 wrote the events; any other Thread is foreign */
+static struct check read_trace(const char *path, uint32_t nthreads)
 {
 	struct check c = { 0 };
 	struct nt_reader *r = nt_reader_open(path);
@@ -225,7 +241,7 @@ static struct check read_trace(const char *path)
 			continue;
 		memcpy(&sm, rec.payload, sizeof(sm));
 		c.events++;
-		if (sm.thread < NWRITERS) {
+		if (sm.thread < nthreads && sm.thread < SWEEP_MAX_T) {
 			c.per_thread[sm.thread]++;
 			c.counter_sum[sm.thread] += sm.counter;
 		} else {
@@ -340,7 +356,7 @@ static struct run run_once(enum bcase c)
 			"before stop %" PRIu64 "; page faults %ld\n", cases[c].name, res.writers_ms,
 			res.stop_ms, st.events_written, res.faults);
 
-	res.chk = read_trace(path);
+	res.chk = read_trace(path, (uint32_t)nw);
 	{
 		struct stat fst;
 
@@ -449,6 +465,368 @@ static int e2e_main(void)
 	return bad;
 }
 
+/* ---- --sweep: Block at production shape ------------------------------------ */
+
+/*
+ * Many more writer threads than CPUs, unpinned: T = 1, 2, 8, 32, 128 threads
+ * write SWEEP_TOTAL events in all (split over T, the first total % T threads
+ * one more), Block and Drop, 1 MiB and 16 MiB. Threads wait at a futex gate
+ * before their first write, so thread creation and the gate's sleeps are
+ * outside the context switches counted (getrusage(RUSAGE_SELF) from just
+ * before the gate opens until rp_session_stop() returned: writers, drainer,
+ * the main thread's join, the writers' exits). Block runs record every park
+ * with rp_bench_park_hook.
+ */
+#define SWEEP_TOTAL 1000000ull
+#define SWEEP_NT 5
+#define SWEEP_NB 2
+
+static const uint32_t sweep_threads[SWEEP_NT] = { 1, 2, 8, 32, 128 };
+static const struct {
+	const char *key, *name;
+	uint64_t bytes;
+} sweep_bufs[SWEEP_NB] = { { "1m", "1 MiB", 1ull << 20 }, { "16m", "16 MiB", 16ull << 20 } };
+static const struct {
+	const char *key, *name;
+	int buffering;
+} sweep_modes[2] = { { "block", "Block", RP_BUFFERING_BLOCK }, { "drop", "Drop", RP_BUFFERING_DROP } };
+
+/* the park hook's samples: preallocated and touched before any run; at most
+ * one park per write, so SWEEP_TOTAL entries hold every park of a run */
+static uint64_t *park_samples;
+static uint64_t park_n;		/* atomic: next free entry (may pass the capacity) */
+static uint64_t park_failed;	/* atomic: parks that ended in a drop */
+
+static void park_hook(uint64_t park_ns, int admitted)
+{
+	uint64_t i = __atomic_fetch_add(&park_n, 1, __ATOMIC_RELAXED);
+
+	if (i < SWEEP_TOTAL)
+		park_samples[i] = park_ns;
+	if (!admitted)
+		__atomic_fetch_add(&park_failed, 1, __ATOMIC_RELAXED);
+}
+
+static uint32_t gate_arrived;	/* writers at the gate */
+static uint32_t gate_open;	/* futex: 1 once the run starts */
+
+struct swarg {
+	uint32_t index;
+	uint64_t n;
+	uint64_t t_first, t_last, refused;
+};
+
+static void *sweep_writer(void *p)
+{
+	struct swarg *a = p;
+	struct small s = { .thread = a->index, .name = SMALL_NAME };
+	uint64_t refused = 0;
+
+	__atomic_add_fetch(&gate_arrived, 1, __ATOMIC_RELEASE);
+	while (!rp_load_acquire(&gate_open))
+		rp_futex_wait(&gate_open, 0, 0);
+	a->t_first = mono_ns();
+	for (uint64_t i = 1; i <= a->n; i++) {
+		s.counter = i;
+		if (rp_unlikely(rp_event_write(ev_small, &s, sizeof(s))))
+			refused++;
+	}
+	a->refused = refused;
+	a->t_last = mono_ns();
+	return NULL;
+}
+
+struct sweep_run {
+	double secs;			/* first write to stop returned */
+	double write_ms;		/* first write to the last one returned */
+	uint64_t attempted, found;	/* events written / in the trace */
+	uint64_t refused;		/* rp_event_write() != 0 */
+	int64_t lost;			/* EventsLost as the reader counts it */
+	bool complete;			/* every event once, per thread, EventsLost 0 */
+	bool accounted;			/* found + EventsLost == attempted */
+	uint64_t nvcsw, nivcsw;		/* context switches, whole process */
+	uint64_t parks, park_failed;
+	bool park_overflow;
+	uint64_t p50, p99, p999, pmax;	/* park ns */
+};
+
+/* the k-th smallest of n sorted values for per-mille pm, nearest rank */
+static uint64_t rank_permille(const uint64_t *v, uint64_t n, unsigned int pm)
+{
+	uint64_t k = (n * pm + 999) / 1000;
+
+	return v[k ? k - 1 : 0];
+}
+
+static struct sweep_run sweep_once(int mode, int buf, uint32_t nt)
+{
+	struct rp_provider_config pc = { .name = provider_name };
+	struct rp_session_opts so = { .sz = sizeof(so), .providers = &pc, .nproviders = 1,
+				      .format = 5, .buffering = sweep_modes[mode].buffering,
+				      .buffer_bytes = sweep_bufs[buf].bytes, .fd = -1 };
+	static struct swarg a[SWEEP_MAX_T];
+	static pthread_t th[SWEEP_MAX_T];
+	struct sweep_run res = { 0 };
+	struct rusage ru0, ru1;
+	struct rp_session *s;
+	uint64_t t0 = UINT64_MAX, tw = 0, t1;
+	char path[512];
+	bool block = sweep_modes[mode].buffering == RP_BUFFERING_BLOCK;
+
+	snprintf(path, sizeof(path), "%s/sweep.nettrace", tmpdir);
+	so.path = path;
+	s = rp_session_start(&so);
+	if (!s)
+		die("rp_session_start");
+	prefault(s);
+	rp_store_relaxed(&park_n, 0);
+	rp_store_relaxed(&park_failed, 0);
+	rp_store_relaxed(&gate_arrived, 0);
+	rp_store_relaxed(&gate_open, 0);
+	rp_bench_park_hook = block ? park_hook : NULL;	/* published by pthread_create */
+
+	for (uint32_t t = 0; t < nt; t++) {
+		a[t] = (struct swarg){ .index = t,
+				       .n = SWEEP_TOTAL / nt + (t < SWEEP_TOTAL % nt) };
+		if (pthread_create(&th[t], NULL, sweep_writer, &a[t]))
+			die("pthread_create");
+	}
+	while (rp_load_acquire(&gate_arrived) < nt)
+		rp_clock_sleep_ns(100000);
+	rp_clock_sleep_ns(2000000);	/* the last ones get to their futex wait */
+	getrusage(RUSAGE_SELF, &ru0);
+	rp_store_release(&gate_open, 1);
+	rp_futex_wake(&gate_open, INT32_MAX);
+	for (uint32_t t = 0; t < nt; t++) {
+		pthread_join(th[t], NULL);
+		if (a[t].t_first < t0)
+			t0 = a[t].t_first;
+		if (a[t].t_last > tw)
+			tw = a[t].t_last;
+		res.refused += a[t].refused;
+		res.attempted += a[t].n;
+	}
+	if (rp_session_stop(s))
+		die("rp_session_stop");
+	t1 = mono_ns();
+	getrusage(RUSAGE_SELF, &ru1);
+	rp_bench_park_hook = NULL;
+
+	res.secs = (double)(t1 - t0) / 1e9;
+	res.write_ms = (double)(tw - t0) / 1e6;
+	res.nvcsw = (uint64_t)(ru1.ru_nvcsw - ru0.ru_nvcsw);
+	res.nivcsw = (uint64_t)(ru1.ru_nivcsw - ru0.ru_nivcsw);
+	res.parks = rp_load_relaxed(&park_n);
+	res.park_failed = rp_load_relaxed(&park_failed);
+	res.park_overflow = res.parks > SWEEP_TOTAL;
+	if (res.parks) {
+		uint64_t n = res.park_overflow ? SWEEP_TOTAL : res.parks;
+
+		qsort(park_samples, n, sizeof(*park_samples), cmp_u64);
+		res.p50 = rank_permille(park_samples, n, 500);
+		res.p99 = rank_permille(park_samples, n, 990);
+		res.p999 = rank_permille(park_samples, n, 999);
+		res.pmax = park_samples[n - 1];
+	}
+
+	{
+		struct check c = read_trace(path, nt);
+
+		unlink(path);
+		res.found = c.events;
+		res.lost = c.lost;
+		res.accounted = !c.err && !c.foreign &&
+				c.events + (uint64_t)(c.lost > 0 ? c.lost : 0) == res.attempted;
+		res.complete = !c.err && !c.foreign && c.lost == 0 && c.events == res.attempted &&
+			       res.refused == 0;
+		for (uint32_t t = 0; t < nt && res.complete; t++)
+			res.complete = c.per_thread[t] == a[t].n &&
+				       c.counter_sum[t] == a[t].n * (a[t].n + 1) / 2;
+	}
+	if (verbose)
+		fprintf(stderr, "bench_block: sweep %s %s T=%u: %.3f s, %" PRIu64 " of %" PRIu64
+			" in the trace, EventsLost %" PRId64 ", %" PRIu64 " voluntary switches, %"
+			PRIu64 " parks\n", sweep_modes[mode].name, sweep_bufs[buf].name, nt,
+			res.secs, res.found, res.attempted, res.lost, res.nvcsw, res.parks);
+	return res;
+}
+
+/* one case's figures over the repetitions, each a stat3 */
+struct sweep_fig {
+	struct stat3 evs, dlv, loss, cs, ics, parks, p50, p99, p999, pmax, wms;
+	unsigned int parked;		/* repetitions with a park: the percentiles' */
+	unsigned int complete, accounted;
+	uint64_t refused_max, park_failed;
+	bool park_overflow;
+};
+
+static struct sweep_fig sweep_figures(const struct sweep_run *runs, unsigned int n)
+{
+	double evs[MAX_REPS], dlv[MAX_REPS], loss[MAX_REPS], cs[MAX_REPS], ics[MAX_REPS];
+	double pk[MAX_REPS], p50[MAX_REPS], p99[MAX_REPS], p999[MAX_REPS], pmax[MAX_REPS];
+	double wms[MAX_REPS];
+	struct sweep_fig f = { 0 };
+
+	for (unsigned int k = 0; k < n; k++) {
+		const struct sweep_run *r = &runs[k];
+		double att = (double)r->attempted;
+		uint64_t got = r->found < r->attempted ? r->found : r->attempted;
+
+		evs[k] = att / r->secs;
+		dlv[k] = (double)got / r->secs;
+		loss[k] = 100.0 * (att - (double)got) / att;
+		cs[k] = 1000.0 * (double)r->nvcsw / att;
+		ics[k] = 1000.0 * (double)r->nivcsw / att;
+		pk[k] = 1000.0 * (double)r->parks / att;
+		if (r->parks) {	/* a run that never parked has no park times */
+			p50[f.parked] = (double)r->p50 / 1e3;
+			p99[f.parked] = (double)r->p99 / 1e3;
+			p999[f.parked] = (double)r->p999 / 1e3;
+			pmax[f.parked] = (double)r->pmax / 1e3;
+			f.parked++;
+		}
+		wms[k] = r->write_ms;
+		f.complete += r->complete;
+		f.accounted += r->accounted;
+		if (r->refused > f.refused_max)
+			f.refused_max = r->refused;
+		f.park_failed += r->park_failed;
+		f.park_overflow |= r->park_overflow;
+	}
+	f.evs = summarize(evs, n);
+	f.dlv = summarize(dlv, n);
+	f.loss = summarize(loss, n);
+	f.cs = summarize(cs, n);
+	f.ics = summarize(ics, n);
+	f.parks = summarize(pk, n);
+	if (f.parked) {
+		f.p50 = summarize(p50, f.parked);
+		f.p99 = summarize(p99, f.parked);
+		f.p999 = summarize(p999, f.parked);
+		f.pmax = summarize(pmax, f.parked);
+	}
+	f.wms = summarize(wms, n);
+	return f;
+}
+
+static int sweep_main(bool kv)
+{
+	static struct sweep_run runs[2][SWEEP_NB][SWEEP_NT][MAX_REPS];
+	static struct sweep_fig figs[2][SWEEP_NB][SWEEP_NT];
+	uint64_t t_start = mono_ns();
+	int bad = 0;
+
+	park_samples = malloc(SWEEP_TOTAL * sizeof(*park_samples));
+	if (!park_samples)
+		die("malloc");
+	memset(park_samples, 0, SWEEP_TOTAL * sizeof(*park_samples));
+
+	/* every repetition runs every case in turn, Block and Drop side by side */
+	for (unsigned int k = 0; k < reps; k++)
+		for (int b = 0; b < SWEEP_NB; b++)
+			for (int i = 0; i < SWEEP_NT; i++)
+				for (int m = 0; m < 2; m++)
+					runs[m][b][i][k] = sweep_once(m, b, sweep_threads[i]);
+	for (int m = 0; m < 2; m++)
+		for (int b = 0; b < SWEEP_NB; b++)
+			for (int i = 0; i < SWEEP_NT; i++) {
+				figs[m][b][i] = sweep_figures(runs[m][b][i], reps);
+				if (sweep_modes[m].buffering == RP_BUFFERING_BLOCK &&
+				    figs[m][b][i].complete != reps)
+					bad = 1;
+			}
+
+	if (kv) {
+		printf("sweep.total %llu\nsweep.reps %u\nsweep.secs %.1f\n", SWEEP_TOTAL, reps,
+		       (double)(mono_ns() - t_start) / 1e9);
+		for (int m = 0; m < 2; m++)
+			for (int b = 0; b < SWEEP_NB; b++)
+				for (int i = 0; i < SWEEP_NT; i++) {
+					const struct sweep_fig *f = &figs[m][b][i];
+					char key[64];
+
+					snprintf(key, sizeof(key), "sweep.%s.%s.t%u", sweep_modes[m].key,
+						 sweep_bufs[b].key, sweep_threads[i]);
+					printf("%s.evs %.0f\n%s.dlv %.0f\n%s.loss %.4f\n%s.loss_max %.4f\n"
+					       "%s.cs %.3f\n%s.ics %.3f\n%s.parks %.3f\n%s.incomplete_max %u\n"
+					       "%s.unaccounted_max %u\n%s.write_ms %.1f\n",
+					       key, f->evs.med, key, f->dlv.med, key, f->loss.med, key,
+					       f->loss.max, key, f->cs.med, key, f->ics.med, key,
+					       f->parks.med, key, reps - f->complete, key,
+					       reps - f->accounted, key, f->wms.med);
+					if (sweep_modes[m].buffering == RP_BUFFERING_BLOCK)
+						printf("%s.park_failed_max %" PRIu64 "\n", key,
+						       f->park_failed);
+					if (sweep_modes[m].buffering == RP_BUFFERING_BLOCK &&
+					    f->parked)
+						printf("%s.park_p50 %.2f\n%s.park_p99 %.2f\n"
+						       "%s.park_p999 %.2f\n%s.park_top %.2f\n",
+						       key, f->p50.med, key, f->p99.med, key,
+						       f->p999.med, key, f->pmax.med);
+				}
+		printf("ok 1\n");
+	} else {
+		printf("\n### Block at production shape: thread sweep (bench_block --sweep%s)\n\n",
+		       quick ? " --quick" : "");
+		printf("%llu 32-byte events in all through rp_event_write(), split over T unpinned "
+		       "writer threads (%d CPUs), streaming session, nettrace V5 to %s, rings "
+		       "pre-faulted; time = first write to rp_session_stop() returned; "
+		       "delivered = events read back from the trace (nt_reader) / that time; "
+		       "context switches: getrusage(RUSAGE_SELF) over the same span, per 1000 "
+		       "events; parks: rp_bench_park_hook, per run p50/p99/p99.9/max (of the "
+		       "runs that parked); every figure the median (min-max) over %u "
+		       "repetitions\n\n",
+		       SWEEP_TOTAL, nr_cpus, tmpdir, reps);
+		printf("| buffer | T | mode | M events/s attempted | M events/s delivered | loss %% | "
+		       "voluntary cs / 1000 events | involuntary cs / 1000 | parks / 1000 events | "
+		       "park p50 µs | p99 µs | p99.9 µs | max µs | vs T=2 | trace check |\n");
+		printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+		for (int b = 0; b < SWEEP_NB; b++)
+			for (int i = 0; i < SWEEP_NT; i++)
+				for (int m = 0; m < 2; m++) {
+					const struct sweep_fig *f = &figs[m][b][i];
+					bool blk = sweep_modes[m].buffering == RP_BUFFERING_BLOCK;
+					char check[160], park[200];
+
+					if (blk)
+						snprintf(check, sizeof(check), "%s%u/%u complete%s",
+							 f->complete == reps ? "" : "**",
+							 f->complete, reps,
+							 f->complete == reps ? "" : "**");
+					else
+						snprintf(check, sizeof(check),
+							 "%u/%u: in trace + EventsLost = attempted",
+							 f->accounted, reps);
+					if (blk && f->parked)
+						snprintf(park, sizeof(park), "%.1f (%.1f-%.1f) | %.0f | "
+							 "%.0f | %.0f (%.0f-%.0f)%s%s",
+							 f->p50.med, f->p50.min, f->p50.max, f->p99.med,
+							 f->p999.med, f->pmax.med, f->pmax.min,
+							 f->pmax.max,
+							 f->parked < reps ? " (runs that parked)" : "",
+							 f->park_overflow ? " (samples overflowed)" : "");
+					else if (blk)
+						snprintf(park, sizeof(park), "no parks | — | — | —");
+					else
+						snprintf(park, sizeof(park), "— | — | — | —");
+					printf("| %s | %u | %s | %.2f (%.2f-%.2f) | %.2f | %.2f | "
+					       "%.2f (%.2f-%.2f) | %.2f | %.2f | %s | %.0f %% | %s |\n",
+					       sweep_bufs[b].name, sweep_threads[i],
+					       sweep_modes[m].name, f->evs.med / 1e6, f->evs.min / 1e6,
+					       f->evs.max / 1e6, f->dlv.med / 1e6, f->loss.med,
+					       f->cs.med, f->cs.min, f->cs.max, f->ics.med,
+					       f->parks.med, park,
+					       100.0 * f->evs.med / figs[m][b][1].evs.med, check);
+				}
+	}
+	free(park_samples);
+	rmdir(tmpdir);
+	if (bad)
+		fprintf(stderr, "bench_block: a sweep Block run lost or duplicated events\n");
+	/* --kv: the figures stand, incomplete_max says it (run-bench.sh fails) */
+	return kv ? 0 : bad;
+}
+
 /* ---- main ------------------------------------------------------------------ */
 
 static const char *met(bool ok)
@@ -467,7 +845,8 @@ int main(int argc, char **argv)
 	struct rp_provider *p;
 	struct stat3 lat50 = { 0 }, lat99 = { 0 }, wk_prod[C_NR], wk_drain[C_NR];
 	unsigned int complete[C_NR] = { 0 };
-	bool all_complete = true, e2e = false;
+	bool all_complete = true, e2e = false, sweep = false, kv = false;
+	unsigned int want_reps = 0;
 
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--quick")) {
@@ -478,11 +857,24 @@ int main(int argc, char **argv)
 			verbose = true;
 		} else if (!strcmp(argv[i], "--e2e")) {
 			e2e = true;
+		} else if (!strcmp(argv[i], "--sweep")) {
+			sweep = true;
+		} else if (!strcmp(argv[i], "--kv")) {
+			kv = true;
+		} else if (!strcmp(argv[i], "--reps") && i + 1 < argc) {
+			want_reps = (unsigned int)atoi(argv[++i]);
+			if (!want_reps || want_reps > MAX_REPS) {
+				fprintf(stderr, "%s: --reps takes 1 to %d\n", argv[0], MAX_REPS);
+				return 2;
+			}
 		} else {
-			fprintf(stderr, "usage: %s [--quick] [--verbose] [--e2e]\n", argv[0]);
+			fprintf(stderr, "usage: %s [--quick] [--verbose] [--e2e | --sweep [--kv]] "
+				"[--reps N]\n", argv[0]);
 			return 2;
 		}
 	}
+	if (want_reps)
+		reps = want_reps;
 	if (bench_env_init("bench_block", tmpdir, sizeof(tmpdir), &allowed_cpus, cpus, &nr_cpus))
 		return 1;
 
@@ -497,6 +889,8 @@ int main(int argc, char **argv)
 		per_writer = 1000000 / NWRITERS;
 		return e2e_main();
 	}
+	if (sweep)
+		return sweep_main(kv);
 
 	/* at most one admission per write; touched now, not in the hook */
 	admits_cap = per_writer * NWRITERS;

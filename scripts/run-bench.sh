@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # `make bench`: ringpipe side by side with LTTng-UST, .NET EventPipe and the
-# floor, measured in this run on this machine, as one markdown table.
+# floor, measured in this run on this machine, as one markdown table; then
+# the thread sweep "Block mode at production shape" as a second one.
 #
-#   scripts/run-bench.sh [--quick] [--details]
+#   scripts/run-bench.sh [--quick] [--details] [--sweep]
 #
-#   --quick    one round (CI; well under a minute on a quiet machine)
+#   --quick    one round and 3 sweep repetitions (CI; 2-3 minutes)
+#   --sweep    the thread sweep alone (its table only)
 #   --details  afterwards, every bench/bench_* program's own tables (the
 #              ring, session, Block, sink and serializer figures, and
 #              bench_usdt: the unarmed USDT probe against a build without it)
@@ -16,26 +18,34 @@
 # figure the median over the rounds (worst and best runs: the extremes):
 # on a shared 2-CPU machine load comes and goes over minutes, and rounds
 # spread it over all contenders alike instead of over whichever ran then.
-# Progress goes to
-# stderr, so stdout is the table alone. A contender that cannot run gets
+# The sweep (bench_block --sweep --kv, scripts/bench-lttng.sh --sweep: T =
+# 1, 2, 8, 32, 128 unpinned writers, 1,000,000 events in all, 1 MiB and
+# 16 MiB, Block and Drop / blocking and discard) runs after the rounds:
+# SWEEP_REPS (5; 3 with --quick) repetitions, ringpipe and LTTng-UST
+# alternating, one repetition of every case each time; its figures are the
+# medians over them, its ratios are computed here. Progress goes to
+# stderr, so stdout is the tables alone. A contender that cannot run gets
 # its reason in its cells, never a number.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-.output/default}
 OUTPUT=${OUTPUT:-.output}
 
-quick=0 details=0
+quick=0 details=0 sweep_only=0
 for a in "$@"; do
 	case $a in
 	--quick) quick=1 ;;
 	--details) details=1 ;;
-	*) echo "usage: $0 [--quick] [--details]" >&2; exit 2 ;;
+	--sweep) sweep_only=1 ;;
+	*) echo "usage: $0 [--quick] [--details] [--sweep]" >&2; exit 2 ;;
 	esac
 done
 qarg=()
 [ $quick = 1 ] && qarg=(--quick)
 rounds=${ROUNDS:-5}
 [ $quick = 1 ] && rounds=1
+sweep_reps=${SWEEP_REPS:-5}
+[ $quick = 1 ] && sweep_reps=3
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/ringpipe-bench.XXXXXX") || exit 1
 trap 'rm -rf "$work"' EXIT
@@ -47,11 +57,13 @@ load_start=$(cut -d' ' -f1 /proc/loadavg)
 run() {
 	local name=$1
 	shift
-	echo "bench: round $r/$rounds: $name ..." >&2
+	echo "bench: $phase $r/$nphase: $name ..." >&2
 	if ! "$@" >"$work/$name.$r.kv" 2>>"$work/$name.err"; then
 		echo "skip failed: $(tail -1 "$work/$name.err" | tr '|' '/')" >>"$work/$name.$r.kv"
 	fi
 }
+phase=round nphase=$rounds
+[ $sweep_only = 1 ] && rounds=0
 for r in $(seq "$rounds"); do
 	run rp "$OUT/bench/bench_session" --kv --quick
 	run rpe "$OUT/bench/bench_block" --e2e --quick
@@ -63,6 +75,19 @@ for r in $(seq "$rounds"); do
 	run ep scripts/bench-eventpipe.sh "$OUTPUT/eventpipe-bench/EventPipeBench.dll" \
 		"$OUT/ringpipe" 1 "$work/ep"
 done
+phase="sweep repetition" nphase=$sweep_reps
+t_sweep=$(date +%s)
+load_sweep=$(cut -d' ' -f1 /proc/loadavg)
+for r in $(seq "$sweep_reps"); do
+	run rps "$OUT/bench/bench_block" --sweep --kv --reps 1
+	if [ -x "$OUT/bench/lttng_bench" ]; then
+		run lts scripts/bench-lttng.sh "$OUT/bench/lttng_bench" 1 "$work/lttng-sweep" --sweep 1
+	else
+		echo "skip not built: liblttng-ust-dev is not installed (make deps)" >"$work/lts.$r.kv"
+	fi
+done
+secs_sweep=$(( $(date +%s) - t_sweep ))
+load_sweep="$load_sweep -> $(cut -d' ' -f1 /proc/loadavg)"
 
 # One contender's rounds into one set of lines: numbers become their median
 # over the rounds (keys ending in _max: the largest, _min: the smallest),
@@ -93,8 +118,11 @@ merge() {
 
 # the raw figures stay in $OUTPUT/bench-last.kv (and the contenders' stderr
 # in $OUTPUT/bench-last.log), to look into a cell
-for f in rp rpe lt ep; do merge $f | sed "s/^/$f./"; done >"$OUTPUT/bench-last.kv"
-for f in rp rpe lt ep; do sed "s/^/$f: /" "$work/$f.err" 2>/dev/null; done >"$OUTPUT/bench-last.log"
+contenders="rp rpe lt ep rps lts"
+[ $sweep_only = 1 ] && contenders="rps lts"
+for f in $contenders; do merge $f | sed "s/^/$f./"; done >"$OUTPUT/bench-last.kv"
+for f in $contenders; do sed "s/^/$f: /" "$work/$f.err" 2>/dev/null; done >"$OUTPUT/bench-last.log"
+[ $sweep_only = 1 ] ||
 awk -v cpus="$(nproc)" -v kernel="$(uname -r)" -v date="$(date -u +%Y-%m-%d)" \
 	-v rounds="$rounds" -v secs="$(( $(date +%s) - t_start ))" \
 	-v load="$load_start -> $(cut -d' ' -f1 /proc/loadavg)" -v cmd="make bench${*:+ BENCH_ARGS=$*}" '
@@ -206,8 +234,102 @@ END {
 	       why("ep") != "" ? why("ep") : sprintf("%.1f (peak RSS growth over an untraced run)", ep),
 	       cost_ratio(rp, lt), cost_ratio(rp, ep)
 }' "$OUTPUT/bench-last.kv"
+
+# ---- the thread sweep: one row per buffer, T and contender
+awk -v cpus="$(nproc)" -v reps="$sweep_reps" -v secs="$secs_sweep" -v load="$load_sweep" \
+	-v kernel="$(uname -r)" -v date="$(date -u +%Y-%m-%d)" -v cmd="make bench${*:+ BENCH_ARGS=$*}" '
+{ k = $1; $1 = ""; v[k] = substr($0, 2) }
+function has(k) { return (k in v) && v[k] != "" }
+function why(c) { return has(c ".skip") ? "not run: " v[c ".skip"] : "" }
+function num(k) { return has(k) ? v[k] + 0 : -1 }
+# value of key k of contender c for mode m, buffer b, T t ("" when missing)
+function sv(c, m, b, t, k) { return c ".sweep." m "." b ".t" t "." k }
+function cell(c, m, b, t, k, fmt, scale) {
+	return has(sv(c, m, b, t, k)) ? sprintf(fmt, v[sv(c, m, b, t, k)] / scale) : "missing"
+}
+function row(c, m, name, b, bname, t,    w, base, rel, park) {
+	w = why(c)
+	if (w != "") {
+		printf "| %s | %d | %s | %s | — | — | — | — | — | — | — | — |\n", bname, t, name, w
+		return
+	}
+	park = "— | — | — | —"
+	if (c == "rps" && m == "block" && !has(sv(c, m, b, t, "park_p50")))
+		park = "no parks | — | — | —"
+	else if (c == "rps" && m == "block")
+		park = cell(c, m, b, t, "park_p50", "%.2f", 1000) " | " cell(c, m, b, t, "park_p99", "%.2f", 1000) " | " \
+		       cell(c, m, b, t, "park_p999", "%.2f", 1000) " | " cell(c, m, b, t, "park_top", "%.2f", 1000)
+	rel = "—"
+	if (c == "rps" && m == "block") {
+		base = num(sv(c, m, b, 2, "evs"))
+		if (base > 0 && num(sv(c, m, b, t, "evs")) > 0)
+			rel = sprintf("%.0f %%", 100 * num(sv(c, m, b, t, "evs")) / base)
+	}
+	printf "| %s | %d | %s | %s | %s | %s%s | %s | %s | %s |\n", bname, t, name,
+	       cell(c, m, b, t, "evs", "%.2f", 1e6), cell(c, m, b, t, "dlv", "%.2f", 1e6),
+	       cell(c, m, b, t, "loss", "%.2f %%", 1),
+	       (num(sv(c, m, b, t, "loss_max")) > num(sv(c, m, b, t, "loss")) ? sprintf(" (worst %.2f %%)", num(sv(c, m, b, t, "loss_max"))) : ""),
+	       cell(c, m, b, t, "cs", "%.2f", 1), park, rel
+}
+END {
+	nt = split("1 2 8 32 128", T, " ")
+	split("1m 16m", B, " "); split("1 MiB|16 MiB", BN, "|")
+	ltv = has("lts.version") ? "LTTng-UST " v["lts.version"] : "LTTng-UST"
+	printf "\n### Block mode at production shape: thread sweep\n\n"
+	printf "`%s`, the sweep: %s s, load average %s; kernel %s, %s. ", cmd, secs, load, kernel, date
+	printf "1,000,000 32-byte events in all, split over T writer threads, not pinned, on %s CPUs. ", cpus
+	printf "ringpipe (`bench_block --sweep`): rp_event_write() into a streaming session of 1 MiB or 16 MiB (one ring per CPU), Block or Drop, timed from the first write until rp_session_stop() returned; delivered and loss from the trace read back with the library'"'"'s reader. "
+	printf "%s (`bench-lttng.sh --sweep`): 4 sub-buffers per CPU adding up to the same total, blocking mode (`--blocking-timeout=inf`, `LTTNG_UST_ALLOW_BLOCKING=1`) or discard mode, timed until `lttng stop` returned; loss = the channel'"'"'s Discarded events. ", ltv
+	printf "Context switches: the writer process'"'"'s voluntary ones (getrusage ru_nvcsw) over the timed span, per 1,000 events. Park times: every park of a ringpipe Block run (rp_bench_park_hook), that run'"'"'s percentiles (medians over the runs that parked). "
+	printf "Every figure the median over %d repetitions, the two tracers alternating; compare within this run only.\n\n", reps
+	print "| buffer | T | tracer, mode | M events/s attempted | M events/s delivered | loss (median; worst run) | voluntary cs / 1,000 events | park p50 (ms) | park p99 (ms) | park p99.9 (ms) | park max (ms) | ringpipe Block vs its T=2 |"
+	print "|---|---|---|---|---|---|---|---|---|---|---|---|"
+	for (b = 1; b <= 2; b++)
+		for (i = 1; i <= nt; i++) {
+			row("rps", "block", "ringpipe Block", B[b], BN[b], T[i])
+			row("rps", "drop", "ringpipe Drop", B[b], BN[b], T[i])
+			row("lts", "block", "LTTng blocking", B[b], BN[b], T[i])
+			row("lts", "drop", "LTTng discard", B[b], BN[b], T[i])
+		}
+	print ""
+	if (why("rps") != "") { print "ringpipe: " why("rps"); exit }
+	for (b = 1; b <= 2; b++) {
+		line = ""; ok = 1; base = num(sv("rps", "block", B[b], 2, "evs"))
+		for (i = 1; i <= nt; i++) {
+			if (T[i] == 2) continue
+			x = num(sv("rps", "block", B[b], T[i], "evs"))
+			line = line sprintf("%sT=%d %.0f %%", line == "" ? "" : ", ", T[i], base > 0 ? 100 * x / base : 0)
+			if ((T[i] == 32 || T[i] == 128) && !(base > 0 && x >= 0.8 * base)) ok = 0
+		}
+		printf "- ringpipe Block events/s as %% of its T=2 figure (%.2f M/s), %s: %s; within 80 %% at T=32 and T=128 (DESIGN 3a): %s\n",
+		       base / 1e6, BN[b], line, ok ? "met" : "**missed**"
+	}
+	for (b = 1; b <= 2; b++) {
+		lt = why("lts") != "" ? "LTTng " why("lts") : \
+		     sprintf("LTTng blocking %.2f, discard %.2f", num(sv("lts", "block", B[b], 32, "cs")), num(sv("lts", "drop", B[b], 32, "cs")))
+		printf "- voluntary context switches per 1,000 events at T=32, %s: ringpipe Block %.2f, Drop %.2f; %s\n", BN[b],
+		       num(sv("rps", "block", B[b], 32, "cs")), num(sv("rps", "drop", B[b], 32, "cs")), lt
+	}
+	if (why("lts") == "")
+		for (b = 1; b <= 2; b++) {
+			line = ""
+			for (i = 1; i <= nt; i++) {
+				x = num(sv("rps", "block", B[b], T[i], "dlv")); y = num(sv("lts", "block", B[b], T[i], "dlv"))
+				line = line sprintf("%sT=%d %s", i > 1 ? ", " : "", T[i], x > 0 && y > 0 ? sprintf("%.1fx", x / y) : "—")
+			}
+			printf "- delivered events/s, ringpipe Block / LTTng blocking, %s: %s\n", BN[b], line
+		}
+	bad = 0
+	for (b = 1; b <= 2; b++)
+		for (i = 1; i <= nt; i++)
+			if (num(sv("rps", "block", B[b], T[i], "incomplete_max")) != 0) bad = 1
+	printf "- ringpipe Block, zero loss (every event of every run in the trace, once): %s\n", bad ? "**missed**" : "met"
+}' "$OUTPUT/bench-last.kv"
 rc=0
 grep -q '^skip failed' "$work"/*.kv && rc=1
+# a ringpipe Block run of the sweep that lost or duplicated an event
+awk '$1 ~ /^rps\.sweep\.block\..*\.incomplete_max$/ && $2 != 0 { bad = 1 } END { exit !bad }' \
+	"$OUTPUT/bench-last.kv" && rc=1
 
 if [ $details = 1 ]; then
 	echo
@@ -216,5 +338,7 @@ if [ $details = 1 ]; then
 		[ -x "$b" ] || continue
 		"$b" "${qarg[@]}" || { echo "| $(basename "$b") | FAILED | | |"; rc=1; }
 	done
+	# the sweep's own table (min-max, involuntary switches, parks per 1000 events)
+	"$OUT/bench/bench_block" --sweep "${qarg[@]}" || { echo "bench_block --sweep: FAILED"; rc=1; }
 fi
 exit $rc
