@@ -314,7 +314,7 @@ static struct run run_once(enum bcase c)
 	rp_store_relaxed(&admits_n, 0);
 	rp_store_relaxed(&rp_waiter_wake_ns, 0);
 	if (cases[c].hook)
-		rp_test_admit_hook = admit_hook;	/* published by pthread_create */
+		__atomic_store_n(&rp_test_admit_hook, admit_hook, __ATOMIC_RELAXED);
 	w0 = rp_load_relaxed(&rp_drain_waiter_wakeups);
 
 	getrusage(RUSAGE_SELF, &ru0);
@@ -340,7 +340,7 @@ static struct run run_once(enum bcase c)
 		die("rp_session_stop");
 	t1 = mono_ns();
 	getrusage(RUSAGE_SELF, &ru1);
-	rp_test_admit_hook = NULL;
+	__atomic_store_n(&rp_test_admit_hook, NULL, __ATOMIC_RELAXED);
 
 	res.secs = (double)(t1 - t0) / 1e9;
 	res.attempted = per_writer * (uint64_t)nw;

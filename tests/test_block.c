@@ -177,20 +177,18 @@ Test(block, block_8_threads_loses_nothing, .timeout = 300) { differential(RP_BUF
 
 /* ---- parking: FIFO, teardown, dead drainer -------------------------------- */
 
+/* written by the admitter (the drainer, or a producer admitting itself):
+ * atomics, since nothing else orders them with the test's reads */
 static uint32_t admitted[64];
 static int nadmitted;
-static __thread int my_index = -1;
-static int admitted_index[64];
 static uint32_t fifo_base;	/* the first ticket of the FIFO test's parkers */
 
 static void admit_hook(uint32_t ticket)
 {
 	int k = __atomic_fetch_add(&nadmitted, 1, __ATOMIC_RELAXED);
 
-	if (k < 64) {
-		admitted[k] = ticket;
-		admitted_index[k] = my_index;
-	}
+	if (k < 64)
+		__atomic_store_n(&admitted[k], ticket, __ATOMIC_RELAXED);
 }
 
 struct parker {
@@ -206,7 +204,6 @@ static void *parker_main(void *arg)
 	struct parker *p = arg;
 	struct payload pl = { .counter = 1 };
 
-	my_index = p->index;
 	pl.thread = (uint32_t)p->index + 100;
 	p->rc = rp_event_write(p->ev, &pl, sizeof(pl));
 	p->returned_ns = now_ns();
@@ -291,7 +288,8 @@ static void start_parkers(struct parker *pk, pthread_t *th, int n, struct rp_eve
 		for (k = 0; k < 5000 && __atomic_load_n(&q->tail, __ATOMIC_ACQUIRE) !=
 						 base + (uint32_t)i + 1; k++)
 			usleep(1000);
-		cr_assert_eq(q->tail, base + (uint32_t)i + 1, "producer %d did not park", i);
+		cr_assert_eq(__atomic_load_n(&q->tail, __ATOMIC_ACQUIRE), base + (uint32_t)i + 1,
+			     "producer %d did not park", i);
 		cr_assert(!__atomic_load_n(&pk[i].done, __ATOMIC_ACQUIRE));
 	}
 }
@@ -305,8 +303,8 @@ Test(block, parked_producers_are_admitted_in_ticket_order, .timeout = 120)
 	struct rp_session *s = paused_full_session("Test-Fifo", &ev, 0, &path, dir, NULL);
 	int i;
 
-	nadmitted = 0;
-	rp_test_admit_hook = admit_hook;
+	__atomic_store_n(&nadmitted, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&rp_test_admit_hook, admit_hook, __ATOMIC_RELAXED);
 	fifo_base = rp_load_relaxed(&rp_block_queues[rp_session_id(s)].tail);
 	start_parkers(pk, th, 8, ev, s);
 	usleep(50000);
@@ -316,17 +314,21 @@ Test(block, parked_producers_are_admitted_in_ticket_order, .timeout = 120)
 	__atomic_store_n(&rp_drain_pause, 0, __ATOMIC_RELAXED);
 	for (i = 0; i < 8; i++)
 		pthread_join(th[i], NULL);
-	rp_test_admit_hook = NULL;
-	cr_assert_eq(nadmitted, 8);
+	__atomic_store_n(&rp_test_admit_hook, NULL, __ATOMIC_RELAXED);
+	cr_assert_eq(__atomic_load_n(&nadmitted, __ATOMIC_RELAXED), 8);
 	/* Tickets are admitted in order (a batch at a time): admission k is
 	 * producer k's ticket, the k-th to park; and each got its event in */
 	for (i = 0; i < 8; i++) {
-		cr_assert_eq(admitted[i], admitted[0] + (uint32_t)i,
-			     "admission %d was ticket %u, not the %d-th parked (%u)", i,
-			     admitted[i], i, admitted[0] + (uint32_t)i);
+		uint32_t t = __atomic_load_n(&admitted[i], __ATOMIC_RELAXED);
+		uint32_t first = __atomic_load_n(&admitted[0], __ATOMIC_RELAXED);
+
+		cr_assert_eq(t, first + (uint32_t)i,
+			     "admission %d was ticket %u, not the %d-th parked (%u)", i, t, i,
+			     first + (uint32_t)i);
 		cr_assert_eq(pk[i].rc, 0, "producer %d: %d", i, pk[i].rc);
 	}
-	cr_assert_eq(admitted[0], fifo_base, "the first admission was not the first to park");
+	cr_assert_eq(__atomic_load_n(&admitted[0], __ATOMIC_RELAXED), fifo_base,
+		     "the first admission was not the first to park");
 	cr_assert_eq(rp_session_stop(s), 0);
 	free(path);
 	th_rmdir(dir);

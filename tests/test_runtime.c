@@ -679,6 +679,14 @@ Test(runtime, ringpipe_gcdump_reports_the_loss_of_a_drop_mode_snapshot, .timeout
 		  dir, th_tool(), (int)d.pid);
 	rc = th_run(cmd, &out);
 	bb_append(&out, "", 1);
+#ifdef __SANITIZE_THREAD__
+	/* ThreadSanitizer slows the demo's heap walk (the producer) far more
+	 * than the drainer: the burst may then fit, and a complete snapshot
+	 * correctly reported complete is no failure, only no test of loss */
+	if (rc == 0 && strstr((char *)out.p, ", 0 lost (EventsLost)"))
+		cr_skip_test("under ThreadSanitizer the Drop-mode heap walk lost nothing "
+			     "(the instrumented writer is slower than the drainer)");
+#endif
 	cr_assert_eq(rc, 1, "exit %d:\n%.3000s", rc, (char *)out.p);
 	cr_assert_not_null(strstr((char *)out.p, "INCOMPLETE: the trace lost "), "%.3000s",
 			   (char *)out.p);

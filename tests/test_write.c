@@ -23,6 +23,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "atomics.h"
 #include "helpers.h"
 #include "nettrace.h"
 #include "ringpipe/ringpipe.h"
@@ -273,7 +274,8 @@ static void *mig_writer_main(void *arg)
 	uint64_t p[4];
 	uint32_t i;
 
-	w->tid = (pid_t)syscall(SYS_gettid);
+	/* pairs with the load_acquire in migrator_main() */
+	rp_store_release(&w->tid, (pid_t)syscall(SYS_gettid));
 	for (i = 0; i < MIG_EVENTS; i++) {
 		p[0] = w->index;
 		p[1] = i;
@@ -297,13 +299,15 @@ static void *migrator_main(void *arg)
 		int i;
 
 		for (i = 0; i < MIG_THREADS; i++) {
+			/* pairs with the store_release in mig_writer_main() */
+			pid_t tid = rp_load_acquire(&w[i].tid);
 			cpu_set_t set;
 
-			if (!w[i].tid)
+			if (!tid)
 				continue;
 			CPU_ZERO(&set);
 			CPU_SET((int)((k + (unsigned)i) % (unsigned)ncpu), &set);
-			sched_setaffinity(w[i].tid, sizeof(set), &set);
+			sched_setaffinity(tid, sizeof(set), &set);
 		}
 		k++;
 		usleep(300);

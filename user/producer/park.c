@@ -69,7 +69,7 @@ static void wake_ticket(struct rp_block_queue *q, uint32_t t)
 {
 	uint32_t *w = &q->words[t % RP_BQ_WORDS];
 
-	if (rp_test_admit_hook)
+	if (rp_load_relaxed(&rp_test_admit_hook))
 		rp_store_relaxed(&rp_waiter_wake_ns, rp_clock_mono_ns());
 	/* pairs with the load_acquire of the word in rp_park(): a sleeper
 	 * either sees the new value or is woken */
@@ -86,7 +86,9 @@ static bool admit_range(struct rp_block_queue *q, uint32_t from, uint32_t to)
 {
 	static pthread_mutex_t hook_lock = PTHREAD_MUTEX_INITIALIZER;
 	uint32_t t;
-	bool hooked = rp_test_admit_hook != NULL;
+	/* relaxed: a test sets it while the drainer runs */
+	void (*hook)(uint32_t) = rp_load_relaxed(&rp_test_admit_hook);
+	bool hooked = hook != NULL;
 
 	/* with the test hook, admissions and their hook calls are serialized,
 	 * so the hook sees the order of admission itself */
@@ -100,7 +102,7 @@ static bool admit_range(struct rp_block_queue *q, uint32_t from, uint32_t to)
 	}
 	for (t = from; t != to; t++) {
 		if (hooked)
-			rp_test_admit_hook(t);
+			hook(t);
 		wake_ticket(q, t);
 	}
 	if (hooked)
