@@ -6,10 +6,12 @@
  * dotnet-trace, dotnet-counters and dotnet-gcdump drive a .NET runtime.
  */
 #include <dirent.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <poll.h>
 #include <pthread.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -1862,4 +1864,608 @@ Test(ipc, the_socket_file_appears_only_once_it_listens, .timeout = 120)
 		     refused);
 	free(spec);
 	th_rmdir(dir);
+}
+
+/* ====================================================================== */
+/* floods, deadlines and the memory cap                                     */
+/* ====================================================================== */
+
+/* A non-blocking connect: the socket, or -errno (EAGAIN: backlog full). */
+static int nb_connect(const char *path)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0), e;
+
+	if (fd < 0)
+		return -errno;
+	strcpy(a.sun_path, path);
+	if (connect(fd, (struct sockaddr *)&a, sizeof(a))) {
+		e = errno;
+		close(fd);
+		return -e;
+	}
+	return fd;
+}
+
+static void raise_nofile(rlim_t want)
+{
+	struct rlimit rl;
+
+	cr_assert_eq(getrlimit(RLIMIT_NOFILE, &rl), 0);
+	if (rl.rlim_cur < want) {
+		rl.rlim_cur = rl.rlim_max < want ? rl.rlim_max : want;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+	cr_assert_eq(getrlimit(RLIMIT_NOFILE, &rl), 0);
+	if (rl.rlim_cur < want)
+		cr_skip_test("RLIMIT_NOFILE %llu < %llu", (unsigned long long)rl.rlim_cur,
+			     (unsigned long long)want);
+}
+
+static long somaxconn(void)
+{
+	struct bytebuf b = { 0 };
+	long v = 4096;
+
+	if (!th_read_file("/proc/sys/net/core/somaxconn", &b) && b.p)
+		v = strtol((const char *)b.p, NULL, 10);
+	bb_free(&b);
+	return v;
+}
+
+static double secs_since(uint64_t t0)
+{
+	return (double)(rp_clock_mono_ns() - t0) / 1e9;
+}
+
+/*
+ * The attacker: holds n idle connections (it never sends a byte) and opens
+ * a new one as soon as the server closes one, as fast as it can, until
+ * stopped, until `until`, or after max_connects connects (loopback only:
+ * the server's Unix socket).
+ */
+struct flood {
+	const char *path;
+	int n;
+	int *fds;
+	uint64_t until;
+	unsigned max_connects;
+	int stop;			/* atomic */
+	unsigned connects, closed, refused;
+	pthread_t th;
+};
+
+static void *flood_main(void *arg)
+{
+	struct flood *f = arg;
+	struct pollfd *pf = calloc((size_t)f->n, sizeof(*pf));
+	int i;
+
+	while (!__atomic_load_n(&f->stop, __ATOMIC_ACQUIRE) && rp_clock_mono_ns() < f->until &&
+	       f->connects < f->max_connects) {
+		for (i = 0; i < f->n; i++) {
+			pf[i].fd = f->fds[i];
+			pf[i].events = POLLIN;
+			pf[i].revents = 0;
+		}
+		if (poll(pf, (nfds_t)f->n, 5) < 0 && errno != EINTR)
+			break;
+		for (i = 0; i < f->n && f->connects < f->max_connects; i++) {
+			if (f->fds[i] >= 0 && !pf[i].revents)
+				continue;
+			if (f->fds[i] >= 0) {
+				close(f->fds[i]);
+				f->closed++;
+			}
+			f->fds[i] = nb_connect(f->path);
+			if (f->fds[i] < 0) {
+				f->fds[i] = -1;
+				f->refused++;
+			} else {
+				f->connects++;
+			}
+		}
+	}
+	free(pf);
+	return NULL;
+}
+
+/*
+ * 300 idle connections (more than the server's table of 128), replaced as
+ * soon as the server closes them: throughout, ProcessInfo, CollectTracing
+ * and StopTracing are each answered within a second, and a stream that
+ * lives through the whole flood is never evicted (it loses nothing).
+ */
+Test(ipc, a_flood_of_idle_connections_does_not_deny_service, .timeout = 180)
+{
+	enum { IDLE = 300 };
+	struct rp_event *ev = test_event("Test-Ipc-Flood");
+	struct collect_req c = { .version = 2, .buffer_mb = 1, .format = 1, .nprov = 1,
+				 .prov = { { "Test-Ipc-Flood", 0, 5, NULL } } };
+	const double limit = 1.0 * SCALE;
+	struct flood f = { .n = IDLE, .max_connects = 400000 };
+	struct stream keep = { 0 };
+	struct bytebuf b = { 0 };
+	double worst_info = 0, worst_collect = 0, worst_stop = 0, lat;
+	uint64_t keep_id, written = 0, end;
+	int rounds = 0, i;
+
+	raise_nofile(4096);
+	start_server(NULL);
+	keep.fd = collect(server_path, &c, &keep_id);
+	cr_assert_eq(pthread_create(&keep.th, NULL, stream_main, &keep), 0);
+	wait_enabled(ev, true, "the long-lived session started");
+
+	/* all at once: the backlog takes them, none fails with EAGAIN (unless
+	 * net.core.somaxconn caps the backlog under what that needs) */
+	f.path = server_path;
+	f.fds = malloc(IDLE * sizeof(int));
+	for (i = 0; i < IDLE; i++) {
+		f.fds[i] = nb_connect(server_path);
+		if (f.fds[i] == -EAGAIN && somaxconn() < IDLE) {
+			f.fds[i] = -1;	/* the attacker retries it */
+			continue;
+		}
+		cr_assert_geq(f.fds[i], 0, "idle connection %d of %d: connect: %s", i + 1, IDLE,
+			      strerror(-f.fds[i]));
+	}
+	f.until = rp_clock_mono_ns() + 8000000000ull * SCALE;
+	cr_assert_eq(pthread_create(&f.th, NULL, flood_main, &f), 0);
+	usleep(300000);
+
+	build_simple(&b, 0x04, 0x00);
+	end = rp_clock_mono_ns() + 4000000000ull;
+	while (rp_clock_mono_ns() < end || rounds < 5) {
+		struct stream st = { 0 };
+		struct reply *r;
+		uint64_t t0 = rp_clock_mono_ns(), id;
+
+		r = roundtrip(server_path, &b);
+		lat = secs_since(t0);
+		cr_assert(r->ok && r->set == 0xFF && r->id == 0x00,
+			  "round %d: ProcessInfo answered under the flood", rounds);
+		cr_assert_eq(le64_get(r->payload), (uint64_t)getpid());
+		cr_assert_lt(lat, limit, "round %d: ProcessInfo took %.3f s", rounds, lat);
+		worst_info = lat > worst_info ? lat : worst_info;
+		free(r);
+
+		t0 = rp_clock_mono_ns();
+		st.fd = collect(server_path, &c, &id);
+		lat = secs_since(t0);
+		cr_assert_lt(lat, limit, "round %d: CollectTracing took %.3f s", rounds, lat);
+		worst_collect = lat > worst_collect ? lat : worst_collect;
+		cr_assert_eq(pthread_create(&st.th, NULL, stream_main, &st), 0);
+		t0 = rp_clock_mono_ns();
+		stop_tracing(server_path, id);
+		lat = secs_since(t0);
+		cr_assert_lt(lat, limit, "round %d: StopTracing took %.3f s", rounds, lat);
+		worst_stop = lat > worst_stop ? lat : worst_stop;
+		pthread_join(st.th, NULL);
+		close(st.fd);
+		count_events(&st.got, "Test-Ipc-Flood", NULL, NULL);	/* a whole stream */
+		bb_free(&st.got);
+
+		cr_assert_eq(write_events(ev, written + 1, 100), 100);
+		written += 100;
+		rounds++;
+		usleep(50000);
+	}
+	cr_assert_lt(rp_clock_mono_ns(), f.until, "the flood went on through every round");
+	__atomic_store_n(&f.stop, 1, __ATOMIC_RELEASE);
+	pthread_join(f.th, NULL);
+	cr_assert_lt(f.connects, f.max_connects, "the flood went on through every round");
+	for (i = 0; i < IDLE; i++)
+		if (f.fds[i] >= 0)
+			close(f.fds[i]);
+	fprintf(stderr,
+		"flood: %d rounds; worst ProcessInfo %.1f ms, CollectTracing %.1f ms, StopTracing "
+		"%.1f ms; the attacker made %u connects (%u refused), the server closed %u\n",
+		rounds, worst_info * 1e3, worst_collect * 1e3, worst_stop * 1e3, f.connects,
+		f.refused, f.closed);
+	cr_assert_gt(f.closed, IDLE, "the flood churned (%u connections closed)", f.closed);
+
+	stop_tracing(server_path, keep_id);
+	pthread_join(keep.th, NULL);
+	close(keep.fd);
+	cr_assert_eq(count_events(&keep.got, "Test-Ipc-Flood", NULL, NULL), written,
+		     "the stream that lived through the flood got every event");
+	bb_free(&keep.got);
+	free(f.fds);
+	bb_free(&b);
+	check_alive(server_path, "the flood");
+	end_server();
+}
+
+/* Waits up to ms for the peer to close fd: true on EOF (or a reset). */
+static bool closed_within(int fd, int ms)
+{
+	struct pollfd pf = { .fd = fd, .events = POLLIN };
+	char c;
+
+	if (poll(&pf, 1, ms) != 1)
+		return false;
+	return recv(fd, &c, 1, MSG_DONTWAIT) <= 0;
+}
+
+/* A full table: a newcomer evicts the oldest connection still waiting for
+ * its request, and only that one. */
+Test(ipc, a_full_table_evicts_the_oldest_idle_connection, .timeout = 60)
+{
+	enum { TABLE = 128 };
+	int fds[TABLE + 1], i;
+
+	raise_nofile(1024);
+	rp_ipc_header_timeout_ms = rp_ipc_read_timeout_ms = 30000;
+	start_server(NULL);
+	for (i = 0; i < TABLE; i++)
+		fds[i] = cl_connect(server_path);
+	/* accepted in connect order: the 129th evicts the first */
+	fds[TABLE] = cl_connect(server_path);
+	cr_assert(closed_within(fds[0], 5000), "the oldest idle connection was evicted");
+	for (i = 1; i <= TABLE; i++)
+		cr_assert(!closed_within(fds[i], i == 1 ? 200 : 0), "connection %d stays", i);
+	/* a real request evicts the next oldest and is answered */
+	check_alive(server_path, "a full table");
+	cr_assert(closed_within(fds[1], 5000), "the next oldest went for ProcessInfo");
+	for (i = 2; i <= TABLE; i++)
+		cr_assert(!closed_within(fds[i], 0), "connection %d stays", i);
+	for (i = 0; i <= TABLE; i++)
+		close(fds[i]);
+	end_server();
+}
+
+/* The header has a short deadline of its own; the rest of the request
+ * keeps the longer one. */
+Test(ipc, a_connection_without_a_header_is_closed_after_the_header_deadline, .timeout = 60)
+{
+	struct bytebuf b = { 0 };
+	struct reply *r = malloc(sizeof(*r));
+	uint64_t t0;
+	double secs;
+	int fd;
+
+	rp_ipc_read_timeout_ms = 2500;
+	start_server(NULL);	/* the header deadline is the default, 1 s */
+
+	t0 = rp_clock_mono_ns();
+	fd = cl_connect(server_path);
+	read_reply(fd, r);
+	secs = secs_since(t0);
+	close(fd);
+	expect_error(r, HR_BAD_ENCODING, "a connection that sent nothing");
+	cr_assert(secs >= 0.9 && secs < 2.0, "closed after the 1 s header deadline (%.2f s)", secs);
+
+	/* a whole header, then a payload that never comes: the request deadline */
+	req_begin(&b, 0x04, 0x00);
+	bb_append_u32(&b, 0);
+	b.p[14] = 100;
+	t0 = rp_clock_mono_ns();
+	fd = cl_connect(server_path);
+	cl_send(fd, b.p, b.len);
+	read_reply(fd, r);
+	secs = secs_since(t0);
+	close(fd);
+	expect_error(r, HR_BAD_ENCODING, "a payload that never came");
+	cr_assert(secs >= 2.3 && secs < 5.0, "closed after the 2.5 s request deadline (%.2f s)",
+		  secs);
+	free(r);
+	bb_free(&b);
+	check_alive(server_path, "deadlines");
+	end_server();
+}
+
+/* stderr into a file while a test runs, with the server's log on */
+struct capture {
+	char *dir, path[256];
+	int saved;
+};
+
+static void capture_begin(struct capture *k)
+{
+	int fd;
+
+	k->dir = th_tmpdir();
+	cr_assert_not_null(k->dir);
+	snprintf(k->path, sizeof(k->path), "%s/stderr", k->dir);
+	fd = open(k->path, O_CREAT | O_TRUNC | O_WRONLY | O_APPEND | O_CLOEXEC, 0600);
+	cr_assert_geq(fd, 0);
+	fflush(stderr);
+	k->saved = dup(2);
+	cr_assert_geq(k->saved, 0);
+	cr_assert_eq(dup2(fd, 2), 2);
+	close(fd);
+	setenv("RINGPIPE_IPC_LOG", "1", 1);
+}
+
+/* What was captured so far (free it). */
+static char *capture_text(struct capture *k)
+{
+	struct bytebuf out = { 0 };
+
+	cr_assert_eq(th_read_file(k->path, &out), 0);
+	return (char *)out.p;
+}
+
+static void capture_end(struct capture *k)
+{
+	fflush(stderr);
+	dup2(k->saved, 2);
+	close(k->saved);
+	th_rmdir(k->dir);
+}
+
+/* Every line of the log is whole: "ringpipe: ipc: ...\n". */
+static void expect_whole_lines(const char *log)
+{
+	const char *p = log;
+
+	while (*p) {
+		const char *nl = strchr(p, '\n');
+
+		cr_assert_not_null(nl, "the log ends with a newline");
+		if (!strncmp(p, "ringpipe: ipc: ", 15))
+			cr_assert_null(memmem(p + 15, (size_t)(nl - p - 15), "ringpipe: ", 10),
+				       "two log lines mixed: %.*s", (int)(nl - p), p);
+		p = nl + 1;
+	}
+}
+
+struct drip {
+	int nbytes;
+	uint32_t hr;
+	pthread_t th;
+};
+
+/* Sends nbytes of a header, one every 50 ms, then waits for the answer. */
+static void *drip_main(void *arg)
+{
+	struct drip *d = arg;
+	struct reply *r = malloc(sizeof(*r));
+	struct bytebuf b = { 0 };
+	int fd = cl_connect(server_path), i;
+
+	build_simple(&b, 0x04, 0x00);
+	for (i = 0; i < d->nbytes; i++) {
+		cl_send(fd, b.p + i, 1);
+		usleep(50000);
+	}
+	read_reply(fd, r);
+	d->hr = r->ok && r->id == 0xFF ? le32_get(r->payload) : 0;
+	close(fd);
+	free(r);
+	bb_free(&b);
+	return NULL;
+}
+
+/* A slow drip is closed at the header deadline, and the log says how many
+ * bytes had come, one whole line per connection even when they all time
+ * out at once. */
+Test(ipc, a_slow_drip_is_logged_with_the_bytes_it_sent, .timeout = 60)
+{
+	enum { N = 8 };
+	struct drip d[N];
+	struct capture k;
+	char *log, want[96];
+	int i;
+
+	rp_ipc_read_timeout_ms = 700;	/* bounds the header too */
+	capture_begin(&k);
+	start_server(NULL);
+	for (i = 0; i < N; i++) {
+		d[i].nbytes = i + 3;	/* 3..10 bytes of 20, 150..500 ms */
+		cr_assert_eq(pthread_create(&d[i].th, NULL, drip_main, &d[i]), 0);
+	}
+	for (i = 0; i < N; i++) {
+		pthread_join(d[i].th, NULL);
+		cr_assert_eq(d[i].hr, HR_BAD_ENCODING, "drip %d: BadEncoding", i);
+	}
+	end_server();
+	log = capture_text(&k);
+	capture_end(&k);
+	for (i = 0; i < N; i++) {
+		snprintf(want, sizeof(want), "request header: timed out after %d bytes",
+			 d[i].nbytes);
+		cr_assert_not_null(strstr(log, want), "the log has '%s':\n%s", want, log);
+	}
+	cr_assert_null(strstr(log, "after 0 bytes"), "no drip is logged as silent:\n%s", log);
+	expect_whole_lines(log);
+	free(log);
+}
+
+/* Sends a CollectTracing request; the reply, and *fd open on an OK (else -1). */
+static struct reply *try_collect(const struct collect_req *c, int *fd)
+{
+	struct bytebuf b = { 0 };
+	struct reply *r = malloc(sizeof(*r));
+
+	*fd = cl_connect(server_path);
+	build_collect(&b, c);
+	cl_send(*fd, b.p, b.len);
+	read_reply(*fd, r);
+	bb_free(&b);
+	if (!(r->ok && r->id == 0x00)) {
+		close(*fd);
+		*fd = -1;
+	}
+	return r;
+}
+
+static void wait_memory_used(uint64_t want, const char *why)
+{
+	int i;
+
+	for (i = 0; i < 2000 && rp_ipc_memory_used() != want; i++)
+		usleep(5000);
+	cr_assert_eq(rp_ipc_memory_used(), want, "%s: %llu bytes held, expected %llu", why,
+		     (unsigned long long)rp_ipc_memory_used(), (unsigned long long)want);
+}
+
+/* The smallest budget (MiB) that costs exactly its size on this machine. */
+static uint32_t unit_mb(void)
+{
+	uint64_t floor = (uint64_t)rp_shm_possible_cpus() * RP_RING_MIN_DATA_SIZE;
+	uint32_t mb = (uint32_t)((floor + (1u << 20) - 1) >> 20);
+
+	return mb < 4 ? 4 : mb;
+}
+
+/* Over the cap on all IPC sessions: Fail, a log line, and the server goes on. */
+Test(ipc, a_collect_over_the_memory_cap_is_refused, .timeout = 120)
+{
+	const uint32_t u = unit_mb();
+	struct rp_ipc_opts o = { .sz = sizeof(o), .max_memory_bytes = 2ull * u << 20 };
+	struct collect_req c = { .version = 2, .format = 1, .nprov = 1,
+				 .prov = { { "Test-Ipc-Cap", 0, 5, NULL } } };
+	struct stream st[2] = { { 0 }, { 0 } };
+	struct capture k;
+	struct reply *r;
+	uint64_t id[2];
+	char *log, want[128];
+	int fd, i;
+
+	capture_begin(&k);
+	start_server(&o);
+	c.buffer_mb = 3 * u;
+	r = try_collect(&c, &fd);
+	expect_error(r, 0x80004005u, "a buffer over the whole cap");
+	free(r);
+	check_alive(server_path, "a refused CollectTracing");
+	cr_assert_eq(rp_ipc_memory_cap(), 2ull * u << 20);
+	cr_assert_eq(rp_ipc_memory_used(), 0, "a refused request holds nothing");
+
+	c.buffer_mb = u;
+	for (i = 0; i < 2; i++) {
+		st[i].fd = collect(server_path, &c, &id[i]);
+		cr_assert_eq(pthread_create(&st[i].th, NULL, stream_main, &st[i]), 0);
+	}
+	wait_memory_used(2ull * u << 20, "two sessions");
+	c.buffer_mb = 1;
+	r = try_collect(&c, &fd);
+	expect_error(r, 0x80004005u, "a buffer over what is left");
+	free(r);
+
+	/* a stopped session gives its share back */
+	stop_tracing(server_path, id[0]);
+	pthread_join(st[0].th, NULL);
+	close(st[0].fd);
+	wait_memory_used((uint64_t)u << 20, "one session stopped");
+	c.buffer_mb = u;
+	st[0].got.len = 0;
+	st[0].fd = collect(server_path, &c, &id[0]);
+	cr_assert_eq(pthread_create(&st[0].th, NULL, stream_main, &st[0]), 0);
+	for (i = 0; i < 2; i++) {
+		stop_tracing(server_path, id[i]);
+		pthread_join(st[i].th, NULL);
+		close(st[i].fd);
+		count_events(&st[i].got, "Test-Ipc-Cap", NULL, NULL);
+		bb_free(&st[i].got);
+	}
+	wait_memory_used(0, "every session stopped");
+	end_server();
+
+	log = capture_text(&k);
+	capture_end(&k);
+	snprintf(want, sizeof(want), "CollectTracing2: refused: %u MiB asked", 3 * u);
+	cr_assert_not_null(strstr(log, want), "the log has '%s':\n%s", want, log);
+	snprintf(want, sizeof(want), "of the %u MiB cap", 2 * u);
+	cr_assert_not_null(strstr(log, want), "the log names the cap:\n%s", log);
+	cr_assert_not_null(strstr(log, "CollectTracing2: refused: 1 MiB asked"), "%s", log);
+	free(log);
+}
+
+/* A request past the per-session limit is clamped, and the log says to what. */
+Test(ipc, a_clamped_buffer_is_logged_with_what_was_granted, .timeout = 60)
+{
+	const uint32_t u = unit_mb();
+	struct rp_ipc_opts o = { .sz = sizeof(o), .max_buffer_bytes = (uint64_t)u << 20 };
+	struct collect_req c = { .version = 2, .buffer_mb = 100 * u, .format = 1, .nprov = 1,
+				 .prov = { { "Test-Ipc-Clamp", 0, 5, NULL } } };
+	struct stream st = { 0 };
+	struct capture k;
+	uint64_t id;
+	char *log, want[128];
+
+	capture_begin(&k);
+	start_server(&o);
+	st.fd = collect(server_path, &c, &id);
+	cr_assert_eq(pthread_create(&st.th, NULL, stream_main, &st), 0);
+	/* logged before the OK is sent */
+	log = capture_text(&k);
+	snprintf(want, sizeof(want), "CollectTracing2: %u MiB asked, %u MiB granted", 100 * u, u);
+	cr_assert_not_null(strstr(log, want), "the log has '%s':\n%s", want, log);
+	free(log);
+	wait_memory_used((uint64_t)u << 20, "the clamped session holds what it was granted");
+	stop_tracing(server_path, id);
+	pthread_join(st.th, NULL);
+	close(st.fd);
+	bb_free(&st.got);
+	end_server();
+	capture_end(&k);
+}
+
+static bool ring_charge_of_1g_is_1g(void)
+{
+	return (uint64_t)rp_shm_possible_cpus() * RP_RING_MIN_DATA_SIZE <= 1ull << 30;
+}
+
+/*
+ * The default cap is a quarter of physical RAM (Documentation/ipc.md); the
+ * environment overrides it, the option overrides both. Where the default
+ * admits few 1 GiB sessions, it is checked by opening them (their rings
+ * are not touched, so they cost address space, not memory).
+ */
+Test(ipc, the_memory_cap_defaults_to_a_quarter_of_ram, .timeout = 120)
+{
+	uint64_t ram = (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE);
+	struct collect_req c = { .version = 2, .buffer_mb = 1024, .format = 1, .nprov = 1,
+				 .prov = { { "Test-Ipc-Default-Cap", 0, 5, NULL } } };
+	struct rp_ipc_opts o = { .sz = sizeof(o), .max_memory_bytes = 96ull << 20 };
+	uint64_t cap = ram / 4, n = cap >> 30, i;
+	struct stream st[16];
+	struct reply *r;
+	uint64_t id[16];
+	char *tmp = strdup(th_env("TMPDIR", "/tmp"));
+	int fd;
+
+	unsetenv("RINGPIPE_IPC_MAX_MEMORY_MB");
+	start_server(NULL);
+	cr_assert_eq(rp_ipc_memory_cap(), cap, "the default cap: %llu bytes, RAM/4 is %llu",
+		     (unsigned long long)rp_ipc_memory_cap(), (unsigned long long)cap);
+	if (n >= 1 && n < 16 && ring_charge_of_1g_is_1g()) {
+		for (i = 0; i < n; i++) {
+			memset(&st[i], 0, sizeof(st[i]));
+			st[i].fd = collect(server_path, &c, &id[i]);
+			cr_assert_eq(pthread_create(&st[i].th, NULL, stream_main, &st[i]), 0);
+		}
+		r = try_collect(&c, &fd);
+		expect_error(r, 0x80004005u, "one 1 GiB session more than RAM/4 allows");
+		free(r);
+		for (i = 0; i < n; i++) {
+			stop_tracing(server_path, id[i]);
+			pthread_join(st[i].th, NULL);
+			close(st[i].fd);
+			bb_free(&st[i].got);
+		}
+	}
+	end_server();
+
+	/* start_server() points TMPDIR at its own directory: back each time */
+	setenv("TMPDIR", tmp, 1);
+	setenv("RINGPIPE_IPC_MAX_MEMORY_MB", "64", 1);
+	start_server(NULL);
+	cr_assert_eq(rp_ipc_memory_cap(), 64ull << 20, "RINGPIPE_IPC_MAX_MEMORY_MB=64");
+	end_server();
+	setenv("TMPDIR", tmp, 1);
+	start_server(&o);
+	cr_assert_eq(rp_ipc_memory_cap(), 96ull << 20, "the option wins over the environment");
+	end_server();
+	setenv("TMPDIR", tmp, 1);
+	setenv("RINGPIPE_IPC_MAX_MEMORY_MB", "lots", 1);
+	cr_assert_eq(rp_ipc_server_start(NULL), -EINVAL);
+	cr_assert(strstr(rp_last_error(), "RINGPIPE_IPC_MAX_MEMORY_MB=lots"), "%s",
+		  rp_last_error());
+	setenv("RINGPIPE_IPC_MAX_MEMORY_MB", "0", 1);
+	cr_assert_eq(rp_ipc_server_start(NULL), -EINVAL, "a cap of 0 MiB is refused");
+	unsetenv("RINGPIPE_IPC_MAX_MEMORY_MB");
+	free(tmp);
 }

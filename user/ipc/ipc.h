@@ -230,6 +230,20 @@ int ipc_ports_parse(const char *spec, struct ipc_port_cfg *out, size_t max, size
 /* How long a connection may take to deliver its request (default 5000 ms);
  * tests shorten it. */
 extern int rp_ipc_read_timeout_ms;
+/* How long it may take to deliver its 20-byte header (default 1000 ms, at
+ * most the above): a connection that sends nothing, or drips, is closed
+ * after that, with BadEncoding. */
+extern int rp_ipc_header_timeout_ms;
+
+/* The cap on the memory of every IPC session together when neither
+ * rp_ipc_opts.max_memory_bytes nor RINGPIPE_IPC_MAX_MEMORY_MB sets it: a
+ * quarter of physical RAM (IPC_FALLBACK_MEMORY_MB when sysconf cannot say). */
+#define IPC_FALLBACK_MEMORY_MB 1024u
+uint64_t rp_ipc_default_memory_cap(void);
+/* The running server's cap, and what its sessions hold now (bytes; the cap
+ * is 0 when no server runs). */
+uint64_t rp_ipc_memory_cap(void);
+uint64_t rp_ipc_memory_used(void);
 /* How long rp_ipc_server_stop() lets sessions flush to their readers before
  * it shuts down the sockets of readers that stopped reading (default 10000
  * ms); tests shorten it. */

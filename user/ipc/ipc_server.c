@@ -12,6 +12,25 @@
  * and stops the session. So a slow client or a stream never blocks the
  * accept loop, and each session has exactly one owner that stops it.
  *
+ * Floods. A connection must send its 20-byte header within
+ * rp_ipc_header_timeout_ms and its whole request within
+ * rp_ipc_read_timeout_ms. At most MAX_CONNS connections wait for or are
+ * being served at once (streams do not count: the session slots bound
+ * them). When the table is full, the oldest connection still waiting for
+ * its request (never an advertised reverse one) makes room for a newcomer
+ * once it has been in EVICT_MIN_AGE_MS and has nothing unread in its
+ * socket: it is marked under ipc_lock and woken through its wake eventfd,
+ * on which its reads also poll; until then newcomers wait in the listen
+ * backlog (LISTEN_BACKLOG deep). A connection that has its whole request is
+ * never evicted (admission() has the details). The accept thread does
+ * little work per connection and takes at most 64 per port per turn, and
+ * each connection has its own thread, so none can hold the server.
+ *
+ * Memory. Every IPC session is charged what its rings can take; a request
+ * that would take the total over the cap (rp_ipc_opts.max_memory_bytes,
+ * RINGPIPE_IPC_MAX_MEMORY_MB, or a quarter of RAM) is refused with Fail
+ * before anything is allocated; the charge is returned when it stops.
+ *
  * Lifetimes. ipc_lock guards the server state and the connection list. A
  * connection thread marks itself done under the lock and pokes the reap
  * eventfd; the accept thread joins and frees done connections. Stop wakes
@@ -32,6 +51,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -49,9 +69,16 @@
 extern char **environ;
 
 int rp_ipc_read_timeout_ms = 5000;
+int rp_ipc_header_timeout_ms = 1000;
 int rp_ipc_stop_grace_ms = 10000;
 
-#define MAX_CONNS 128			/* connections served at once */
+#define MAX_CONNS 128			/* waiting for or being served (streams aside) */
+/* connection threads, live or finishing: the table, the streams, and the
+ * evicted ones on their way out */
+#define MAX_CONN_THREADS (2 * MAX_CONNS + RP_MAX_SESSIONS)
+#define CONN_ROOM_WAIT_MS 100		/* for evicted threads to finish */
+#define EVICT_MIN_AGE_MS 100		/* a newcomer's time to send its request */
+#define LISTEN_BACKLOG 4096		/* the kernel caps it at net.core.somaxconn */
 #define SEND_TIMEOUT_MS 10000		/* a client that does not read its reply */
 #define SUSPEND_NOTICE_MS 5000
 #define RECONNECT_MIN_MS 10
@@ -75,16 +102,27 @@ struct port {
 	uint64_t next_try_ns;
 };
 
+enum conn_phase {
+	CONN_READING = 0,		/* no whole request yet: may be evicted */
+	CONN_SERVING,			/* has its request: never evicted */
+};
+
 struct conn {
 	pthread_t th;
 	int fd;				/* -1 once closed; set to -1 under ipc_lock */
 	int port;			/* the port it came through */
-	int wake;			/* eventfd: StopTracing for this connection's session */
+	int wake;			/* eventfd: eviction while reading, StopTracing
+					 * for this connection's session while streaming */
 	int stop;			/* the server's stop eventfd */
 	bool done;			/* under ipc_lock */
 	bool streaming;			/* under ipc_lock: owns session session_id */
+	bool evictable;			/* a listen port's (not an advertised one) */
+	bool evicted;			/* under ipc_lock */
+	int phase;			/* enum conn_phase, under ipc_lock */
+	uint64_t since;			/* accepted (rp_clock_mono_ns) */
+	uint64_t charge;		/* bytes of the memory cap its session holds */
 	uint64_t session_id;
-	struct conn *next;
+	struct conn *next;		/* newest first */
 };
 
 static struct {
@@ -100,6 +138,9 @@ static struct {
 	pid_t owner;
 	bool log;
 	uint64_t max_buffer_bytes;	/* rp_ipc_opts: cap on a client's buffer; 0: none */
+	uint64_t mem_cap;		/* all IPC sessions together (under ipc_lock) */
+	uint64_t mem_used;
+	uint64_t evictions;		/* since start, for the log */
 } srv = { .stop_efd = -1, .reap_efd = -1 };
 
 static pthread_mutex_t ipc_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -147,41 +188,45 @@ static void efd_drain(int fd)
 
 
 /*
- * Reads exactly n bytes before the deadline. Returns n, or fewer at EOF,
- * -ETIMEDOUT, -ECANCELED (the server is stopping) or another -errno.
+ * Reads exactly n bytes before the deadline; *got says how many came,
+ * whatever the outcome. 0 once all n are in, or -ENODATA (EOF first),
+ * -ETIMEDOUT, -ECANCELED (the server is stopping, or wake: the connection
+ * was evicted) or another -errno.
  */
-static ssize_t read_full(int fd, int stop, void *buf, size_t n, uint64_t deadline)
+static int read_full(int fd, int stop, int wake, void *buf, size_t n, uint64_t deadline,
+		     size_t *got)
 {
-	size_t got = 0;
-
-	while (got < n) {
-		struct pollfd pf[2] = { { .fd = fd, .events = POLLIN }, { .fd = stop, .events = POLLIN } };
+	*got = 0;
+	while (*got < n) {
+		struct pollfd pf[3] = { { .fd = fd, .events = POLLIN },
+					{ .fd = stop, .events = POLLIN },
+					{ .fd = wake, .events = POLLIN } };
 		int left = ms_until(deadline), r;
 		ssize_t k;
 
 		if (!left)
 			return -ETIMEDOUT;
-		r = poll(pf, 2, left);
+		r = poll(pf, 3, left);
 		if (r < 0) {
 			if (errno == EINTR)
 				continue;
 			return -errno;
 		}
-		if (pf[1].revents)
+		if (pf[1].revents || pf[2].revents)
 			return -ECANCELED;
 		if (!r)
 			continue;
-		k = recv(fd, (char *)buf + got, n - got, MSG_DONTWAIT);
+		k = recv(fd, (char *)buf + *got, n - *got, MSG_DONTWAIT);
 		if (!k)
-			break;
+			return -ENODATA;
 		if (k < 0) {
 			if (errno == EAGAIN || errno == EINTR)
 				continue;
 			return -errno;
 		}
-		got += (size_t)k;
+		*got += (size_t)k;
 	}
-	return (ssize_t)got;
+	return 0;
 }
 
 /* Sends every byte before SEND_TIMEOUT_MS; 0 or a negative errno. */
@@ -325,17 +370,33 @@ static char *command_line(void)
 
 static void ipc_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* One line, one write(2): lines of concurrent connections never mix. */
 static void ipc_log(const char *fmt, ...)
 {
+	static const char prefix[] = "ringpipe: ipc: ";
+	char line[1024];
+	size_t len = sizeof(prefix) - 1, off = 0;
 	va_list ap;
+	int k;
 
 	if (!srv.log)
 		return;
+	memcpy(line, prefix, len);
 	va_start(ap, fmt);
-	fputs("ringpipe: ipc: ", stderr);
-	vfprintf(stderr, fmt, ap);
-	fputc('\n', stderr);
+	k = vsnprintf(line + len, sizeof(line) - len - 1, fmt, ap);	/* room for '\n' */
 	va_end(ap);
+	if (k > 0)
+		len += (size_t)k < sizeof(line) - len - 1 ? (size_t)k : sizeof(line) - len - 2;
+	line[len++] = '\n';
+	while (off < len) {
+		ssize_t w = write(STDERR_FILENO, line + off, len - off);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			break;
+		off += (size_t)w;
+	}
 }
 
 static void reply_error(struct conn *c, uint32_t hr)
@@ -397,14 +458,28 @@ static bool free_slot_exists(void)
 	return found;
 }
 
+/*
+ * What a session with this ring budget can take: one ring per possible CPU,
+ * a power of two no larger than its share, but never under the minimum
+ * ring (session.c), so a small budget on many CPUs takes more.
+ */
+static uint64_t ring_charge(uint64_t budget)
+{
+	uint64_t floor = (uint64_t)rp_shm_possible_cpus() * RP_RING_MIN_DATA_SIZE;
+
+	return budget > floor ? budget : floor;
+}
+
+#define MIB(b) ((unsigned long long)((b) >> 20))
+
 static void do_collect(struct conn *c, const struct ipc_collect *col)
 {
 	struct rp_session_opts so = { .sz = sizeof(so), .fd = -1 };
 	struct rp_provider_config *pc;
 	struct rp_session *s;
 	uint8_t reply[28];
-	uint64_t id;
-	uint32_t i, mb;
+	uint64_t id, grant, limit, charge, cap, left;
+	uint32_t i;
 	int err;
 
 	if (col->session_type != 0) {
@@ -440,25 +515,54 @@ static void do_collect(struct conn *c, const struct ipc_collect *col)
 		free(pc);
 		return;
 	}
+
+	/* the budget: clamped per session, then charged against the cap of all
+	 * IPC sessions together; past the cap, refused before any allocation */
+	limit = (uint64_t)MAX_BUFFER_MB << 20;
+	if (srv.max_buffer_bytes && srv.max_buffer_bytes < limit)
+		limit = srv.max_buffer_bytes;
+	grant = (uint64_t)col->buffer_mb << 20;
+	if (grant > limit)
+		grant = limit;
+	charge = ring_charge(grant);
+
 	pthread_mutex_lock(&ipc_lock);
 	if (srv.state != SRV_RUNNING) {
 		pthread_mutex_unlock(&ipc_lock);
 		free(pc);
 		return;
 	}
+	cap = srv.mem_cap;
+	left = cap - srv.mem_used;
+	if (charge > left) {
+		pthread_mutex_unlock(&ipc_lock);
+		ipc_log("CollectTracing%u: refused: %u MiB asked, the session would take %llu MiB "
+			"and %llu MiB are left of the %llu MiB cap on IPC sessions "
+			"(rp_ipc_opts.max_memory_bytes, RINGPIPE_IPC_MAX_MEMORY_MB)",
+			col->version, col->buffer_mb, MIB(charge + (1u << 20) - 1), MIB(left),
+			MIB(cap));
+		reply_error(c, IPC_HR_FAIL);
+		free(pc);
+		return;
+	}
+	srv.mem_used += charge;
+	c->charge = charge;
 	id = ++srv.next_id;
 	c->session_id = id;
-	c->streaming = true;
+	c->streaming = true;	/* out of the table: the accept thread may admit one more */
+	efd_signal(srv.reap_efd);
 	pthread_mutex_unlock(&ipc_lock);
+	if (grant < (uint64_t)col->buffer_mb << 20)
+		ipc_log("CollectTracing%u: %u MiB asked, %llu MiB granted (at most %llu MiB per "
+			"session); %llu MiB of the %llu MiB cap on IPC sessions are left",
+			col->version, col->buffer_mb, MIB(grant), MIB(limit), MIB(left - charge),
+			MIB(cap));
 
-	mb = col->buffer_mb < MAX_BUFFER_MB ? col->buffer_mb : MAX_BUFFER_MB;
 	so.providers = pc;
 	so.nproviders = col->nproviders;
 	so.format = NT_FORMAT_V5;
 	so.buffering = col->buffering == 1 ? RP_BUFFERING_BLOCK : RP_BUFFERING_DROP;
-	so.buffer_bytes = (uint64_t)mb << 20;
-	if (srv.max_buffer_bytes && so.buffer_bytes > srv.max_buffer_bytes)
-		so.buffer_bytes = srv.max_buffer_bytes;
+	so.buffer_bytes = grant;
 	so.fd = c->fd;
 	so.rundown_keywords = col->rundown_keyword;
 	so.kind = RP_SESSION_STREAMING;
@@ -485,6 +589,8 @@ static void do_collect(struct conn *c, const struct ipc_collect *col)
 out:
 	pthread_mutex_lock(&ipc_lock);
 	c->streaming = false;
+	srv.mem_used -= c->charge;
+	c->charge = 0;
 	pthread_mutex_unlock(&ipc_lock);
 	free(pc);
 }
@@ -590,22 +696,53 @@ static void conn_close(struct conn *c)
 	close(fd);
 }
 
+static unsigned long long ms_since(uint64_t t0)
+{
+	return (unsigned long long)((rp_clock_mono_ns() - t0) / 1000000u);
+}
+
+/* A read was cancelled: by the server's stop (quietly), or an eviction. */
+static void log_cancelled(struct conn *c, size_t got)
+{
+	unsigned long long total;
+	bool evicted;
+
+	pthread_mutex_lock(&ipc_lock);
+	evicted = c->evicted;
+	total = (unsigned long long)srv.evictions;
+	pthread_mutex_unlock(&ipc_lock);
+	if (evicted)
+		ipc_log("evicted an idle connection after %llu ms and %zu bytes of its request: "
+			"%d connections were waiting or being served (%llu evicted since start)",
+			ms_since(c->since), got, MAX_CONNS, total);
+}
+
 static void serve(struct conn *c)
 {
-	uint64_t deadline = rp_clock_mono_ns() + (uint64_t)rp_ipc_read_timeout_ms * 1000000ull;
+	int hdr_ms = rp_ipc_header_timeout_ms < rp_ipc_read_timeout_ms ? rp_ipc_header_timeout_ms :
+									 rp_ipc_read_timeout_ms;
+	uint64_t deadline = c->since + (uint64_t)rp_ipc_read_timeout_ms * 1000000ull;
+	uint64_t hdr_deadline = c->since + (uint64_t)hdr_ms * 1000000ull;
 	uint8_t hdr[IPC_HEADER_SIZE], *buf = NULL;
 	struct ipc_header h;
 	struct ipc_error err;
 	struct ipc_msg m;
-	ssize_t n;
+	size_t got;
+	bool evicted;
+	int r;
 
-	n = read_full(c->fd, c->stop, hdr, sizeof(hdr), deadline);
-	if (n == 0 || n == -ECANCELED)
-		return;		/* connected and left (a probe), or shutting down */
-	if (n != IPC_HEADER_SIZE) {
-		ipc_log("request header: %s after %zd bytes",
-			n == -ETIMEDOUT ? "timed out" : n < 0 ? strerror((int)-n) : "connection closed",
-			n < 0 ? (ssize_t)0 : n);
+	r = read_full(c->fd, c->stop, c->wake, hdr, sizeof(hdr), hdr_deadline, &got);
+	if (r == -ECANCELED) {
+		log_cancelled(c, got);
+		return;
+	}
+	if (r == -ENODATA && !got)
+		return;		/* connected and left (a probe) */
+	if (r) {
+		ipc_log("request header: %s after %zu bytes (%llu ms)",
+			r == -ETIMEDOUT ? "timed out" : r == -ENODATA ? "connection closed" :
+									strerror(-r),
+			got, ms_since(c->since));
 		reply_error(c, IPC_HR_BAD_ENCODING);
 		return;
 	}
@@ -620,16 +757,31 @@ static void serve(struct conn *c)
 		return;
 	}
 	memcpy(buf, hdr, sizeof(hdr));
-	n = read_full(c->fd, c->stop, buf + IPC_HEADER_SIZE, h.size - IPC_HEADER_SIZE, deadline);
-	if (n != h.size - IPC_HEADER_SIZE) {
+	r = read_full(c->fd, c->stop, c->wake, buf + IPC_HEADER_SIZE, h.size - IPC_HEADER_SIZE,
+		      deadline, &got);
+	if (r) {
 		free(buf);
-		if (n == -ECANCELED)
+		if (r == -ECANCELED) {
+			log_cancelled(c, IPC_HEADER_SIZE + got);
 			return;
-		ipc_log("request of %u bytes: the payload %s", h.size,
-			n == -ETIMEDOUT ? "did not arrive in time" : "was cut short");
+		}
+		ipc_log("request of %u bytes: the payload %s after %zu bytes (%llu ms)", h.size,
+			r == -ETIMEDOUT ? "did not arrive in time" : "was cut short",
+			IPC_HEADER_SIZE + got, ms_since(c->since));
 		reply_error(c, IPC_HR_BAD_ENCODING);
 		return;
 	}
+	/* the whole request is in: from now on it is served, never evicted.
+	 * One chosen for eviction as its last bytes came in is served all the
+	 * same (the table is one over for a moment): its wake is drained, it
+	 * will mean StopTracing */
+	pthread_mutex_lock(&ipc_lock);
+	evicted = c->evicted;
+	c->phase = CONN_SERVING;
+	c->evicted = false;
+	if (evicted)
+		efd_drain(c->wake);
+	pthread_mutex_unlock(&ipc_lock);
 	if (ipc_msg_parse(buf, h.size, &m, &err)) {
 		free(buf);
 		ipc_log("refused a request (set 0x%02x id 0x%02x): %s", h.set, h.id, err.msg);
@@ -684,10 +836,113 @@ static void conn_free(struct conn *c)
 	free(c);
 }
 
+static bool conns_done(void)
+{
+	struct conn *c;
+
+	for (c = srv.conns; c; c = c->next)
+		if (c->done)
+			return true;
+	return false;
+}
+
+static void conn_reap(void);
+
+/*
+ * Room for one more connection thread (accept thread): joins finished
+ * ones, and waits up to CONN_ROOM_WAIT_MS for evicted ones to finish.
+ */
+static bool conn_room(void)
+{
+	struct timespec ts;
+	bool room;
+
+	deadline_ts(&ts, rp_clock_mono_ns() + CONN_ROOM_WAIT_MS * 1000000ull);
+	pthread_mutex_lock(&ipc_lock);
+	while (srv.nconns >= MAX_CONN_THREADS && srv.state == SRV_RUNNING) {
+		if (conns_done()) {
+			pthread_mutex_unlock(&ipc_lock);
+			conn_reap();
+			pthread_mutex_lock(&ipc_lock);
+			continue;
+		}
+		if (pthread_cond_timedwait(&ipc_cond, &ipc_lock, &ts) == ETIMEDOUT)
+			break;
+	}
+	room = srv.nconns < MAX_CONN_THREADS;
+	pthread_mutex_unlock(&ipc_lock);
+	return room;
+}
+
+/* Bytes waiting in a connection's socket that its thread has not read yet. */
+static int pending_bytes(int fd)
+{
+	int n = 0;
+
+	return fd >= 0 && !ioctl(fd, FIONREAD, &n) ? n : 0;
+}
+
+/*
+ * Whether a listen port's connection can be admitted now (ipc_lock held).
+ * 0 when the table has room, or when it is full but a connection still
+ * waiting for its request has been there EVICT_MIN_AGE_MS with nothing
+ * unread in its socket: the oldest such one is then the victim. One with
+ * bytes waiting is never taken: its thread is about to read them (it may
+ * just not have run yet), so that is a wait of a millisecond. Else the ms
+ * until the oldest waiting one is old enough, or -1 when none waits (every
+ * one has its request): the newcomer stays in the listen backlog
+ * meanwhile. So a newcomer always has EVICT_MIN_AGE_MS to send its
+ * request, and a flood gets no more than MAX_CONNS connections in per
+ * EVICT_MIN_AGE_MS. victim may be NULL: only the answer is wanted.
+ */
+static int admission(struct conn **victim)
+{
+	struct conn *cand[MAX_CONN_THREADS], *c, *oldest;
+	uint64_t now = rp_clock_mono_ns(), min_age = EVICT_MIN_AGE_MS * 1000000ull;
+	int n = 0, live = 0, i, w;
+
+	if (victim)
+		*victim = NULL;
+	for (c = srv.conns; c; c = c->next) {
+		if (c->done || c->evicted || c->streaming)
+			continue;
+		live++;
+		if (c->phase == CONN_READING && c->evictable && n < MAX_CONN_THREADS)
+			cand[n++] = c;		/* newest first */
+	}
+	if (live < MAX_CONNS)
+		return 0;
+	if (!n)
+		return -1;
+	oldest = cand[n - 1];
+	if (now - oldest->since < min_age) {
+		w = ms_until(oldest->since + min_age);
+		return w ? w : 1;
+	}
+	for (i = n - 1; i >= 0 && now - cand[i]->since >= min_age; i--)
+		if (!pending_bytes(cand[i]->fd)) {
+			if (victim)
+				*victim = cand[i];
+			return 0;
+		}
+	return 1;
+}
+
+static int admission_wait(void)
+{
+	int w;
+
+	pthread_mutex_lock(&ipc_lock);
+	w = admission(NULL);
+	pthread_mutex_unlock(&ipc_lock);
+	return w;
+}
+
 /* Hands a connected socket to a new connection thread (accept thread). */
 static void conn_spawn(int fd, int port)
 {
-	struct conn *c = calloc(1, sizeof(*c));
+	struct conn *c = calloc(1, sizeof(*c)), *victim = NULL;
+	bool room;
 
 	if (!c) {
 		close(fd);
@@ -696,14 +951,31 @@ static void conn_spawn(int fd, int port)
 	c->fd = fd;
 	c->port = port;
 	c->stop = srv.stop_efd;
+	c->since = rp_clock_mono_ns();
+	c->evictable = !srv.ports[port].connect;
 	c->wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	room = conn_room();
 	pthread_mutex_lock(&ipc_lock);
-	if (c->wake < 0 || srv.nconns >= MAX_CONNS || srv.state != SRV_RUNNING ||
-	    rp_thread_start(&c->th, "rp-ipc-conn", conn_main, c)) {
+	/* the accept thread accepted it because admission() said so, and only
+	 * it adds connections; advertised connections are always admitted */
+	if (room && c->evictable && !admission(&victim) && victim) {
+		victim->evicted = true;
+		srv.evictions++;
+		efd_signal(victim->wake);
+	}
+	if (!room) {
 		int n = srv.nconns;
 
 		pthread_mutex_unlock(&ipc_lock);
-		ipc_log("dropped a connection (%d being served)", n);
+		ipc_log("dropped a connection: %d connection threads", n);
+		conn_free(c);
+		return;
+	}
+	if (c->wake < 0 || srv.state != SRV_RUNNING ||
+	    rp_thread_start(&c->th, "rp-ipc-conn", conn_main, c)) {
+		pthread_mutex_unlock(&ipc_lock);
+		ipc_log("dropped a connection: %s", c->wake < 0 ? "no eventfd" :
+			srv.state != SRV_RUNNING ? "the server is stopping" : "no thread");
 		conn_free(c);
 		return;
 	}
@@ -783,7 +1055,9 @@ static void bind_name(const char *path, char *out, size_t len)
 }
 
 /*
- * As the runtime: socket, fchmod 0600, bind, listen 255. The socket is
+ * As the runtime: socket, fchmod 0600, bind, listen (with a deeper backlog
+ * than the runtime's 255: a burst of connections must queue, not fail with
+ * EAGAIN, while the accept thread catches up). The socket is
  * bound under a temporary name and renamed once it listens: a tool that
  * finds the file (dotnet-trace ps, ringpipe collect) can connect at once,
  * instead of being refused between bind() and listen().
@@ -812,7 +1086,7 @@ static int port_listen(struct port *p)
 			goto fail;
 		}
 		unlink(tmp);	/* left by a process that died before its rename */
-		if (bind(fd, (struct sockaddr *)&t, sizeof(t)) || listen(fd, 255))
+		if (bind(fd, (struct sockaddr *)&t, sizeof(t)) || listen(fd, LISTEN_BACKLOG))
 			goto fail_tmp;
 		if (rename(tmp, p->path))
 			goto fail_tmp;
@@ -828,7 +1102,7 @@ static int port_listen(struct port *p)
 			goto fail;
 	}
 	p->created = true;
-	if (listen(fd, 255))
+	if (listen(fd, LISTEN_BACKLOG))
 		goto fail;
 	p->fd = fd;
 	return 0;
@@ -882,7 +1156,8 @@ static void port_accept(int i)
 	struct port *p = &srv.ports[i];
 	int k;
 
-	for (k = 0; k < 64; k++) {
+	/* at most 64 a turn, so that the other ports and the reaping get theirs */
+	for (k = 0; k < 64 && !admission_wait(); k++) {
 		int fd = accept4(p->fd, NULL, NULL, SOCK_CLOEXEC);
 
 		if (fd < 0) {
@@ -923,13 +1198,19 @@ static void *accept_main(void *arg)
 	(void)arg;
 	for (;;) {
 		uint64_t now = rp_clock_mono_ns();
-		int np = 0, i, timeout = -1;
+		int np = 0, i, timeout = -1, admit = admission_wait();
 
+		/* a full table: newcomers wait in the listen backlog until one can
+		 * be evicted (a timeout) or one finishes (the reap eventfd) */
+		if (admit > 0)
+			timeout = admit;
 		pf[np].fd = srv.stop_efd, pf[np].events = POLLIN, map[np++] = -1;
 		pf[np].fd = srv.reap_efd, pf[np].events = POLLIN, map[np++] = -1;
 		for (i = 0; i < srv.nports; i++) {
 			struct port *p = &srv.ports[i];
 
+			if (!p->connect && admit)
+				continue;
 			if (p->connect && p->fd < 0) {
 				int wait = p->next_try_ns > now ? ms_until(p->next_try_ns) : 0;
 
@@ -1150,6 +1431,62 @@ static int configured_ports(const char *ports, struct ipc_port_cfg *cfg, size_t 
 	return 0;
 }
 
+uint64_t rp_ipc_default_memory_cap(void)
+{
+	long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+
+	if (pages <= 0 || psz <= 0)
+		return (uint64_t)IPC_FALLBACK_MEMORY_MB << 20;
+	return (uint64_t)pages * (uint64_t)psz / 4;
+}
+
+uint64_t rp_ipc_memory_cap(void)
+{
+	uint64_t v;
+
+	pthread_mutex_lock(&ipc_lock);
+	v = srv.state == SRV_IDLE ? 0 : srv.mem_cap;
+	pthread_mutex_unlock(&ipc_lock);
+	return v;
+}
+
+uint64_t rp_ipc_memory_used(void)
+{
+	uint64_t v;
+
+	pthread_mutex_lock(&ipc_lock);
+	v = srv.mem_used;
+	pthread_mutex_unlock(&ipc_lock);
+	return v;
+}
+
+/* The cap on all IPC sessions' memory: the option, else the environment,
+ * else a quarter of RAM. 0 or -EINVAL with a message. */
+static int memory_cap(uint64_t opt, uint64_t *cap)
+{
+	const char *v = getenv("RINGPIPE_IPC_MAX_MEMORY_MB");
+	unsigned long long mb;
+	char *end;
+
+	if (opt) {
+		*cap = opt;
+		return 0;
+	}
+	if (!v || !*v) {
+		*cap = rp_ipc_default_memory_cap();
+		return 0;
+	}
+	errno = 0;
+	mb = strtoull(v, &end, 10);
+	if (*v < '0' || *v > '9' || *end || errno || !mb || mb > (UINT64_MAX >> 20)) {
+		rp_set_error("RINGPIPE_IPC_MAX_MEMORY_MB=%s: must be a number of MiB, 1 or more",
+			     v);
+		return -EINVAL;
+	}
+	*cap = (uint64_t)mb << 20;
+	return 0;
+}
+
 static bool any_suspended(void)
 {
 	int i;
@@ -1187,7 +1524,7 @@ RP_API int rp_ipc_server_start(const struct rp_ipc_opts *uopts)
 {
 	struct rp_ipc_opts o = { .sz = sizeof(o) };
 	struct ipc_port_cfg cfg[IPC_MAX_PORTS];
-	uint64_t notice;
+	uint64_t notice, cap;
 	size_t ncfg = 0, i;
 	int err;
 
@@ -1204,6 +1541,9 @@ RP_API int rp_ipc_server_start(const struct rp_ipc_opts *uopts)
 	err = configured_ports(o.ports, cfg, &ncfg);
 	if (err)
 		return err;
+	err = memory_cap(o.max_memory_bytes, &cap);
+	if (err)
+		return err;
 	pthread_once(&ipc_once, ipc_init_once);
 
 	pthread_mutex_lock(&ipc_lock);
@@ -1216,6 +1556,9 @@ RP_API int rp_ipc_server_start(const struct rp_ipc_opts *uopts)
 	srv.conns = NULL;
 	srv.nconns = srv.waiters = 0;
 	srv.max_buffer_bytes = o.max_buffer_bytes;
+	srv.mem_cap = cap;
+	srv.mem_used = 0;
+	srv.evictions = 0;
 	srv.log = getenv("RINGPIPE_IPC_LOG") && !strcmp(getenv("RINGPIPE_IPC_LOG"), "1");
 	if (!o.no_default_port) {
 		struct port *p = &srv.ports[srv.nports++];
