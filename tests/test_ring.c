@@ -1236,3 +1236,202 @@ Test(stale, never_marked_head_skips_to_producer)
 	cr_assert_eq(it.hdr.seq, 4, "expected seq 4, seen %u", it.hdr.seq);
 	rp_shm_destroy(s);
 }
+
+/* ---- what a reader trusts: its own position, plausible counters --------- */
+
+/* A scribbled consumer_pos costs producers a full ring only until the
+ * reader's next release, even with nothing new to consume. */
+Test(trust, scribbled_consumer_pos_heals_at_the_next_release)
+{
+	struct rp_shm *s = mk_shm(1, 16 * KIB);
+	struct rp_ring *r = rp_shm_ring(s, 0);
+	struct report_log log = { 0 };
+	struct rp_ring_item it;
+	uint64_t mine;
+
+	rp_shm_set_reporter(s, on_report, &log);
+	for (uint32_t i = 0; i < 4; i++)
+		cr_assert_not_null(put(r, 1, i, 32));
+	for (uint32_t i = 0; i < 4; i++) {
+		cr_assert_eq(rp_ring_peek(r, &it), 0);
+		rp_ring_consume(r);
+	}
+	mine = cons_pos(r);
+	/* the one 8-byte write: ahead of the producer */
+	__atomic_store_n(&r->hdr->consumer_pos, prod_pos(r) + 4096, __ATOMIC_RELAXED);
+	cr_assert_null(put(r, 1, 9, 32), "consumer ahead of the producer: the ring reads full");
+	cr_assert_eq(rp_ring_pending(r), 0, "the reader decides from its own position: nothing unread");
+	cr_assert_eq(rp_ring_peek(r, &it), -EAGAIN, "and reads nothing");
+	rp_ring_release(r);
+	cr_assert_eq(cons_pos(r), mine, "release rewrites consumer_pos: expected %" PRIu64 ", seen %"
+		     PRIu64, mine, cons_pos(r));
+	cr_assert_eq(rp_ring_corrupt_count(r), 1, "the repair is counted: %" PRIu64,
+		     rp_ring_corrupt_count(r));
+	cr_assert_not_null(strstr(log.last, "consumer position"), "and reported: %s", log.last);
+	cr_assert_not_null(put(r, 1, 10, 32), "producers write again");
+	cr_assert_eq(rp_ring_peek(r, &it), 0);
+	check_payload(&it, 10, 32);
+	rp_ring_consume(r);
+	/* a consumer_pos just ahead of the producer, by less than a record,
+	 * also reads full (the fast path used to wrap into "free") */
+	__atomic_store_n(&r->hdr->consumer_pos, prod_pos(r) + 8, __ATOMIC_RELAXED);
+	cr_assert_null(rp_ring_reserve(r, 64), "consumer 8 bytes ahead: full");
+	/* and one far behind: full too (more than a ring in use) */
+	__atomic_store_n(&r->hdr->consumer_pos, prod_pos(r) - 2 * 16 * KIB, __ATOMIC_RELAXED);
+	cr_assert_null(rp_ring_reserve(r, 64), "consumer two rings behind: full");
+	rp_ring_release(r);
+	cr_assert_eq(rp_ring_corrupt_count(r), 2, "second repair counted");
+	cr_assert_not_null(put(r, 1, 11, 32), "healed again");
+	rp_shm_destroy(s);
+}
+
+/* A producer position behind the reader or more than a ring ahead: the
+ * ring restarts empty at the reader's position, the records the reader
+ * still holds in place stay intact, and the position is never followed. */
+Test(trust, bad_producer_pos_restarts_the_ring_and_keeps_held_records)
+{
+	const uint64_t size = 16 * KIB;
+	struct rp_shm *s = mk_shm(1, size);
+	struct rp_ring *r = rp_shm_ring(s, 0);
+	struct rp_ring_item it, held[6];
+	uint64_t at;
+
+	for (uint32_t i = 0; i < 6; i++)
+		cr_assert_not_null(put(r, 1, i, 40));
+	/* read them and hold them in place (no release); the reader looks at
+	 * producer_pos again only once it has read up to where it last saw it */
+	for (int i = 0; i < 6; i++) {
+		cr_assert_eq(rp_ring_peek(r, &held[i]), 0);
+		rp_ring_advance(r);
+	}
+	at = r->cons;
+	__atomic_store_n(&r->hdr->producer_pos, at + 5 * size, __ATOMIC_RELAXED);
+	cr_assert_eq(rp_ring_peek(r, &it), -EBADMSG, "too far ahead: corrupt");
+	cr_assert_eq(r->cons, at, "the reader did not move: %" PRIu64 " != %" PRIu64, r->cons, at);
+	cr_assert_eq(prod_pos(r), at, "producer_pos set back to the reader's position");
+	for (int i = 0; i < 6; i++)
+		check_payload(&held[i], (uint32_t)i, 40);	/* held records untouched */
+	cr_assert_eq(rp_ring_skipped_bytes(r), 0, "nothing the reader knew of was given up: %"
+		     PRIu64, rp_ring_skipped_bytes(r));
+	/* behind the reader */
+	__atomic_store_n(&r->hdr->producer_pos, at - 8, __ATOMIC_RELAXED);
+	cr_assert_eq(rp_ring_peek(r, &it), -EBADMSG, "behind the reader: corrupt");
+	cr_assert_eq(r->cons, at, "never backwards");
+	cr_assert_eq(prod_pos(r), at);
+	rp_ring_release(r);
+	for (uint32_t i = 0; i < 3; i++)
+		cr_assert_not_null(put(r, 2, 100 + i, 40), "writes after the repair");
+	for (uint32_t i = 0; i < 3; i++) {
+		cr_assert_eq(rp_ring_peek(r, &it), 0, "read after the repair: %s", rp_ring_last_error(r));
+		check_payload(&it, 100 + i, 40);
+		rp_ring_consume(r);
+	}
+	cr_assert_eq(rp_ring_corrupt_count(r), 2);
+	cr_assert_eq(rp_ring_lost_bound(r), 2, "bound: one record per repair: %" PRIu64,
+		     rp_ring_lost_bound(r));
+	rp_shm_destroy(s);
+}
+
+/* Space handed back in one go after the reader passed more than a ring
+ * (only a misled producer makes that possible) is zeroed only where it is
+ * not in use: the records after the reader survive. */
+Test(trust, release_past_a_ring_spares_unread_records)
+{
+	const uint64_t size = 16 * KIB;
+	struct rp_shm *s = mk_shm(1, size);
+	struct rp_ring *r = rp_shm_ring(s, 0);
+	struct rp_ring_item it;
+	uint32_t seq = 0, unread;
+
+	for (; seq < 200; seq++) {		/* 200 x 64 bytes */
+		cr_assert_not_null(put(r, 1, seq, 32));
+		cr_assert_eq(rp_ring_peek(r, &it), 0);
+		rp_ring_advance(r);		/* held, not released */
+	}
+	/* another process claims everything read is free */
+	__atomic_store_n(&r->hdr->consumer_pos, r->cons, __ATOMIC_RELAXED);
+	for (; seq < 300; seq++) {
+		cr_assert_not_null(put(r, 1, seq, 32), "put %u", seq);
+		cr_assert_eq(rp_ring_peek(r, &it), 0);
+		check_payload(&it, seq, 32);
+		rp_ring_advance(r);
+	}
+	cr_assert_gt(r->cons - r->published, size, "the reader is more than a ring past published");
+	for (unread = seq; seq < unread + 10; seq++)
+		cr_assert_not_null(put(r, 1, seq, 32));
+	rp_ring_release(r);
+	for (uint32_t i = unread; i < seq; i++) {
+		cr_assert_eq(rp_ring_peek(r, &it), 0, "unread record %u: %s", i, rp_ring_last_error(r));
+		check_payload(&it, i, 32);
+		rp_ring_consume(r);
+	}
+	rp_shm_destroy(s);
+}
+
+/* A head that never gets committed is skipped to where the producers are
+ * now, not to where they were when it was first seen. */
+Test(trust, stale_skip_goes_to_the_latest_producer_pos)
+{
+	struct rp_shm *s = mk_shm(1, 16 * KIB);
+	struct rp_ring *r = rp_shm_ring(s, 0);
+	struct rp_ring_item it;
+
+	rp_shm_set_stale_timeout(s, 20000000ull);
+	__atomic_store_n(&r->hdr->producer_pos, 64, __ATOMIC_RELAXED);	/* len word 0 */
+	cr_assert_not_null(put(r, 1, 3, 8));
+	cr_assert_eq(rp_ring_peek(r, &it), -EAGAIN);
+	for (uint32_t i = 0; i < 5; i++)
+		cr_assert_not_null(put(r, 1, 4 + i, 8), "put behind it");
+	usleep(40000);
+	cr_assert_eq(rp_ring_peek(r, &it), -ESTALE);
+	cr_assert_eq(r->cons, prod_pos(r), "skipped to %" PRIu64 ", the producer is at %" PRIu64,
+		     r->cons, prod_pos(r));
+	cr_assert_eq(rp_ring_stale_count(r), 1);
+	cr_assert_eq(rp_ring_skipped_bytes(r), prod_pos(r));
+	rp_shm_destroy(s);
+}
+
+/* Drop counters in shared memory count only as far as they are plausible. */
+Test(trust, drop_counters_are_clamped)
+{
+	struct rp_shm *s = mk_shm(2, 16 * KIB);
+	struct rp_ring *r = rp_shm_ring(s, 0);
+	uint64_t all[RP_DROP_NR] = { 0 };
+
+	for (int i = 0; i < 5; i++)
+		rp_ring_count_drop(r, RP_DROP_FULL);
+	cr_assert_eq(rp_ring_drops(r, RP_DROP_FULL), 5, "honest drops count");
+	__atomic_store_n(&r->hdr->drops[RP_DROP_FULL], 10000000000000000000ull, __ATOMIC_RELAXED);
+	cr_assert_eq(rp_ring_drops(r, RP_DROP_FULL), 5, "a jump to 1e19 does not");
+	rp_ring_count_drop(r, RP_DROP_FULL);
+	rp_ring_count_drop(r, RP_DROP_FULL);
+	usleep(1000);
+	cr_assert_eq(rp_ring_drops(r, RP_DROP_FULL), 7, "increments after it count again: %" PRIu64,
+		     rp_ring_drops(r, RP_DROP_FULL));
+	__atomic_store_n(&r->hdr->drops[RP_DROP_FULL], 3, __ATOMIC_RELAXED);
+	cr_assert_eq(rp_ring_drops(r, RP_DROP_FULL), 7, "a counter going down does not");
+	rp_ring_count_drop(r, RP_DROP_FULL);
+	usleep(1000);
+	cr_assert_eq(rp_ring_drops(r, RP_DROP_FULL), 8);
+	__atomic_fetch_add(&r->hdr->drops[RP_DROP_ABORTED], 1ull << 41, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&r->hdr->drops[RP_DROP_TOO_BIG], 2, __ATOMIC_RELAXED);
+	usleep(1000);
+	cr_assert_eq(rp_ring_drops(r, RP_DROP_ABORTED), 0, "2^41 at once does not");
+	cr_assert_eq(rp_ring_drops(r, RP_DROP_TOO_BIG), 2, "the other counters of the sample do");
+	/* faster than one per nanosecond: not plausible */
+	__atomic_fetch_add(&r->hdr->drops[RP_DROP_FULL], 1ull << 36, __ATOMIC_RELAXED);
+	cr_assert_eq(rp_ring_drops(r, RP_DROP_FULL), 8, "2^36 within microseconds does not count");
+	rp_ring_count_drop(rp_shm_ring(s, 1), RP_DROP_FULL);
+	usleep(1000);
+	rp_shm_drops(s, all);
+	cr_assert_eq(all[RP_DROP_FULL], 9, "rp_shm_drops sums the rings: %" PRIu64, all[RP_DROP_FULL]);
+	cr_assert_eq(all[RP_DROP_TOO_BIG], 2);
+	cr_assert_eq(all[RP_DROP_ABORTED], 0);
+	/* the reader's own figures are its own: scribbling their shared copy
+	 * changes nothing, and the next release restores the copy */
+	__atomic_store_n(&r->hdr->corrupt, 123456789, __ATOMIC_RELAXED);
+	cr_assert_eq(rp_ring_corrupt_count(r), 0);
+	rp_ring_release(r);
+	cr_assert_eq(__atomic_load_n(&r->hdr->corrupt, __ATOMIC_RELAXED), 0);
+	rp_shm_destroy(s);
+}

@@ -300,6 +300,10 @@ struct rp_session_stats {
 	uint64_t drainer_wakeups;
 	uint64_t sequence_points;
 	int output_error;		/* 0 or a negative errno */
+	uint64_t skipped_bytes;		/* ring bytes the reader gave up because they
+					 * could not be trusted (corrupt records or
+					 * positions, writers that never committed);
+					 * the events in them show as EventsLost */
 };
 
 RP_API int rp_session_stats(const struct rp_session *s, struct rp_session_stats *st);

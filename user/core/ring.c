@@ -21,11 +21,21 @@
  *   - records never wrap: the data pages are mapped twice back to back,
  *     and a record is at most min(64 KiB, data_size / 4) bytes.
  *
- * The consumer treats everything in shared memory as hostile: positions
- * and len words are range-checked against its own copies, a record
- * header is copied once and validated, and on corruption it counts,
- * reports, and skips to the producer position.  It never reads outside
- * [data, data + 2 * data_size).
+ * The consumer treats everything in shared memory as hostile.  Its own
+ * position (r->cons, and r->published, what it last stored) is the truth:
+ * consumer_pos in shared memory is only a copy for producers, rewritten
+ * on every release whether or not anything was consumed, so a scribbled
+ * value heals by the next pass.  The producer position is accepted only
+ * within one ring after the reader's position; anything else (behind it,
+ * or more than a ring ahead) is counted, reported, and repaired: the ring
+ * restarts empty at the reader's position (its unread space zeroed, the
+ * producer position set back to it).  Len words are range-checked against
+ * private copies of the geometry, a record header is copied once and
+ * validated, and on a corrupt record the reader counts, reports and skips
+ * to the (validated) producer position.  It never reads or writes outside
+ * [data, data + 2 * data_size).  Drop counters, which producers keep in
+ * shared memory, are accepted only as far as they are plausible
+ * (ring_take_drops()).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -38,6 +48,17 @@
 #include "ring.h"
 
 #define RING_REC_HDR ((uint32_t)sizeof(struct rp_shm_record))
+/* The slow path gives up (the caller counts the write as dropped: full)
+ * after this many lost CASes: each is another write of producer_pos. */
+#define RING_RESERVE_TRIES 64
+/* A drop-counter sample never accepts more than this in one interval. */
+#define RING_DROPS_MAX_STEP (1ull << 40)
+
+/* The reader's own counters: written by the consumer only, read by anyone. */
+static inline void ring_bump(uint64_t *c, uint64_t n)
+{
+	rp_store_relaxed(c, *c + n);
+}
 
 static uint64_t ring_mono_ns(void)
 {
@@ -64,6 +85,11 @@ void rp_ring_setup(struct rp_ring *r, struct rp_shm *s, uint32_t index,
 	r->cons = rp_load_acquire(&hdr->consumer_pos);
 	r->published = r->cons;
 	r->prod_seen = r->cons;
+	/* drops before this reader began are not its figures (a creator sees
+	 * zeros); it counts from the values it finds */
+	r->drops_ns = ring_mono_ns();
+	for (unsigned int i = 0; i < RP_DROP_NR; i++)
+		r->drops_raw[i] = rp_load_relaxed(&hdr->drops[i]);
 }
 
 struct rp_shm_record *rp_ring_reserve_slow(struct rp_ring *r, uint32_t len)
@@ -72,7 +98,12 @@ struct rp_shm_record *rp_ring_reserve_slow(struct rp_ring *r, uint32_t len)
 	struct rp_shm_record *rec;
 	__u64 cons, pos, used;
 
-	for (;;) {
+	for (int tries = 0;; tries++) {
+		/* a failed CAS means another write of producer_pos (a producer
+		 * made progress, or a process scribbles on it): retry, a
+		 * bounded number of times */
+		if (tries == RING_RESERVE_TRIES)
+			return NULL;
 		/* pairs with the store_release of consumer_pos in
 		 * rp_ring_release(), as in rp_ring_reserve() */
 		cons = rp_load_acquire(&h->consumer_pos);
@@ -81,7 +112,6 @@ struct rp_shm_record *rp_ring_reserve_slow(struct rp_ring *r, uint32_t len)
 		/* used > size only if someone scribbled on the positions */
 		if (used > r->size || r->size - used < len)
 			return NULL;
-		/* a failed CAS means another producer made progress: retry */
 		if (rp_cas_weak_relaxed(&h->producer_pos, &pos, pos + len))
 			break;
 	}
@@ -104,13 +134,62 @@ static void ring_report(struct rp_ring *r, uint64_t pos, const char *fmt, ...)
 		r->shm->report(r->shm->report_ctx, r, pos, r->err);
 }
 
-/* Throw away everything up to the producer position. */
+/* Zeroes ring positions [lo, hi), at most a ring of them, inside whole
+ * 8-byte words: positions a scribbled producer_pos made misaligned are
+ * rounded inwards, so no byte outside the range is touched. */
+static void ring_zero(struct rp_ring *r, uint64_t lo, uint64_t hi)
+{
+	lo = (lo + RP_REC_ALIGN - 1) & ~(uint64_t)(RP_REC_ALIGN - 1);
+	hi &= ~(uint64_t)(RP_REC_ALIGN - 1);
+	if ((int64_t)(hi - lo) <= 0)
+		return;
+	if (hi - lo > r->size)
+		lo = hi - r->size;
+	/* the offset is below size and the length at most size: inside the
+	 * double mapping */
+	memset(r->data + (lo & (r->size - 1)), 0, hi - lo);
+}
+
+/* The reader's figures into the shared header, for observers in other
+ * processes: stored whenever they differ, so a scribbled copy heals. */
+static void ring_mirror(struct rp_ring *r)
+{
+	struct rp_shm_ring *h = r->hdr;
+	uint64_t corrupt = r->n_corrupt + r->n_cons_repairs;
+
+	if (rp_load_relaxed(&h->corrupt) != corrupt)
+		rp_store_relaxed(&h->corrupt, corrupt);
+	if (rp_load_relaxed(&h->stale_skipped) != r->n_stale)
+		rp_store_relaxed(&h->stale_skipped, r->n_stale);
+	if (rp_load_relaxed(&h->skipped_bytes) != r->n_skipped_bytes)
+		rp_store_relaxed(&h->skipped_bytes, r->n_skipped_bytes);
+}
+
+/* Where a skip of everything unparseable ends: the producer position now
+ * if it is plausible and past prod (the one accepted earlier), else prod.
+ * Skipping only to an older position would leave the reader in the middle
+ * of what it cannot parse, to be stuck there once more. */
+static uint64_t ring_latest_prod(struct rp_ring *r, uint64_t prod)
+{
+	uint64_t now = rp_load_relaxed(&r->hdr->producer_pos);
+
+	if (now - r->cons <= r->size && now - r->cons > prod - r->cons)
+		return r->prod_seen = now;
+	return prod;
+}
+
+/* Throw away everything up to the producer position (validated: within one
+ * ring after the reader's position). */
 static int ring_skip_corrupt(struct rp_ring *r, uint64_t prod, const char *why)
 {
-	uint64_t pos = r->cons, skip = prod - pos;
+	uint64_t pos = r->cons, skip;
 
-	rp_add_relaxed(&r->hdr->corrupt, 1);
-	rp_add_relaxed(&r->hdr->skipped_bytes, skip > r->size ? r->size : skip);
+	prod = ring_latest_prod(r, prod);
+	skip = prod - pos;
+
+	ring_bump(&r->n_corrupt, 1);
+	ring_bump(&r->n_skipped_bytes, skip);
+	ring_mirror(r);
 	ring_report(r, pos,
 		    "ring %u: corrupt data at position %" PRIu64 " (offset %" PRIu64 "): %s; "
 		    "skipping to producer position %" PRIu64,
@@ -118,6 +197,51 @@ static int ring_skip_corrupt(struct rp_ring *r, uint64_t prod, const char *why)
 	r->cons = prod;
 	r->peek_len = 0;
 	r->stuck_since_ns = 0;
+	return -EBADMSG;
+}
+
+/*
+ * The shared producer position is behind the reader's, or more than a ring
+ * ahead: no honest producer can have put it there (a producer moves it only
+ * forward, by at most the space that consumer_pos leaves, and the reader
+ * published nothing past its own position). Nothing between the reader and
+ * that position can be trusted, and following it could take the reader
+ * backwards or make it read a ring of garbage, so the ring restarts empty
+ * at the reader's position: the space not held by the reader is zeroed
+ * (free space must read zero) and producer_pos is set back to the reader's
+ * position. Producers meanwhile see a full ring (the position is more than
+ * a ring from consumer_pos), so they do not write into the space being
+ * zeroed. What the reader knew was there (up to the last producer position
+ * it accepted) counts as skipped.
+ */
+static int ring_bad_producer(struct rp_ring *r, uint64_t prod)
+{
+	uint64_t pos = r->cons, held = pos - r->published, known = r->prod_seen - pos;
+	__u64 expect = prod;	/* the ABI's type, for the CAS */
+
+	if (known > r->size)
+		known = 0;
+	ring_bump(&r->n_corrupt, 1);
+	ring_bump(&r->n_prod_repairs, 1);
+	ring_bump(&r->n_skipped_bytes, known);
+	ring_mirror(r);
+	ring_report(r, pos,
+		    "ring %u: corrupt data at position %" PRIu64 " (offset %" PRIu64 "): producer "
+		    "position %" PRIu64 " is not within %" PRIu64 " bytes after the consumer position %"
+		    PRIu64 " (%s); the ring restarts empty at the consumer position",
+		    r->index, pos, pos & r->mask, prod, r->size, pos,
+		    (int64_t)(prod - pos) < 0 ? "behind it" : "too far ahead");
+	/* the held records [published, cons) stay; the rest of the ring is
+	 * zeroed */
+	if (held < r->size)
+		ring_zero(r, pos, r->published + r->size);
+	r->prod_seen = pos;
+	r->peek_len = 0;
+	r->stuck_since_ns = 0;
+	/* release: pairs with the producers' CAS on producer_pos (their record
+	 * writes follow the CAS), so the zeroing lands before their writes. A
+	 * failed CAS (the position moved again) is seen by the next peek. */
+	rp_cas_acq_rel(&r->hdr->producer_pos, &expect, pos);
 	return -EBADMSG;
 }
 
@@ -208,15 +332,18 @@ static int ring_not_committed(struct rp_ring *r, uint32_t lenw, uint64_t prod, u
 		r->stuck_since_ns = now ? now : 1;
 		return -EAGAIN;
 	}
-	if (now - r->stuck_since_ns < r->shm->stale_ns)
+	if (now - r->stuck_since_ns < rp_load_relaxed(&r->shm->stale_ns))
 		return -EAGAIN;
 
-	if ((lenw & RP_REC_BUSY) && ring_len_ok(r, len, avail))
+	if ((lenw & RP_REC_BUSY) && ring_len_ok(r, len, avail)) {
 		target = pos + len;
-	else
-		target = prod;	/* length unknown: nothing after it can be parsed */
-	rp_add_relaxed(&r->hdr->stale_skipped, 1);
-	rp_add_relaxed(&r->hdr->skipped_bytes, target - pos);
+	} else {
+		/* length unknown: nothing after it can be parsed */
+		target = ring_latest_prod(r, prod);
+	}
+	ring_bump(&r->n_stale, 1);
+	ring_bump(&r->n_skipped_bytes, target - pos);
+	ring_mirror(r);
 	ring_report(r, pos,
 		    "ring %u: record at position %" PRIu64 " (offset %" PRIu64 ") not committed for "
 		    "%" PRIu64 " ms (len word 0x%08x), writer presumed dead; skipping %" PRIu64 " bytes",
@@ -236,22 +363,20 @@ int rp_ring_peek(struct rp_ring *r, struct rp_ring_item *it)
 	const char *bad;
 
 	r->peek_len = 0;
-	/* Use the producer position we last saw until we have consumed up
-	 * to it: producers CAS that cache line on every event, so reading it
-	 * per record would cost the drainer a cache miss per record. */
+	/* Use the producer position we last accepted until we have consumed
+	 * up to it: producers CAS that cache line on every event, so reading
+	 * it per record would cost the drainer a cache miss per record. */
 	prod = r->prod_seen;
 	avail = prod - r->cons;
 	if (!avail || avail > r->size) {
 		/* relaxed: only a bound; a record's contents are published by
 		 * its own len word (the acquire below), not by producer_pos */
 		prod = rp_load_relaxed(&r->hdr->producer_pos);
-		r->prod_seen = prod;
 		avail = prod - r->cons;
-	}
-	if (avail > r->size) {
-		snprintf(msg, sizeof(msg), "producer position %" PRIu64 " is not within %" PRIu64
-			 " bytes after the consumer position %" PRIu64, prod, r->size, r->cons);
-		return ring_skip_corrupt(r, prod, msg);
+		/* behind the reader (wraps to huge) or more than a ring ahead */
+		if (avail > r->size)
+			return ring_bad_producer(r, prod);
+		r->prod_seen = prod;
 	}
 	/* every pass consumes >= one record header of avail: bounded */
 	while (avail) {
@@ -298,26 +423,51 @@ void rp_ring_release(struct rp_ring *r)
 
 void rp_ring_release_to(struct rp_ring *r, uint64_t to)
 {
-	uint64_t from = r->published, n = to - from;
+	uint64_t from = r->published, n = to - from, seen;
 
 	/* only what was read can be handed back: published <= to <= cons */
 	if (n > r->cons - from)
 		to = r->cons, n = to - from;
-	if (!n)
+	if (!n) {
+		/* Nothing new, but consumer_pos is rewritten if it is not what we
+		 * stored: a scribbled value would make producers see the ring
+		 * full (or free space that is not free) until we next consume,
+		 * which, with nothing to read, would be never. */
+		seen = rp_load_relaxed(&r->hdr->consumer_pos);
+		if (seen != from) {
+			ring_bump(&r->n_cons_repairs, 1);
+			ring_report(r, from,
+				    "ring %u: consumer position found at %" PRIu64 ", the reader's is %"
+				    PRIu64 " (offset %" PRIu64 "): rewritten", r->index, seen, from,
+				    from & r->mask);
+			/* pairs with the load_acquire of consumer_pos in
+			 * rp_ring_reserve(), as below */
+			rp_store_release(&r->hdr->consumer_pos, from);
+		}
+		ring_mirror(r);
 		return;
+	}
 	/* Zero what we consumed so that free space reads as zero (see the top
-	 * of this file).  n > size only after skipping a corrupt position:
-	 * then wipe the whole area.  Offsets are 8-aligned and n <= size, so
-	 * this stays inside the double mapping. */
-	if (n > r->size)
-		memset(r->data, 0, r->size);
-	else
-		memset(r->data + (from & r->mask), 0, (n + RP_REC_ALIGN - 1) & ~(uint64_t)(RP_REC_ALIGN - 1));
+	 * of this file): [from, to). Producers reserve at most a ring past
+	 * consumer_pos (from), so none of that space is theirs yet. Only when
+	 * a scribbled position misled them (or we skipped past a ring in one
+	 * go) can [from, to) reach into space in use, whose offsets repeat a
+	 * ring later: then only the part that is not within a ring before the
+	 * producer position is zeroed, and never more than a ring. */
+	{
+		uint64_t lo = from, p = rp_load_relaxed(&r->hdr->producer_pos);
+
+		if (p - to <= r->size && (int64_t)(p - r->size - lo) > 0)
+			lo = p - r->size;
+		ring_zero(r, lo, to);
+	}
 	/* pairs with the load_acquire of consumer_pos in rp_ring_reserve()
 	 * and rp_ring_reserve_slow(): producers see the zeroing, and the end
-	 * of our reads, before they reuse the space */
+	 * of our reads, before they reuse the space. Stored whatever the
+	 * shared word holds now: a scribbled value heals here too */
 	rp_store_release(&r->hdr->consumer_pos, to);
 	r->published = to;
+	ring_mirror(r);
 }
 
 uint64_t rp_ring_lookahead(struct rp_ring *r, uint64_t from, uint64_t end, uint32_t chunk,
@@ -395,17 +545,109 @@ const char *rp_ring_last_error(const struct rp_ring *r)
 	return r->err;
 }
 
-uint64_t rp_ring_drops(const struct rp_ring *r, unsigned int reason)
+uint64_t rp_ring_pending(const struct rp_ring *r)
 {
-	return rp_load_relaxed(&r->hdr->drops[reason & (RP_DROP_SLOTS - 1)]);
+	uint64_t n = rp_load_relaxed(&r->hdr->producer_pos) - r->cons;
+
+	return n > r->size ? UINT64_MAX : n;
 }
 
 uint64_t rp_ring_corrupt_count(const struct rp_ring *r)
 {
-	return rp_load_relaxed(&r->hdr->corrupt);
+	return rp_load_relaxed(&r->n_corrupt) + rp_load_relaxed(&r->n_cons_repairs);
 }
 
 uint64_t rp_ring_stale_count(const struct rp_ring *r)
 {
-	return rp_load_relaxed(&r->hdr->stale_skipped);
+	return rp_load_relaxed(&r->n_stale);
 }
+
+uint64_t rp_ring_skipped_bytes(const struct rp_ring *r)
+{
+	return rp_load_relaxed(&r->n_skipped_bytes);
+}
+
+uint64_t rp_ring_lost_bound(const struct rp_ring *r)
+{
+	/* a record is at least a header long, and each skip may have cut
+	 * one more at its start. Records that producers wrote over while a
+	 * scribbled position misled them are not in it: no reader can see
+	 * how many there were, and a ring's worth per repair would let a
+	 * forger claim any gap it likes */
+	return (rp_ring_skipped_bytes(r) + RING_REC_HDR - 1) / RING_REC_HDR +
+	       rp_ring_corrupt_count(r) + rp_ring_stale_count(r);
+}
+
+/*
+ * Drop-counter samples, under shm->drops_lock: ring_load_drops() reads a
+ * ring's counters into drops_new, then, with t0 read before the loads and
+ * t1 after them (every increment seen happened between the previous
+ * sample's t0 and this t1), ring_take_drops() accepts a counter's growth
+ * only if it did not go down and grew by at most RING_DROPS_MAX_STEP, and
+ * the accepted growth of the ring's counters together only if it is at
+ * most one per nanosecond in that time. What is not accepted is not
+ * counted; the next sample is measured from these values, so that honest
+ * increments after a scribble count again.
+ */
+static void ring_load_drops(struct rp_ring *r)
+{
+	for (unsigned int i = 0; i < RP_DROP_NR; i++)
+		r->drops_new[i] = rp_load_relaxed(&r->hdr->drops[i]);
+}
+
+static void ring_take_drops(struct rp_ring *r, uint64_t t0, uint64_t t1)
+{
+	uint64_t d[RP_DROP_NR], bound = t1 - r->drops_ns, sum = 0;
+	unsigned int i;
+
+	if (bound > RING_DROPS_MAX_STEP)
+		bound = RING_DROPS_MAX_STEP;
+	for (i = 0; i < RP_DROP_NR; i++) {
+		d[i] = r->drops_new[i] - r->drops_raw[i];
+		if (d[i] > bound) {		/* also a decrease: wraps to huge */
+			d[i] = 0;
+			r->drops_rejected++;
+		}
+		sum += d[i];
+	}
+	if (sum <= bound)
+		for (i = 0; i < RP_DROP_NR; i++)
+			r->drops_ok[i] += d[i];
+	else
+		r->drops_rejected++;
+	memcpy(r->drops_raw, r->drops_new, sizeof(r->drops_raw));
+	r->drops_ns = t0;
+}
+
+uint64_t rp_ring_drops(struct rp_ring *r, unsigned int reason)
+{
+	uint64_t n = 0, t0;
+
+	pthread_mutex_lock(&r->shm->drops_lock);
+	t0 = ring_mono_ns();
+	ring_load_drops(r);
+	ring_take_drops(r, t0, ring_mono_ns());
+	if (reason < RP_DROP_NR)
+		n = r->drops_ok[reason];
+	pthread_mutex_unlock(&r->shm->drops_lock);
+	return n;
+}
+
+void rp_shm_drops(struct rp_shm *s, uint64_t out[RP_DROP_NR])
+{
+	uint64_t t0, t1;
+	uint32_t k;
+
+	pthread_mutex_lock(&s->drops_lock);
+	t0 = ring_mono_ns();
+	for (k = 0; k < s->nr_rings; k++)
+		ring_load_drops(&s->rings[k]);
+	t1 = ring_mono_ns();
+	for (k = 0; k < s->nr_rings; k++) {
+		ring_take_drops(&s->rings[k], t0, t1);
+		for (unsigned int i = 0; i < RP_DROP_NR; i++)
+			out[i] += s->rings[k].drops_ok[i];
+	}
+	pthread_mutex_unlock(&s->drops_lock);
+}
+

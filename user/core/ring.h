@@ -30,6 +30,7 @@
 #ifndef RP_RING_H
 #define RP_RING_H
 
+#include <pthread.h>
 #include <sched.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -113,14 +114,30 @@ struct rp_ring {
 	uint32_t index;
 	struct rp_shm *shm;
 
-	/* consumer-local state */
+	/* consumer-local state: the reader's own position is authoritative;
+	 * consumer_pos in shared memory is only its published copy */
 	uint64_t cons __attribute__((aligned(64))); /* next position to read */
 	uint64_t published;		/* last consumer_pos we stored */
-	uint64_t prod_seen;		/* producer_pos as last read (bound only) */
+	uint64_t prod_seen;		/* producer_pos as last accepted: within
+					 * size bytes after cons */
 	uint32_t peek_len;		/* record returned by the last peek, or 0 */
 	uint32_t __pad;
 	uint64_t stuck_pos;		/* head position that is not committed */
 	uint64_t stuck_since_ns;	/* CLOCK_MONOTONIC when first seen, 0: none */
+	/* the reader's own figures, written by the consumer only, read by
+	 * anyone (relaxed atomics); mirrored into the shared header */
+	uint64_t n_corrupt;		/* -EBADMSG: corrupt records or positions */
+	uint64_t n_stale;		/* -ESTALE: heads left uncommitted too long */
+	uint64_t n_skipped_bytes;	/* ring bytes given up by those two */
+	uint64_t n_prod_repairs;	/* producer_pos found implausible, reset */
+	uint64_t n_cons_repairs;	/* consumer_pos found scribbled, rewritten */
+	/* drop counters as last sampled from shared memory (raw) and as
+	 * accepted (clamped); under shm->drops_lock */
+	uint64_t drops_raw[RP_DROP_NR];
+	uint64_t drops_new[RP_DROP_NR];	/* the sample being taken */
+	uint64_t drops_ok[RP_DROP_NR];
+	uint64_t drops_ns;		/* CLOCK_MONOTONIC of the last sample */
+	uint64_t drops_rejected;	/* growths not accepted as plausible */
 	char err[200];			/* last corruption / stale report */
 } __attribute__((aligned(64)));
 
@@ -137,7 +154,8 @@ struct rp_shm {
 	size_t map_len;
 	rp_ring_report_fn report;
 	void *report_ctx;
-	uint64_t stale_ns;		/* BUSY longer than this: skip it */
+	uint64_t stale_ns;		/* BUSY longer than this: skip it (atomic) */
+	pthread_mutex_t drops_lock;	/* drop sampling (rp_shm_drops()) */
 };
 
 /* What rp_ring_peek() hands out.  Use the copies (hdr, len, stack_nr),
@@ -192,9 +210,40 @@ uint64_t rp_ring_lookahead(struct rp_ring *r, uint64_t from, uint64_t end, uint3
 typedef int (*rp_ring_record_fn)(void *ctx, struct rp_ring *r, const struct rp_ring_item *it);
 long rp_ring_drain(struct rp_ring *r, rp_ring_record_fn fn, void *ctx, long max_records);
 const char *rp_ring_last_error(const struct rp_ring *r);
-uint64_t rp_ring_drops(const struct rp_ring *r, unsigned int reason);
+/*
+ * Bytes between the reader's own position and the producer position: 0 when
+ * everything is read, UINT64_MAX when the shared producer position is not
+ * within one ring after the reader's (corrupt: the next rp_ring_peek()
+ * counts and repairs it). Never uses the shared consumer position.
+ */
+uint64_t rp_ring_pending(const struct rp_ring *r);
+/*
+ * The reader's own figures (any thread may read them): corruption found
+ * (-EBADMSG from peek, and scribbled consumer positions rewritten), stale
+ * heads skipped (-ESTALE), the ring bytes those skips gave up, and an upper
+ * bound on the records this reader threw away from the ring (the bytes given
+ * up in records of the smallest size, and one more per skip or repair).
+ * Records that producers misled by a scribbled position wrote over are not
+ * in it: no reader can see how many there were.
+ */
 uint64_t rp_ring_corrupt_count(const struct rp_ring *r);
 uint64_t rp_ring_stale_count(const struct rp_ring *r);
+uint64_t rp_ring_skipped_bytes(const struct rp_ring *r);
+uint64_t rp_ring_lost_bound(const struct rp_ring *r);
+/*
+ * Drop counters as this reader accepts them. The counters live in shared
+ * memory, where any process mapping the session can write them; a sample
+ * accepts a counter's growth only if it did not go down, and the ring's
+ * counters together only as far as they grew by no more than one per
+ * nanosecond since the previous sample (each drop is an atomic add on that
+ * ring's one cache line of counters, which no CPU completes faster) and by
+ * no more than 2^40. What is not accepted is not counted; the next sample
+ * is measured from the values found. rp_ring_drops() samples
+ * one ring and returns its accepted count for reason; rp_shm_drops() samples
+ * every ring and adds the accepted counts per reason into out. Thread-safe.
+ */
+uint64_t rp_ring_drops(struct rp_ring *r, unsigned int reason);
+void rp_shm_drops(struct rp_shm *s, uint64_t out[RP_DROP_NR]);
 
 /* ring.c: producer slow path and setup */
 struct rp_shm_record *rp_ring_reserve_slow(struct rp_ring *r, uint32_t len);
@@ -250,12 +299,13 @@ static inline struct rp_shm_record *rp_ring_reserve(struct rp_ring *r, uint32_t 
 {
 	struct rp_shm_ring *h = r->hdr;
 	struct rp_shm_record *rec;
-	__u64 cons, pos;	/* the ABI's type, for the CAS */
+	__u64 cons, pos, room;	/* the ABI's type, for the CAS */
 
 	/* one compare rejects both len < header and len > max_record */
 	if (rp_unlikely(len - (uint32_t)sizeof(*rec) > r->max_record - (uint32_t)sizeof(*rec)))
 		return NULL;
 	len = (len + RP_REC_ALIGN - 1) & ~(RP_REC_ALIGN - 1);	/* max_record is 8-aligned */
+	room = r->size - len;	/* no underflow: len <= max_record <= size / 4 */
 
 	/* pairs with the store_release of consumer_pos in rp_ring_release():
 	 * the consumer's last reads of the space we may reuse, and its zeroing
@@ -265,7 +315,11 @@ static inline struct rp_shm_record *rp_ring_reserve(struct rp_ring *r, uint32_t 
 	 * publishes positions it read from producer_pos) */
 	pos = rp_load_relaxed(&h->producer_pos);
 	do {
-		if (rp_unlikely(pos - cons + len > r->size))
+		/* pos - cons is the space in use; a consumer_pos ahead of the
+		 * producer (scribbled on) makes it huge: full, never free.
+		 * Whatever the positions say, the record lands at pos & mask
+		 * and is at most max_record long: inside the double mapping */
+		if (rp_unlikely(pos - cons > room))
 			return rp_ring_reserve_slow(r, len);
 		/* relaxed: the space is ours once the CAS wins; nobody reads it
 		 * before rp_ring_commit() publishes it */

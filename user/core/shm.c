@@ -233,6 +233,7 @@ static struct rp_shm *shm_new(void)
 		return NULL;
 	s->fd = -1;
 	s->stale_ns = RP_RING_DEFAULT_STALE_NS;
+	pthread_mutex_init(&s->drops_lock, NULL);
 	return s;
 }
 
@@ -245,6 +246,7 @@ void rp_shm_destroy(struct rp_shm *s)
 	if (s->fd >= 0)
 		close(s->fd);
 	free(s->rings);
+	pthread_mutex_destroy(&s->drops_lock);
 	free(s);
 }
 
@@ -548,5 +550,6 @@ void rp_shm_set_reporter(struct rp_shm *s, rp_ring_report_fn fn, void *ctx)
 
 void rp_shm_set_stale_timeout(struct rp_shm *s, uint64_t ns)
 {
-	s->stale_ns = ns;
+	/* read by the consumer, which may run on another thread */
+	rp_store_relaxed(&s->stale_ns, ns);
 }

@@ -60,6 +60,14 @@
 #define NHIST 256u			/* producer positions remembered per ring */
 #define LOOK_CHUNK (64u << 10)		/* bytes per lookahead bound */
 #define IDLE_SLEEP_NS 20000000ll	/* 20 ms */
+#define PASS_SKIPS 4u			/* corrupt or stale skips per ring per pass */
+#define STOP_GRACE_NS 100000000ull	/* stopping: passes reading nothing end it */
+/* No Linux thread id is larger (PID_MAX_LIMIT on 64-bit): a record naming
+ * one, or thread 0, is corrupt. */
+#define TID_MAX 4194304u
+/* Writer threads whose sequence numbers the drainer follows; past it the
+ * table starts over (only thousands of short-lived threads get there). */
+#define SEQ_MAX_THREADS (1u << 17)
 
 /* A record read but not serialized yet: the header as the peek validated
  * it (timestamp possibly clamped, see collect()), the body stays in ring
@@ -96,6 +104,31 @@ struct rqueue {
 	uint64_t pre_end;	/* where the walk stopped */
 	bool pre_oom;
 	uint64_t horizon;	/* nothing older than this is left unread */
+	uint64_t stop_from;	/* the reader's position when stop began */
+};
+
+/*
+ * What the drainer accepts of each writer thread's sequence numbers (the
+ * header's tid and seq come from shared memory; TraceEvent counts
+ * EventsLost from their gaps). raw: the last number accepted; out: the
+ * number the trace carries for it, which differs from raw once a jump was
+ * not believed (see seq_accept()); cand: a number rejected last, which the
+ * thread's next record may confirm.
+ */
+struct seqstate {
+	uint32_t tid;		/* 0: free slot */
+	uint32_t raw;
+	uint32_t out;
+	uint32_t cand;
+	bool has_raw, has_cand;
+	bool cand_back;		/* cand was not above raw: maybe a new thread */
+};
+
+struct seqtab {
+	struct seqstate *v;
+	uint32_t cap;		/* a power of two, or 0 */
+	uint32_t n;
+	struct seqstate *last;	/* the last thread looked up */
 };
 
 struct drainer {
@@ -111,6 +144,17 @@ struct drainer {
 	uint64_t written;	/* events serialized (stats.events_written) */
 	uint64_t lost;		/* events consumed but not written: output failed */
 	bool failed;
+	/* sequence numbers: an upper bound on the attempts lost so far
+	 * (validated drops, records this reader threw away; refreshed after
+	 * a pass read its records, at least every millisecond), and how much
+	 * of it gaps in the trace claim */
+	struct seqtab seqs;
+	uint64_t rejected;	/* records read and refused by emit() */
+	uint64_t loss_bound;
+	uint64_t attributed;
+	uint64_t pass, loss_pass;
+	uint64_t loss_ns;	/* CLOCK_MONOTONIC of the last refresh */
+	uint64_t stop_ns;	/* CLOCK_MONOTONIC when stop was first seen */
 };
 
 uint64_t rp_drain_throttle_ns;
@@ -243,10 +287,206 @@ static uint32_t meta_for(struct drainer *d, uint32_t index)
 	return id;
 }
 
+/* ---- threads and sequence numbers -------------------------------------- */
+
+static struct seqstate *seq_slot(struct seqtab *t, uint32_t tid)
+{
+	uint32_t i;
+
+	for (i = (tid * 2654435761u) & (t->cap - 1); t->v[i].tid; i = (i + 1) & (t->cap - 1))
+		if (t->v[i].tid == tid)
+			return &t->v[i];
+	return &t->v[i];
+}
+
+/* The thread's state (created empty), or NULL without memory. */
+static struct seqstate *seq_get(struct seqtab *t, uint32_t tid, bool create)
+{
+	struct seqstate *e;
+
+	if (t->last && t->last->tid == tid)
+		return t->last;
+	if (t->cap) {
+		e = seq_slot(t, tid);
+		if (e->tid)
+			return t->last = e;
+	}
+	if (!create)
+		return NULL;
+	if (t->n >= SEQ_MAX_THREADS) {
+		/* start over: forgotten threads are judged afresh */
+		memset(t->v, 0, (size_t)t->cap * sizeof(*t->v));
+		t->n = 0;
+	}
+	if ((t->n + 1) * 2 > t->cap) {
+		uint32_t cap = t->cap ? t->cap * 2 : 256, i;
+		struct seqtab nt = { .cap = cap };
+
+		nt.v = calloc(cap, sizeof(*nt.v));
+		if (!nt.v)
+			return NULL;
+		for (i = 0; i < t->cap; i++)
+			if (t->v[i].tid)
+				*seq_slot(&nt, t->v[i].tid) = t->v[i];
+		free(t->v);
+		nt.n = t->n;
+		*t = nt;
+	}
+	e = seq_slot(t, tid);
+	memset(e, 0, sizeof(*e));
+	e->tid = tid;
+	t->n++;
+	return t->last = e;
+}
+
+/*
+ * How many more lost attempts gaps may claim: the bound on what was lost,
+ * less what earlier gaps claimed. The bound counts the drop counters as far
+ * as they are plausible (rp_shm_drops()), every record this reader refused
+ * and what the rings gave up (rp_ring_lost_bound()); refreshed at most
+ * once per pass, always after the pass read its records (collect() does it
+ * every millisecond, loss_budget() when a gap needs it and the pass has not
+ * yet), so it includes every drop that happened before any record held.
+ */
+static void refresh_losses(struct drainer *d, uint64_t now)
+{
+	uint64_t drops[RP_DROP_NR] = { 0 }, g = d->rejected;
+	uint32_t i;
+
+	d->loss_pass = d->pass;
+	d->loss_ns = now;
+	rp_shm_drops(d->s->shm, drops);
+	for (i = 0; i < RP_DROP_NR; i++)
+		g += drops[i];
+	for (i = 0; i < d->nr; i++)
+		g += rp_ring_lost_bound(rp_shm_ring(d->s->shm, i));
+	if (g > d->loss_bound)
+		d->loss_bound = g;
+}
+
+static uint64_t loss_budget(struct drainer *d)
+{
+	if (d->loss_pass != d->pass)
+		refresh_losses(d, rp_clock_mono_ns());
+	return d->loss_bound > d->attributed ? d->loss_bound - d->attributed : 0;
+}
+
+/* A gap of g lost attempts, if the budget allows it. */
+static bool claim(struct drainer *d, uint32_t g)
+{
+	if (g && g > loss_budget(d))
+		return false;
+	d->attributed += g;
+	return true;
+}
+
+/* As much of a gap of g as the budget allows. */
+static uint32_t claim_upto(struct drainer *d, uint32_t g)
+{
+	uint64_t left = g ? loss_budget(d) : 0;
+
+	if (g > left)
+		g = (uint32_t)left;
+	d->attributed += g;
+	return g;
+}
+
+/*
+ * Whether a record of thread tid with sequence number raw is believed, and
+ * the number the trace gives it (*out). A thread's numbers go up by one per
+ * write attempt, so its next record has the next number, or jumps by
+ * attempts that were lost, which the loss budget must cover; a number at or
+ * below the last is a new thread reusing the id, whose own leading losses
+ * the budget must cover. Anything else is refused as corrupt, and
+ * remembered: when the thread's next record follows on from the refused one
+ * (so that was genuine), the thread goes on from there, as a new thread if
+ * the refused number was lower and the budget covers that, else with the
+ * gap from the refused record on, as far as the budget covers it, not the
+ * jump. So a forged number costs a thread at most one record, and the trace
+ * never shows more lost than the reader can account for (the thread's
+ * final number is claimed from the same budget: seq_final()).
+ */
+static bool seq_accept(struct drainer *d, uint32_t tid, uint32_t raw, uint32_t *out)
+{
+	struct seqstate *e = seq_get(&d->seqs, tid, true);
+	uint32_t last, step, prev;
+
+	if (!e) {		/* no memory to follow it: as written */
+		*out = raw;
+		return true;
+	}
+	last = e->has_raw ? e->raw : RP_SEQ_BASE;
+	prev = e->has_raw ? e->out : RP_SEQ_BASE;
+	step = raw - last;
+	if (!e->has_raw && raw == RP_SEQ_BASE) {
+		/* a first record numbered "before the first attempt": no
+		 * write path makes one, but it claims no loss either */
+		*out = raw;
+	} else if (rp_likely(step == 1)) {
+		*out = prev + 1;
+	} else if ((int32_t)step > 0 && claim(d, step - 1)) {
+		*out = prev + step;
+	} else if ((int32_t)step <= 0 && e->has_raw && (int32_t)(raw - RP_SEQ_BASE) > 0 &&
+		   claim(d, raw - RP_SEQ_BASE - 1)) {
+		/* a new thread with this id (ids are reused once the kernel's
+		 * pid space wraps), its leading losses covered: the writer
+		 * starts it afresh when its number does not go up (else the
+		 * same gap shows as a jump) */
+		*out = (int32_t)(raw - prev) <= 0 ? raw : prev + (raw - RP_SEQ_BASE);
+	} else if (e->has_cand && (int32_t)(raw - e->cand) > 0) {
+		if (e->cand_back && (int32_t)(raw - RP_SEQ_BASE) > 0 &&
+		    claim(d, raw - RP_SEQ_BASE - 1))
+			/* the refused one began a new thread with this id */
+			*out = (int32_t)(raw - prev) <= 0 ? raw : prev + (raw - RP_SEQ_BASE);
+		else
+			/* lost: the refused record and those after it */
+			*out = prev + 1 + claim_upto(d, raw - e->cand);
+	} else {
+		e->cand = raw;
+		e->has_cand = true;
+		e->cand_back = (int32_t)step <= 0;
+		return false;
+	}
+	e->out = *out;
+	e->raw = raw;
+	e->has_raw = true;
+	e->has_cand = false;
+	return true;
+}
+
+/*
+ * A thread's final number (process memory: trusted) in the trace's terms:
+ * the attempts after its last record, as far as the loss budget covers
+ * them (they are drops, so an honest budget covers them exactly). False
+ * when there is nothing to note.
+ */
+static bool seq_final(struct drainer *d, uint32_t tid, uint32_t raw, uint32_t *out)
+{
+	struct seqstate *e = seq_get(&d->seqs, tid, false);
+	uint32_t last = e && e->has_raw ? e->raw : RP_SEQ_BASE;
+	uint32_t prev = e && e->has_raw ? e->out : RP_SEQ_BASE;
+	uint32_t g;
+
+	if ((int32_t)(raw - last) <= 0)
+		return false;
+	g = claim_upto(d, raw - last);
+	*out = prev + g;
+	return g != 0;
+}
+
+/* A record the drainer read and will not write: corrupt. */
+static void refuse(struct drainer *d)
+{
+	d->rejected++;
+	rp_add_relaxed(&d->s->stats.corrupt, 1);
+}
+
 /* Serializes one held record straight from ring memory (its ring space is
- * not handed back before this); a record naming no known event is corrupt.
- * Offsets come from the validated header copy, so a producer scribbling on
- * the record since can change the payload bytes, never where they lie. */
+ * not handed back before this). A record naming no known event, a thread id
+ * no thread can have, or a sequence number its thread cannot have reached
+ * is corrupt. Offsets come from the validated header copy, so a producer
+ * scribbling on the record since can change the payload bytes, never where
+ * they lie. */
 static void emit(struct drainer *d, const struct rp_ring *r, const struct held *hd)
 {
 	const unsigned char *rec = r->data + (hd->pos & r->mask);
@@ -260,8 +500,8 @@ static void emit(struct drainer *d, const struct rp_ring *r, const struct held *
 		return;
 	}
 	ev.meta_id = meta_for(d, hd->h.meta_id);
-	if (!ev.meta_id) {
-		rp_add_relaxed(&d->s->stats.corrupt, 1);
+	if (!ev.meta_id || !hd->h.tid || hd->h.tid > TID_MAX) {
+		refuse(d);
 		return;
 	}
 	if (flags & RP_REC_F_ACTIVITY) {
@@ -275,20 +515,28 @@ static void emit(struct drainer *d, const struct rp_ring *r, const struct held *
 					      sizeof(struct rp_shm_stack));
 		ev.stack_depth = hd->stack_nr;
 	}
+	ev.tid = hd->h.tid;
+	if (flags & RP_REC_F_THREAD) {
+		const struct rp_shm_thread *th = (const void *)(rec + rp_record_thread_off(flags));
+		uint32_t about = rp_load_relaxed(&th->tid);	/* read once */
+
+		if (!about || about > TID_MAX) {
+			refuse(d);
+			return;
+		}
+		/* shown on the thread it is about, counted on its writer's */
+		ev.capture_tid = ev.tid;
+		ev.tid = about;
+	}
+	if (!seq_accept(d, hd->h.tid, hd->h.seq, &ev.seq)) {
+		refuse(d);
+		return;
+	}
 	if (ts < d->last_ts) {
 		ts = d->last_ts;
 		rp_add_relaxed(&d->s->stats.late, 1);
 	}
 	d->last_ts = ts;
-	ev.seq = hd->h.seq;
-	ev.tid = hd->h.tid;
-	if (flags & RP_REC_F_THREAD) {
-		const struct rp_shm_thread *th = (const void *)(rec + rp_record_thread_off(flags));
-
-		/* shown on the thread it is about, counted on its writer's */
-		ev.capture_tid = ev.tid;
-		ev.tid = th->tid;
-	}
 	ev.cpu = hd->h.cpu;
 	ev.ts = ts;
 	ev.payload = rec + rp_record_payload_off(flags, hd->stack_nr);
@@ -296,7 +544,7 @@ static void emit(struct drainer *d, const struct rp_ring *r, const struct held *
 	ev.sorted = true;
 	err = nt_writer_event(d->w, &ev);
 	if (err == -EINVAL || err == -E2BIG) {
-		rp_add_relaxed(&d->s->stats.corrupt, 1);
+		refuse(d);
 		return;
 	}
 	if (err) {
@@ -429,13 +677,17 @@ static size_t collect(struct drainer *d)
 		struct rqueue *q = &d->rq[i];
 		struct rp_ring_item it;
 		uint64_t look = rp_clock_now(), prod, lim = look, hh, sh;
-		uint32_t n = 0, room;
+		uint32_t n = 0, room, skips = 0;
 		int err;
 
 		/* pairs with the producers' CAS on producer_pos: a position
 		 * past this one was reserved after this load, after `look` */
 		prod = rp_load_acquire(&r->hdr->producer_pos);
-		hist_push(q, prod, look);
+		/* a position not within a ring of the reader's is no look at
+		 * all (the peek below repairs it); leaving a look out only
+		 * makes horizons earlier */
+		if (prod - r->cons <= r->size)
+			hist_push(q, prod, look);
 		if (!q->cap && prod != r->cons && win_alloc(q, r))
 			continue;	/* no memory: leave it in the ring for now */
 		room = q->cap - q->n;
@@ -447,8 +699,12 @@ static size_t collect(struct drainer *d)
 			uint64_t ts;
 
 			if (err == -EBADMSG || err == -ESTALE) {
-				rp_add_relaxed(&d->s->stats.corrupt, 1);
-				continue;	/* the ring skipped past it */
+				/* the ring skipped past it, and counted it; a
+				 * ring that keeps going bad waits for the next
+				 * pass, so the others are read meanwhile */
+				if (++skips >= PASS_SKIPS)
+					break;
+				continue;
 			}
 			if (err)
 				break;
@@ -476,6 +732,15 @@ static size_t collect(struct drainer *d)
 		if (r->cons >= prod)
 			q->horizon = look;	/* read past the look: nothing older left */
 		total += n;
+	}
+	/* the drop counters at least every millisecond, even when no gap
+	 * needs them: the shorter the interval, the less a scribble on them
+	 * costs and the tighter their plausibility bound */
+	{
+		uint64_t now = rp_clock_mono_ns();
+
+		if (now - d->loss_ns >= 1000000)
+			refresh_losses(d, now);
 	}
 	return total;
 }
@@ -574,15 +839,49 @@ static void force_out(struct drainer *d)
 	merge_out(d, oldest);
 }
 
-/* Nothing unread, nothing held. */
+/* Nothing unread: the reader's own position is at the producer position
+ * of every ring (never the shared consumer position, which anyone can
+ * write). A producer position that makes no sense counts as unread: the
+ * next pass repairs it. Records held in the windows are the caller's. */
 static bool rings_empty(struct drainer *d)
 {
 	uint32_t i;
 
-	for (i = 0; i < d->nr; i++) {
-		struct rp_shm_ring *h = rp_shm_ring(d->s->shm, i)->hdr;
+	for (i = 0; i < d->nr; i++)
+		if (rp_ring_pending(rp_shm_ring(d->s->shm, i)))
+			return false;
+	return true;
+}
 
-		if (rp_load_relaxed(&h->producer_pos) != rp_load_relaxed(&h->consumer_pos))
+/*
+ * Whether the last passes after a stop are done. Every writer of this
+ * process is out by then and everything it wrote is committed, so a record
+ * still uncommitted is a dead writer's or another process's: it is skipped
+ * at once instead of after the stale timeout. What remains is read as far
+ * as it goes, but a ring is not read for more than two rings' worth after
+ * the stop began (only a process that goes on writing into it, or forging
+ * records, could make it longer), and passes that read nothing for
+ * STOP_GRACE_NS end it (only positions moved again and again can do that).
+ */
+static bool stop_done(struct drainer *d, size_t got)
+{
+	uint64_t now = rp_clock_mono_ns();
+	uint32_t i;
+
+	if (!d->stop_ns) {
+		d->stop_ns = now ? now : 1;
+		rp_shm_set_stale_timeout(d->s->shm, 0);
+		for (i = 0; i < d->nr; i++)
+			d->rq[i].stop_from = rp_shm_ring(d->s->shm, i)->cons;
+	}
+	if (rings_empty(d))
+		return true;
+	if (!got && now - d->stop_ns > STOP_GRACE_NS)
+		return true;
+	for (i = 0; i < d->nr; i++) {
+		const struct rp_ring *r = rp_shm_ring(d->s->shm, i);
+
+		if (rp_ring_pending(r) && r->cons - d->rq[i].stop_from < 2 * r->size)
 			return false;
 	}
 	return true;
@@ -679,6 +978,8 @@ static void *drainer_main(void *arg)
 		 * every writer is out and everything is committed */
 		bool stopping = rp_load_acquire(&s->stop_requested);
 
+		d->pass++;	/* loss_budget() samples anew */
+
 		if (rp_unlikely(rp_load_relaxed(&rp_drain_pause) || rp_load_relaxed(&rp_drain_freeze)) &&
 		    !stopping) {
 			struct timespec ts = { 0, 1000000 };
@@ -703,7 +1004,7 @@ static void *drainer_main(void *arg)
 			force_out(d);
 		release(d);
 		maybe_sequence_point(d, rp_clock_mono_ns());
-		if (stopping && rings_empty(d))
+		if (stopping && stop_done(d, got))
 			break;
 		if (rp_load_relaxed(&rp_drain_throttle_ns) && !stopping) {
 			uint64_t t = rp_load_relaxed(&rp_drain_throttle_ns);
@@ -734,10 +1035,17 @@ static void *drainer_main(void *arg)
 	merge_out(d, UINT64_MAX);
 	release(d);
 
-	/* the last attempts of every thread, so trailing drops are counted */
+	/* the last attempts of every thread, so trailing drops are counted;
+	 * every writer is out, so a fresh look at the drop counters holds
+	 * every drop */
+	d->pass++;
 	pthread_mutex_lock(&s->final_lock);
-	for (i = 0; i < s->nfinals && !d->failed; i++)
-		nt_writer_note_seq(d->w, 0, s->finals[i].tid, s->finals[i].seq);
+	for (i = 0; i < s->nfinals && !d->failed; i++) {
+		uint32_t seq;
+
+		if (seq_final(d, s->finals[i].tid, s->finals[i].seq, &seq))
+			nt_writer_note_seq(d->w, 0, s->finals[i].tid, seq);
+	}
 	pthread_mutex_unlock(&s->final_lock);
 	if (!d->failed) {
 		int err = nt_writer_finish(d->w, d->last_ts + 1);
@@ -846,6 +1154,7 @@ int rp_drainer_stop(struct rp_session *s)
 	}
 	free(d->rq);
 	free(d->meta_ids);
+	free(d->seqs.v);
 	free(d);
 	s->drainer_ctx = NULL;
 	return rp_load_relaxed(&s->output_error);

@@ -414,9 +414,23 @@ RP_API int rp_session_stats(const struct rp_session *s, struct rp_session_stats 
 	st.drainer_wakeups = rp_load_relaxed(&s->stats.wakeups);
 	st.sequence_points = rp_load_relaxed(&s->stats.sps);
 	st.output_error = rp_load_relaxed(&s->output_error);
-	for (r = 0; s->shm && r < rp_shm_nr_rings(s->shm); r++)
-		for (i = 0; i < RP_DROP_REASON_NR; i++)
-			st.dropped[i] += rp_ring_drops(rp_shm_ring(s->shm, r), i);
+	if (s->shm) {
+		uint64_t drops[RP_DROP_NR] = { 0 };
+
+		/* the counters producers keep in shared memory, as far as they
+		 * are plausible (ring.h, rp_shm_drops()) */
+		rp_shm_drops(s->shm, drops);
+		for (i = 0; i < RP_DROP_REASON_NR && i < RP_DROP_NR; i++)
+			st.dropped[i] = drops[i];
+		/* and the rings' own figures: what the reader found corrupt and
+		 * what it gave up, counted in this process */
+		for (r = 0; r < rp_shm_nr_rings(s->shm); r++) {
+			const struct rp_ring *ring = rp_shm_ring(s->shm, r);
+
+			st.corrupt_records += rp_ring_corrupt_count(ring) + rp_ring_stale_count(ring);
+			st.skipped_bytes += rp_ring_skipped_bytes(ring);
+		}
+	}
 	/* the drainer's own count: consumed after the output failed */
 	st.dropped[RP_DROP_REASON_OUTPUT] += rp_load_relaxed(&s->stats.output_lost);
 	memcpy(ust, &st, ust->sz < sizeof(st) ? ust->sz : sizeof(st));
