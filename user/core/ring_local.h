@@ -66,11 +66,13 @@ static inline int rp_rseq_bump(struct rseq *rs, uint32_t cpu, __u64 *ppos, __u64
 		"cmpl %[cpu], %[cpu_id]\n\t"
 		"jnz %l[aborted]\n\t"
 		"movq %[ppos], %[p]\n\t"
-		"leaq (%[p], %[len]), %[end]\n\t"
-		"movq %[end], %[used]\n\t"
+		"movq %[p], %[used]\n\t"
 		"subq %[cons], %[used]\n\t"
-		"cmpq %[size], %[used]\n\t"
+		/* used > size - len: full; a consumer position ahead of ours
+		 * (scribbled) wraps used around and reads as full too */
+		"cmpq %[room], %[used]\n\t"
 		"ja %l[full]\n\t"
+		"leaq (%[p], %[len]), %[end]\n\t"
 		"movq %[end], %[ppos]\n\t"	/* the commit */
 		"2:\n\t"
 		".pushsection __rseq_failure, \"ax\"\n\t"
@@ -84,7 +86,7 @@ static inline int rp_rseq_bump(struct rseq *rs, uint32_t cpu, __u64 *ppos, __u64
 		: [p] "=&r"(p), [end] "=&r"(end), [used] "=&r"(used),
 		  [rseq_cs] "=m"(rs->rseq_cs), [ppos] "+m"(*ppos)
 		: [cpu] "r"(cpu), [cpu_id] "m"(rs->cpu_id), [len] "r"(len), [cons] "r"(cons),
-		  [size] "r"(size)
+		  [room] "r"(size - len)
 		: "memory", "cc"
 		: aborted, full);
 	*pos = p;

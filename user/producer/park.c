@@ -18,11 +18,14 @@
  * frees nothing and so would admit nobody.
  *
  * Bounds. Each sleep is at most PARK_POLL_NS; between sleeps a waiter checks
- * the private abort flag and whether the drainer is dead: no heartbeat (the
- * private one of an in-process drainer, else the shared one, which only an
- * untrusted process could fake) for the session's timeout, or no progress
- * at all for PARK_MAX_TIMEOUTS times that long, whatever any shared word
- * says. A dead drainer aborts the queue: everyone drops, counted.
+ * the private abort flag and whether the drainer is dead: no heartbeat for
+ * the session's timeout (the private one of an in-process drainer, else the
+ * shared one, which only an untrusted process could fake; for such a
+ * drainer no progress at all for PARK_MAX_TIMEOUTS timeouts also counts as
+ * dead). A dead drainer aborts the queue: everyone drops, counted. With a
+ * live in-process drainer, a write that sees nothing move for
+ * PARK_MAX_TIMEOUTS timeouts (someone scribbles on the rings) gives up by
+ * itself, counted as full, and the session stays usable.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -115,18 +118,37 @@ void rp_block_heartbeat(int slot)
 	rp_store_relaxed(&rp_block_queues[slot].heartbeat_ns, rp_clock_mono_ns());
 }
 
-/* The session's drainer is dead: the process that drains it died or hangs.
- * since_ns: when this waiter last saw the queue move. */
-static bool drainer_dead(const struct rp_block_queue *q, const struct rp_shm_session *h,
-			 uint64_t now, uint64_t since_ns)
+enum park_verdict { PARK_WAIT, PARK_DEAD, PARK_GIVE_UP };
+
+/*
+ * Whether a waiter waits on. since_ns: when it last saw the queue or the
+ * room word move. PARK_DEAD: the drainer is dead (the process that drains
+ * it died or hangs), every waiter drops and nobody parks again. PARK_GIVE_UP:
+ * the in-process drainer lives, yet nothing moved for PARK_MAX_TIMEOUTS
+ * timeouts (someone scribbles on the rings): this write drops, counted as
+ * full, and the session stays usable for the writes after it.
+ */
+static enum park_verdict park_verdict(const struct rp_block_queue *q,
+				      const struct rp_shm_session *h, uint64_t now,
+				      uint64_t since_ns)
 {
 	uint64_t beat = rp_load_relaxed(&q->heartbeat_ns);
+	bool stalled = now - since_ns > PARK_MAX_TIMEOUTS * q->timeout_ns;
 
-	if (!beat)	/* drained from another process: its word is a hint */
-		beat = rp_load_relaxed(&h->drainer_heartbeat_ns);
-	if (beat && now - beat > q->timeout_ns && now > beat)
-		return true;
-	return now - since_ns > PARK_MAX_TIMEOUTS * q->timeout_ns;
+	if (beat)
+		return now > beat && now - beat > q->timeout_ns ? PARK_DEAD :
+		       stalled ? PARK_GIVE_UP : PARK_WAIT;
+	/* drained from another process: its heartbeat word is only a hint */
+	beat = rp_load_relaxed(&h->drainer_heartbeat_ns);
+	if ((beat && now > beat && now - beat > q->timeout_ns) || stalled)
+		return PARK_DEAD;
+	return PARK_WAIT;
+}
+
+static bool drainer_dead(const struct rp_block_queue *q, const struct rp_shm_session *h,
+			 uint64_t now)
+{
+	return park_verdict(q, h, now, now) == PARK_DEAD;
 }
 
 static void abort_all(struct rp_block_queue *q)
@@ -170,10 +192,13 @@ static struct rp_shm_record *reserve_admitted(struct rp_block_queue *q, int slot
 					      struct rp_shm *shm, struct rp_ring **rp, uint32_t size,
 					      uint64_t *since, unsigned int *reason)
 {
+	uint32_t last_word = rp_load_relaxed(&q->room);
+
 	for (;;) {
 		/* read before the ring: a wake after this makes the wait return
 		 * (pairs with the fetch_add_release of room by the drainer) */
 		uint32_t word = rp_load_acquire(&q->room);
+		enum park_verdict v;
 		struct rp_shm_record *rec = rp_ring_reserve_here(shm, rp_slots[slot].local_rings,
 								 rp, size);
 		uint64_t now;
@@ -188,8 +213,15 @@ static struct rp_shm_record *reserve_admitted(struct rp_block_queue *q, int slot
 			return NULL;
 		}
 		now = rp_clock_mono_ns();
-		if (drainer_dead(q, shm->hdr, now, *since)) {
+		if (word != last_word) {
+			last_word = word;
+			*since = now;	/* the drainer frees room: it lives */
+		}
+		v = park_verdict(q, shm->hdr, now, *since);
+		if (v == PARK_DEAD)
 			abort_all(q);
+		if (v != PARK_WAIT) {
+			*reason = v == PARK_DEAD ? RP_DROP_ABORTED : RP_DROP_FULL;
 			return NULL;
 		}
 		if (rp_load_relaxed(&shm->hdr->drainer_idle))
@@ -214,7 +246,7 @@ static struct rp_shm_record *park(struct wthread *t, int slot, struct rp_shm *sh
 	/* pairs with the store_release of abort in abort_all() */
 	if (rp_load_acquire(&q->abort))
 		return NULL;
-	if (drainer_dead(q, h, since, since)) {
+	if (drainer_dead(q, h, since)) {
 		abort_all(q);
 		return NULL;
 	}
@@ -245,9 +277,15 @@ static struct rp_shm_record *park(struct wthread *t, int slot, struct rp_shm *sh
 			seen = admit;
 			since = now;	/* the queue moves: the drainer lives */
 		}
-		if (drainer_dead(q, h, now, since)) {
-			abort_all(q);
-			return NULL;
+		{
+			enum park_verdict v = park_verdict(q, h, now, since);
+
+			if (v == PARK_DEAD)
+				abort_all(q);
+			if (v != PARK_WAIT) {
+				*reason = v == PARK_DEAD ? RP_DROP_ABORTED : RP_DROP_FULL;
+				return NULL;
+			}
 		}
 		/* the next ticket, with room and no pass out that could use it
 		 * (or a ring mostly empty): the drainer may be asleep */
@@ -336,7 +374,7 @@ struct rp_shm_record *rp_wait_room(struct rp_session *s, struct rp_shm *shm,
 		if (rec || rp_load_relaxed(&s->output_error))
 			return rec;
 		if (rp_load_relaxed(&q->timeout_ns) ?
-		    drainer_dead(q, h, rp_clock_mono_ns(), since) :
+		    park_verdict(q, h, rp_clock_mono_ns(), since) != PARK_WAIT :
 		    rp_clock_mono_ns() - since > 10000000000ull)
 			return NULL;
 		if (rp_load_relaxed(&h->drainer_idle))

@@ -143,6 +143,8 @@ struct drainer {
 	uint64_t last_sp_ns;
 	uint64_t written;	/* events serialized (stats.events_written) */
 	uint64_t lost;		/* events consumed but not written: output failed */
+	int running;		/* atomic: the thread runs (start order, private:
+				 * the shared drainer_tid is for other readers) */
 	bool failed;
 	/* sequence numbers: an upper bound on the attempts lost so far
 	 * (validated drops, records this reader threw away; refreshed after
@@ -955,8 +957,9 @@ static void *drainer_main(void *arg)
 	d->last_sp_ns = rp_clock_mono_ns();
 	heartbeat(d);
 	rp_store_relaxed(&h->drainer_pid, (uint32_t)getpid());
+	rp_store_relaxed(&h->drainer_tid, (uint32_t)syscall(SYS_gettid));
 	/* pairs with the load_acquire in rp_drainer_start() */
-	rp_store_release(&h->drainer_tid, (uint32_t)syscall(SYS_gettid));
+	rp_store_release(&d->running, 1);
 	/* held: alive (heartbeat) but silent until released or stopped; pairs
 	 * with the store_release of `held` in rp_drainer_release() */
 	while (rp_load_acquire(&s->held) && !rp_load_acquire(&s->stop_requested)) {
@@ -1106,8 +1109,9 @@ int rp_drainer_start(struct rp_session *s)
 	s->drainer_started = true;
 	/* start order: the drainer is running before start() returns and
 	 * before any enable callback fires (pairs with the store_release of
-	 * drainer_tid at the top of drainer_main()) */
-	while (!rp_load_acquire(&rp_shm_header(s->shm)->drainer_tid))
+	 * running at the top of drainer_main()); a private word, so that no
+	 * process writing the shared drainer_tid can stall a start */
+	while (!rp_load_acquire(&d->running))
 		sched_yield();
 	return 0;
 
