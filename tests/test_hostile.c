@@ -897,9 +897,26 @@ static void scribble_consumer_pos(int mode)
 	cr_assert(WIFEXITED(st) && !WEXITSTATUS(st), "scribbler: 0x%x", st);
 	cr_assert_leq(max_ns, mode == RP_BUFFERING_DROP ? WRITE_BOUND_DROP_NS : BLOCK_BOUND_NS,
 		      "a write took %" PRIu64 " ms", max_ns / 1000000);
-	/* the scribbler is gone: the next pass heals, and writes are captured
-	 * (a Block write would wait, a Drop write would drop: both count) */
-	usleep(50000);
+	/* the scribbler is gone: the drainer's next pass (at the latest when
+	 * its idle sleep ends) rewrites every consumer position; then writes
+	 * are captured (a Block write would wait, a Drop write would drop:
+	 * both count, so the rings are watched rather than probed) */
+	t0 = now_ns();
+	for (;;) {
+		bool sane = true;
+
+		for (uint32_t i = 0; i < rp_shm_nr_rings(s->shm); i++) {
+			const struct rp_shm_ring *h = rp_shm_ring(s->shm, i)->hdr;
+
+			if (get64(&h->consumer_pos) > get64(&h->producer_pos))
+				sane = false;
+		}
+		if (sane)
+			break;
+		cr_assert_leq(now_ns() - t0, HEAL_BOUND_NS, "the rings did not heal in %" PRIu64
+			      " ms", HEAL_BOUND_NS / 1000000);
+		usleep(1000);
+	}
 	for (k = 0; k < (int)HEAL_EVENTS; k++)
 		cr_assert_eq(rp_event_write(ev, &pl, sizeof(pl)), 0, "write %d after the scribbler", k);
 	t0 = now_ns();
