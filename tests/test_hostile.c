@@ -914,7 +914,7 @@ static void scribble_consumer_pos(int mode)
 		if (sane)
 			break;
 		cr_assert_leq(now_ns() - t0, HEAL_BOUND_NS, "the rings did not heal in %" PRIu64
-			      " ms", HEAL_BOUND_NS / 1000000);
+			      " ms", (uint64_t)(HEAL_BOUND_NS / 1000000));
 		usleep(1000);
 	}
 	for (k = 0; k < (int)HEAL_EVENTS; k++)
