@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -137,6 +138,10 @@ static void full_filesystem(int mode, const char *name)
 	char *dir = th_tmpdir(), path[600];
 
 	cr_assert_not_null(dir);
+	/* in a mount namespace of this test's own process, so that a failed
+	 * assertion cannot leave the small filesystem mounted behind it */
+	if (!unshare(CLONE_NEWNS))
+		mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL);
 	if (mount("ringpipe-test", dir, "tmpfs", 0, "size=1m")) {
 		int e = errno;
 
