@@ -282,6 +282,10 @@ static struct rp_shm_record *park(struct wthread *t, int slot, struct rp_shm *sh
 
 			if (v == PARK_DEAD)
 				abort_all(q);
+			if (v == PARK_GIVE_UP)
+				/* leaving as the next in line: the tickets after
+				 * it must not wait for one that is gone */
+				admit_range(q, ticket, ticket + 1);
 			if (v != PARK_WAIT) {
 				*reason = v == PARK_DEAD ? RP_DROP_ABORTED : RP_DROP_FULL;
 				return NULL;
