@@ -294,8 +294,8 @@ static struct rp_shm_record *park(struct wthread *t, int slot, struct rp_shm *sh
 		/* the next ticket, with room and no pass out that could use it
 		 * (or a ring mostly empty): the drainer may be asleep */
 		if (admit == ticket) {
-			uint64_t room = ring_free(rp_shm_current_ring(shm));
 			struct rp_ring *r0 = rp_shm_current_ring(shm);
+			uint64_t room = ring_free(r0);
 
 			if ((room >= q->quantum && rp_load_relaxed(&q->passes) <= 0) ||
 			    room >= r0->size / 4 * 3) {
