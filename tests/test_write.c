@@ -387,3 +387,136 @@ Test(write, reservations_survive_migration_and_preemption, .timeout = 120)
 	free(seen);
 	th_rmdir(dir);
 }
+
+/* ---- reservation and copy details --------------------------------------- */
+
+static uint64_t written_or_dropped(struct rp_session *s)
+{
+	struct rp_session_stats st = { .sz = sizeof(st) };
+	uint64_t n;
+
+	cr_assert_eq(rp_session_stats(s, &st), 0);
+	n = st.events_written;
+	for (int r = 0; r < RP_DROP_REASON_NR; r++)
+		n += st.dropped[r];
+	return n;
+}
+
+/* Writes from CPU 0 until the ring is full; returns how many went in. */
+static uint64_t fill_ring(struct rp_event *ev)
+{
+	uint64_t p[4] = { 0 }, n = 0;
+	int rc;
+
+	while ((rc = rp_event_write(ev, p, sizeof(p))) == 0)
+		n++;
+	cr_assert_eq(rc, -ENOBUFS, "a write to a full ring: %d", rc);
+	return n;
+}
+
+/*
+ * Writers reserve against their own copy of the consumer position (ring.h),
+ * read again only when it says full: a ring that filled must take a whole
+ * ring of writes again once the drainer emptied it, and never more.
+ */
+Test(write, a_ring_that_filled_takes_a_ring_of_writes_again_once_drained, .timeout = 60)
+{
+	struct rp_provider_opts po = { .sz = sizeof(po), .name = "Test-Write-Refill" };
+	struct rp_event_opts eo = { .sz = sizeof(eo), .id = 1, .name = "E", .level = 4,
+				    .nfields = 4, .fields = fields };
+	struct rp_provider_config pc = { .name = "Test-Write-Refill" };
+	struct rp_session_opts so = { .sz = sizeof(so), .providers = &pc, .nproviders = 1,
+				      .buffer_bytes = 0, .path = "/dev/null" };
+	struct rp_event *ev = rp_event_new(rp_provider_new(&po), &eo);
+	struct rp_session *s;
+	uint64_t first, again, total = 0;
+	cpu_set_t one;
+
+	cr_assert_not_null(ev, "%s", rp_last_error());
+	CPU_ZERO(&one);
+	CPU_SET(0, &one);
+	cr_assert_eq(sched_setaffinity(0, sizeof(one), &one), 0);
+	so.buffer_bytes = (uint64_t)rp_shm_possible_cpus() << 19;	/* 512 KiB rings */
+	s = rp_session_start(&so);
+	cr_assert_not_null(s, "%s", rp_last_error());
+	cr_log_info("local reservation: %s", rp_slots[rp_session_id(s)].local_rings ?
+		    "yes (rseq)" : "no (CAS)");
+	for (int round = 0; round < 3; round++) {
+		rp_store_relaxed(&rp_drain_pause, 1);
+		usleep(20000);	/* the drainer may be in a pass: let it finish */
+		first = fill_ring(ev);
+		total += first + 1;	/* the write that found it full is an attempt */
+		rp_store_relaxed(&rp_drain_pause, 0);
+		while (written_or_dropped(s) < total)
+			usleep(1000);
+		rp_store_relaxed(&rp_drain_pause, 1);
+		usleep(20000);
+		again = fill_ring(ev);
+		total += again + 1;
+		rp_store_relaxed(&rp_drain_pause, 0);
+		/* 512 KiB of 64-byte records at most, less what the drainer
+		 * held when it paused */
+		cr_assert(first > 4000 && first <= 8192, "the first fill took %" PRIu64, first);
+		cr_assert(again > 4000 && again <= 8192,
+			  "after the drain the ring took %" PRIu64 " writes (first fill %" PRIu64 ")",
+			  again, first);
+		while (written_or_dropped(s) < total)
+			usleep(1000);
+	}
+	cr_assert_eq(rp_session_stop(s), 0);
+}
+
+/* Payloads are copied inline up to 64 bytes in pieces that overlap: every
+ * length from 0 to past that arrives byte for byte. */
+Test(write, payloads_of_every_small_length_arrive_intact, .timeout = 60)
+{
+	struct rp_provider_opts po = { .sz = sizeof(po), .name = "Test-Write-Lengths" };
+	struct rp_event_opts eo = { .sz = sizeof(eo), .id = 1, .name = "Raw", .level = 4 };
+	struct rp_provider_config pc = { .name = "Test-Write-Lengths" };
+	struct rp_session_opts so = { .sz = sizeof(so), .providers = &pc, .nproviders = 1,
+				      .buffering = RP_BUFFERING_BLOCK };
+	struct rp_event *ev = rp_event_new(rp_provider_new(&po), &eo);
+	char *dir = th_tmpdir(), path[512];
+	unsigned char buf[200];
+	struct rp_session *s;
+	struct nt_reader *rd;
+	struct nt_rec rec;
+	uint32_t next = 0;
+	int rc;
+
+	cr_assert_not_null(ev, "%s", rp_last_error());
+	cr_assert_not_null(dir);
+	snprintf(path, sizeof(path), "%s/lengths.nettrace", dir);
+	so.path = path;
+	s = rp_session_start(&so);
+	cr_assert_not_null(s, "%s", rp_last_error());
+	for (uint32_t len = 0; len < sizeof(buf); len++) {
+		for (uint32_t k = 0; k < len; k++)
+			buf[k] = (unsigned char)(len * 31 + k * 7 + 1);
+		cr_assert_eq(rp_event_write(ev, buf, len), 0);
+		/* the vector write copies segment by segment */
+		struct iovec iov[3] = { { buf, len / 3 }, { buf + len / 3, len / 3 },
+					{ buf + 2 * (len / 3), len - 2 * (len / 3) } };
+		cr_assert_eq(rp_event_writev(ev, iov, 3, NULL), 0);
+	}
+	cr_assert_eq(rp_session_stop(s), 0);
+	rd = nt_reader_open(path);
+	cr_assert_not_null(rd);
+	while ((rc = nt_reader_next(rd, &rec)) == 1) {
+		uint32_t len = next / 2;
+
+		if (!rec.meta || strcmp(rec.meta->provider, "Test-Write-Lengths"))
+			continue;
+		cr_assert_eq(rec.payload_len, len, "event %u: %u bytes, wrote %u", next,
+			     rec.payload_len, len);
+		for (uint32_t k = 0; k < len; k++)
+			cr_assert_eq(((const unsigned char *)rec.payload)[k],
+				     (unsigned char)(len * 31 + k * 7 + 1),
+				     "event %u (%u bytes): byte %u differs", next, len, k);
+		next++;
+	}
+	cr_assert_eq(rc, 0, "reader: %s", nt_reader_errmsg(rd));
+	cr_assert_eq(next, 2 * sizeof(buf), "%u of %zu events", next, 2 * sizeof(buf));
+	nt_reader_free(rd);
+	th_rmdir(dir);
+}
