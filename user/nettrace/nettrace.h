@@ -159,6 +159,11 @@ int nt_writer_event(struct nt_writer *w, const struct nt_event *ev);
 /* Records that a capture thread reached `seq` without a written event (its
  * later attempts were dropped); the next sequence point reports the gap. */
 int nt_writer_note_seq(struct nt_writer *w, uint32_t pid, uint64_t capture_tid, uint32_t seq);
+/* Writes every open block now, without a sequence point: what a live reader
+ * waits for when events trickle in. */
+int nt_writer_flush(struct nt_writer *w);
+/* Events written but still in an open block (not handed to the sink). */
+uint64_t nt_writer_unflushed(const struct nt_writer *w);
 /* Flushes every open block and writes a sequence point at `ts`. */
 int nt_writer_sequence_point(struct nt_writer *w, uint64_t ts);
 /* Flushes, writes a final sequence point at `ts` and the end-of-stream mark. */

@@ -1470,6 +1470,18 @@ static int write_sp(struct nt_writer *w, uint64_t ts)
 	return err;
 }
 
+int nt_writer_flush(struct nt_writer *w)
+{
+	if (w->err)
+		return w->err;
+	return flush_all(w);
+}
+
+uint64_t nt_writer_unflushed(const struct nt_writer *w)
+{
+	return w->events.nevents;
+}
+
 int nt_writer_sequence_point(struct nt_writer *w, uint64_t ts)
 {
 	if (w->err)

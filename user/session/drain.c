@@ -60,6 +60,11 @@
 #define NHIST 256u			/* producer positions remembered per ring */
 #define LOOK_CHUNK (64u << 10)		/* bytes per lookahead bound */
 #define IDLE_SLEEP_NS 20000000ll	/* 20 ms */
+/* Under a trickle, events wait in an open block at most this long before
+ * it goes out: a live reader (dotnet-trace's stopping event, a stream
+ * consumer) sees them within tens of milliseconds, while a flood still
+ * fills whole blocks. */
+#define FLUSH_AGE_NS 20000000ull	/* 20 ms */
 #define PASS_SKIPS 4u			/* corrupt or stale skips per ring per pass */
 #define STOP_GRACE_NS 100000000ull	/* stopping: passes reading nothing end it */
 /* No Linux thread id is larger (PID_MAX_LIMIT on 64-bit): a record naming
@@ -141,6 +146,8 @@ struct drainer {
 	size_t nmeta_ids;
 	uint64_t last_ts;
 	uint64_t last_sp_ns;
+	uint64_t unflushed_ns;	/* CLOCK_MONOTONIC when the open blocks got
+				 * their first event, 0: nothing unflushed */
 	uint64_t written;	/* events serialized (stats.events_written) */
 	uint64_t lost;		/* events consumed but not written: output failed */
 	int running;		/* atomic: the thread runs (start order, private:
@@ -920,6 +927,7 @@ static void maybe_sequence_point(struct drainer *d, uint64_t now)
 	if (now - d->last_sp_ns < (uint64_t)d->s->sp_interval_ms * 1000000ull || d->failed)
 		return;
 	d->last_sp_ns = now;
+	d->unflushed_ns = 0;	/* the sequence point flushes every block */
 	err = nt_writer_sequence_point(d->w, d->last_ts);
 	if (!err)
 		err = rp_uring_sink_flush(d->usink);
@@ -927,6 +935,33 @@ static void maybe_sequence_point(struct drainer *d, uint64_t now)
 		set_output_error(d, err);
 	rp_add_relaxed(&d->s->stats.sps, 1);
 	rp_store_relaxed(&d->s->stats.bytes_written, nt_writer_bytes(d->w));
+}
+
+/*
+ * Events that trickle in go out FLUSH_AGE_NS after the first of them was
+ * written, without waiting for the next sequence point. Returns how long
+ * the drainer may sleep before that is due (INT64_MAX: nothing waits).
+ */
+static int64_t flush_aged(struct drainer *d, uint64_t now)
+{
+	int err;
+
+	if (d->failed || !d->w || !nt_writer_unflushed(d->w)) {
+		d->unflushed_ns = 0;
+		return INT64_MAX;
+	}
+	if (!d->unflushed_ns)
+		d->unflushed_ns = now;
+	if (now - d->unflushed_ns < FLUSH_AGE_NS)
+		return (int64_t)(d->unflushed_ns + FLUSH_AGE_NS - now);
+	d->unflushed_ns = 0;
+	err = nt_writer_flush(d->w);
+	if (!err)
+		err = rp_uring_sink_flush(d->usink);
+	if (err)
+		set_output_error(d, err);
+	rp_store_relaxed(&d->s->stats.bytes_written, nt_writer_bytes(d->w));
+	return INT64_MAX;
 }
 
 static void heartbeat(struct drainer *d)
@@ -1026,6 +1061,7 @@ static void *drainer_main(void *arg)
 		if (stopping || got >= BUSY_BATCH)
 			continue;	/* keep up with a flood */
 		{
+			int64_t due = flush_aged(d, rp_clock_mono_ns());
 			bool queued = false;
 
 			for (i = 0; i < d->nr; i++)
@@ -1038,7 +1074,7 @@ static void *drainer_main(void *arg)
 
 				nanosleep(&ts, NULL);
 			} else {
-				sleep_idle(d, IDLE_SLEEP_NS);
+				sleep_idle(d, due < IDLE_SLEEP_NS ? due : IDLE_SLEEP_NS);
 			}
 		}
 	}
