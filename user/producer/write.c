@@ -415,6 +415,7 @@ static __attribute__((noinline)) int write_flat(struct rp_event *ev, uint64_t ma
 
 		/* once per attempt, before any session sees it (usdt.h) */
 		RP_USDT_EVENT(ev, &iov, 1, len, mask);
+		(void)iov;	/* built without the probe (RP_NO_USDT) */
 	}
 	/* announce, as in write_events() */
 	rp_store_relaxed(&t->in_write, 1);
