@@ -4,13 +4,17 @@
  *
  *   speedscope  one sampled profile per thread (speedscope's own JSON);
  *   chrome      Chrome trace-event JSON (chrome://tracing, Perfetto UI,
- *               speedscope): Start/Stop pairs as B/E slices, samples as
- *               instant events referring to "stackFrames" and listed in
- *               "samples", other events as instants;
+ *               speedscope): Start/Stop pairs as complete ("X") slices,
+ *               samples as instant events referring to "stackFrames" and
+ *               listed in "samples", other events as instants;
  *   text        one block per event in the manner of `perf script`.
  *
- * Frames are symbolized with the modules the trace carries
- * (Ringpipe-Symbols events), so the file is read twice: symbols first.
+ * Samples are Ringpipe-Sampler/Sample events (ringpipe sample, record
+ * --sample) and the .NET runtime's SampleProfiler ThreadSample events
+ * (ringpipe collect, dotnet-trace). Frames are symbolized with what the
+ * trace carries: module maps (Ringpipe-Symbols events) and the CLR method
+ * and module events (MethodLoad, rundown), so the file is read twice:
+ * symbols first. Documentation/profiles.md says more.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -30,12 +34,15 @@
 static const char convert_usage[] =
 "usage: ringpipe convert --to speedscope|chrome|text FILE [-o OUT]\n"
 "\n"
-"Converts a nettrace file, symbolizing stack frames with the module maps\n"
-"the trace carries (as 'ringpipe sample' writes them), perf map files and\n"
+"Converts a nettrace file's CPU samples (ringpipe sample's, or the .NET\n"
+"runtime's SampleProfiler ThreadSample events) and spans, symbolizing stack\n"
+"frames with the module maps the trace carries (as 'ringpipe sample' writes\n"
+"them), its .NET method load and rundown events, perf map files and\n"
 "/proc/kallsyms:\n"
 "  speedscope  a sampled profile per thread, for https://www.speedscope.app\n"
 "  chrome      Chrome trace-event JSON, for Perfetto UI and chrome://tracing:\n"
-"              Start/Stop event pairs as slices, samples with their stacks\n"
+"              Start/Stop event pairs as complete slices, samples with their\n"
+"              stacks\n"
 "  text        every event, then its symbolized frames (like 'perf script')\n"
 "Writes to OUT, or to stdout.\n";
 
@@ -72,13 +79,18 @@ static void text_event(struct conv *c, const struct nt_rec *rec, struct prof_sta
 	const char *comm;
 	uint64_t f = c->info->tick_freq ? c->info->tick_freq : 1;
 	uint64_t rel = rec->ts >= c->scan.t0 ? rec->ts - c->scan.t0 : 0;
-	char buf[1024];
+	char buf[1024], cpu[16];
 	uint32_t i;
 
 	prof_get_stack(c->r, rec, s);
 	comm = sym_thread_name(c->syms, s->pid, (uint32_t)rec->tid);
-	fprintf(c->out, "%-16s %" PRIu32 "/%" PRId64 " [%03u] %" PRIu64 ".%09" PRIu64 ": %s/%s\n",
-		comm ? comm : "?", s->pid, rec->tid, s->cpu, rel / f,
+	/* the runtime's events know no CPU: 0xffffffff */
+	if (s->cpu == UINT32_MAX)
+		snprintf(cpu, sizeof(cpu), "---");
+	else
+		snprintf(cpu, sizeof(cpu), "%03u", s->cpu);
+	fprintf(c->out, "%-16s %" PRIu32 "/%" PRId64 " [%s] %" PRIu64 ".%09" PRIu64 ": %s/%s\n",
+		comm ? comm : "?", s->pid, rec->tid, cpu, rel / f,
 		(uint64_t)((rel % f) * 1000000000ull / f), rec->meta->provider, rec->meta->name);
 	for (i = 0; i < s->n; i++)
 		fprintf(c->out, "\t%16" PRIx64 " %s\n", s->ips[i],
@@ -94,6 +106,10 @@ struct prof {
 	uint32_t pid, tid;
 	struct bytebuf samples, weights;
 	uint64_t n;
+	uint64_t total;		/* sum of the weights, ns */
+	struct bytebuf pending;	/* a ThreadSample's frames, weighed at the next one */
+	uint64_t pending_ts;
+	bool has_pending;
 };
 
 struct profs {
@@ -117,12 +133,31 @@ static struct prof *prof_get(struct profs *ps, uint32_t pid, uint32_t tid)
 	return &ps->p[ps->n++];
 }
 
+static void prof_emit(struct prof *p, const struct bytebuf *frames, uint64_t weight)
+{
+	bb_printf(&p->samples, "%s[", p->n ? "," : "");
+	if (frames->len)
+		bb_append(&p->samples, frames->p, frames->len);
+	bb_printf(&p->samples, "]");
+	bb_printf(&p->weights, "%s%" PRIu64, p->n ? "," : "", weight);
+	p->total += weight;
+	p->n++;
+}
+
+static uint64_t ticks_ns(const struct conv *c, uint64_t ticks)
+{
+	uint64_t f = c->info->tick_freq ? c->info->tick_freq : 1;
+
+	return (uint64_t)((double)ticks * 1e9 / (double)f);
+}
+
 static int speedscope(struct conv *c, const char *path)
 {
 	struct profs ps = { 0 };
 	struct prof_strtab frames = { 0 };
 	struct nt_rec rec;
 	struct prof_stack *s = malloc(sizeof(*s));
+	struct bytebuf fr = { 0 };
 	uint64_t weight = c->info->sampling_interval;
 	char buf[1024];
 	size_t i;
@@ -147,17 +182,41 @@ static int speedscope(struct conv *c, const char *path)
 			break;
 		}
 		/* speedscope wants the root first */
-		bb_printf(&p->samples, "%s[", p->n ? "," : "");
+		fr.len = 0;
 		for (k = s->n; k-- > 0;) {
 			int64_t fi = prof_strtab_get(&frames, prof_func_name(c->syms, s, k, buf,
 									     sizeof(buf)));
 
-			bb_printf(&p->samples, "%" PRId64 "%s", fi, k ? "," : "");
+			bb_printf(&fr, "%" PRId64 "%s", fi, k ? "," : "");
 		}
-		bb_printf(&p->samples, "]");
-		bb_printf(&p->weights, "%s%" PRIu64, p->n ? "," : "", weight);
-		p->n++;
+		if (!s->thread_time) {
+			/* a CPU timer's sample stands for one sampling period */
+			prof_emit(p, &fr, weight);
+			continue;
+		}
+		/*
+		 * The runtime samples every managed thread in turn, so a
+		 * thread's stack holds from its sample until its next one, as
+		 * TraceEvent's thread time computer weighs it; the last sample
+		 * of a thread gets one sampling period.
+		 */
+		if (p->has_pending)
+			prof_emit(p, &p->pending, rec.ts > p->pending_ts ?
+				  ticks_ns(c, rec.ts - p->pending_ts) : 0);
+		p->pending.len = 0;
+		if (fr.len)
+			bb_append(&p->pending, fr.p, fr.len);
+		p->pending_ts = rec.ts;
+		p->has_pending = true;
 	}
+	for (i = 0; i < ps.n; i++)
+		if (ps.p[i].has_pending)
+			prof_emit(&ps.p[i], &ps.p[i].pending, weight);
+	if (fr.oom)
+		err = -ENOMEM;
+	for (i = 0; i < ps.n && err >= 0; i++)
+		if (ps.p[i].samples.oom || ps.p[i].weights.oom || ps.p[i].pending.oom)
+			err = -ENOMEM;
 	if (err >= 0) {
 		fprintf(c->out, "{\"$schema\":\"https://www.speedscope.app/file-format-schema.json\","
 			"\"exporter\":\"ringpipe convert\",\"name\":");
@@ -178,7 +237,7 @@ static int speedscope(struct conv *c, const char *path)
 			fprintf(c->out, "%s{\"type\":\"sampled\",\"name\":", i ? "," : "");
 			json_str(c->out, buf);
 			fprintf(c->out, ",\"unit\":\"nanoseconds\",\"startValue\":0,\"endValue\":%"
-				PRIu64 ",\"samples\":[", p->n * weight);
+				PRIu64 ",\"samples\":[", p->total);
 			bb_fwrite(&p->samples, c->out);
 			fprintf(c->out, "],\"weights\":[");
 			bb_fwrite(&p->weights, c->out);
@@ -189,7 +248,9 @@ static int speedscope(struct conv *c, const char *path)
 	for (i = 0; i < ps.n; i++) {
 		bb_free(&ps.p[i].samples);
 		bb_free(&ps.p[i].weights);
+		bb_free(&ps.p[i].pending);
 	}
+	bb_free(&fr);
 	free(ps.p);
 	hmap_free(&ps.idx);
 	prof_strtab_free(&frames);
@@ -199,8 +260,14 @@ static int speedscope(struct conv *c, const char *path)
 
 /* ---- chrome ------------------------------------------------------------ */
 
+struct open_span {
+	char *name;
+	uint64_t ts;
+};
+
+/* A thread's Start events still waiting for their Stop, innermost last. */
 struct open_spans {
-	char **names;
+	struct open_span *s;
 	size_t n, cap;
 };
 
@@ -254,6 +321,15 @@ static void chrome_ev(struct conv *c, bool *first, const char *ph, const char *n
 	fprintf(c->out, ",\"pid\":%u,\"tid\":%u,\"ts\":%.3f", pid, tid, rel_us(c, ts));
 }
 
+/* A span from its Start to ts, as a complete event: Perfetto and
+ * chrome://tracing need no matching E for it, so none can go missing. */
+static void chrome_span(struct conv *c, bool *first, const struct open_span *sp, const char *cat,
+			uint32_t pid, uint32_t tid, uint64_t ts)
+{
+	chrome_ev(c, first, "X", sp->name, cat, pid, tid, sp->ts);
+	fprintf(c->out, ",\"dur\":%.3f}", ts > sp->ts ? rel_us(c, ts) - rel_us(c, sp->ts) : 0.0);
+}
+
 static int chrome(struct conv *c)
 {
 	struct tstate ts = { 0 };
@@ -262,7 +338,7 @@ static int chrome(struct conv *c)
 	struct bytebuf sf = { 0 }, samples = { 0 };
 	struct nt_rec rec;
 	struct prof_stack *s = malloc(sizeof(*s));
-	uint64_t nnodes = 0, last_ts = c->scan.t0;
+	uint64_t nnodes = 0;
 	bool first = true;
 	char buf[1024], name[512];
 	size_t i, k;
@@ -277,7 +353,6 @@ static int chrome(struct conv *c)
 		const struct nt_meta *m = rec.meta;
 		struct open_spans *os;
 
-		last_ts = rec.ts;
 		if (!strcmp(m->provider, SYM_PROVIDER)) {
 			if (m->event_id == SYM_EV_THREAD && rec.payload_len >= 10) {
 				/* this event's name: a thread renamed later (exec)
@@ -322,12 +397,21 @@ static int chrome(struct conv *c)
 				}
 				parent = id;
 			}
-			chrome_ev(c, &first, "i", "Sample", SAMPLER_PROVIDER, pid, tid, rec.ts);
+			chrome_ev(c, &first, "i", "Sample", m->provider, pid, tid, rec.ts);
 			fprintf(c->out, ",\"s\":\"t\"");
 			if (parent) {
 				fprintf(c->out, ",\"sf\":\"%" PRIu64 "\",\"args\":{\"leaf\":", parent);
 				json_str(c->out, prof_func_name(c->syms, s, 0, buf, sizeof(buf)));
-				fprintf(c->out, ",\"cpu\":%u}", s->cpu);
+				/* the runtime's sampler knows no CPU, but whether the
+				 * thread was in managed code (2) or outside it (1) */
+				if (!s->thread_time)
+					fprintf(c->out, ",\"cpu\":%u}", s->cpu);
+				else if (rec.payload_len >= 4)
+					fprintf(c->out, ",\"type\":\"%s\"}",
+						le32_get(rec.payload) == 2 ? "managed" :
+						le32_get(rec.payload) == 1 ? "external" : "error");
+				else
+					fputc('}', c->out);
 				bb_printf(&samples, "%s{\"cat\":\"cpu\",\"name\":\"cpu-sample\",\"pid\":%u,"
 					  "\"tid\":%u,\"ts\":%.3f,\"sf\":\"%" PRIu64 "\",\"weight\":1}",
 					  samples.len ? "," : "", pid, tid, rel_us(c, rec.ts), parent);
@@ -342,29 +426,26 @@ static int chrome(struct conv *c)
 		}
 		if (m->opcode == 1) {
 			span_name(m, name, sizeof(name));
-			if (array_grow((void **)&os->names, &os->cap, os->n, sizeof(*os->names), 8) ||
-			    !(os->names[os->n] = strdup(name))) {
+			if (array_grow((void **)&os->s, &os->cap, os->n, sizeof(*os->s), 8) ||
+			    !(os->s[os->n].name = strdup(name))) {
 				err = -ENOMEM;
 				break;
 			}
-			os->n++;
-			chrome_ev(c, &first, "B", name, m->provider, pid, tid, rec.ts);
-			fputc('}', c->out);
+			os->s[os->n++].ts = rec.ts;
 			continue;
 		}
 		if (m->opcode == 2) {
 			span_name(m, name, sizeof(name));
 			for (k = os->n; k-- > 0;)
-				if (!strcmp(os->names[k], name))
+				if (!strcmp(os->s[k].name, name))
 					break;
 			if (k != (size_t)-1) {
 				/* slices nest: a Stop closes what opened after its Start */
 				while (os->n > k) {
 					os->n--;
-					chrome_ev(c, &first, "E", os->names[os->n], m->provider, pid,
-						  tid, rec.ts);
-					fputc('}', c->out);
-					free(os->names[os->n]);
+					chrome_span(c, &first, &os->s[os->n], m->provider, pid, tid,
+						    rec.ts);
+					free(os->s[os->n].name);
 				}
 				continue;
 			}
@@ -374,18 +455,22 @@ static int chrome(struct conv *c)
 		chrome_ev(c, &first, "i", name, m->provider, pid, tid, rec.ts);
 		fprintf(c->out, ",\"s\":\"t\"}");
 	}
-	/* spans still open at the end of the trace end with it */
+	/* a Start whose Stop never came is an instant: a slice drawn to the
+	 * end of the trace would claim a duration nobody measured */
 	for (i = 0; i < ts.n; i++) {
 		struct open_spans *os = &ts.t[i];
 
 		while (os->n) {
 			os->n--;
-			chrome_ev(c, &first, "E", os->names[os->n], "", ts.pid[i], ts.tid[i],
-				  last_ts);
-			fputc('}', c->out);
-			free(os->names[os->n]);
+			if (err >= 0) {
+				chrome_ev(c, &first, "i", os->s[os->n].name, "", ts.pid[i],
+					  ts.tid[i], os->s[os->n].ts);
+				fprintf(c->out, ",\"s\":\"t\",\"args\":{\"stop\":"
+					"\"none in the trace\"}}");
+			}
+			free(os->s[os->n].name);
 		}
-		free(os->names);
+		free(os->s);
 	}
 	fprintf(c->out, "\n],\"stackFrames\":{");
 	bb_fwrite(&sf, c->out);
@@ -448,11 +533,17 @@ int cmd_convert(int argc, char **argv)
 	c.syms = sym_table_new();
 	if (!c.syms)
 		return tool_err("convert", "libelf: %s", strerror(errno));
+	/* a process that has exited leaves its perf map behind */
+	sym_use_perf_maps(c.syms, true);
 	err = prof_load_symbols(path, c.syms, &c.scan);
 	if (err == -ENOENT || err == -EACCES || err == -EISDIR) {
 		tool_err("convert", "%s: %s", path, strerror(-err));
 		goto out;
 	}
+	if (c.scan.nthread_samples && !sym_nmanaged(c.syms))
+		fprintf(stderr, "ringpipe convert: %s: note: no .NET method events, so managed "
+			"frames are named only from perf maps; collect with the runtime's rundown "
+			"(the default) or its Jit and Loader keywords\n", path);
 	/* a corrupt tail is reported by pass 2, after converting what precedes it */
 	c.r = nt_reader_open(path);
 	if (!c.r) {

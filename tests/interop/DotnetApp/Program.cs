@@ -1,6 +1,6 @@
 // DotnetApp: a traced target for ringpipe's interop tests.
 //
-//   dotnet DotnetApp.dll [--rate N] [--duration SECONDS]
+//   dotnet DotnetApp.dll [--rate N] [--duration SECONDS] [--spin]
 //
 // Prints "pid <N>" on its first line, then writes the "Tick" event of the
 // EventSource "Ringpipe-DotnetApp" N times per second (default 20) for the
@@ -9,11 +9,19 @@
 // GC events (keyword 0x1) appear in a trace too. At the end it prints
 // "ticks <count>", the number of Tick events it wrote.
 //
+// --spin adds two threads named "spin" that burn CPU for CPU-profile tests:
+// each spends three quarters of its time in Hot.SpinFibonacci (recursive)
+// and a quarter in Warm.SumSquares (a loop), so that a profile of all
+// threads shows SpinFibonacci as the hottest method (about half of all
+// thread time; the sleeping main thread holds a third) and SumSquares below
+// it. The output is the same.
+//
 // Exit status: 0, or 2 on bad usage.
 
 using System;
 using System.Diagnostics;
 using System.Diagnostics.Tracing;
+using System.Runtime.CompilerServices;
 using System.Threading;
 
 [EventSource(Name = "Ringpipe-DotnetApp")]
@@ -25,12 +33,53 @@ internal sealed class AppSource : EventSource
     public void Tick(long N) => WriteEvent(1, N);
 }
 
+internal static class Hot
+{
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    public static int SpinFibonacci(int n) => n < 2 ? n : SpinFibonacci(n - 1) + SpinFibonacci(n - 2);
+}
+
+internal static class Warm
+{
+    // a loop rather than recursion: a second, flat profile entry
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    public static long SumSquares(long n)
+    {
+        long s = 0;
+        for (long i = 0; i < n; i++)
+            s += i * i ^ (s >> 3);
+        return s;
+    }
+}
+
 internal static class Program
 {
+    // read by nobody: keeps the JIT from dropping the spinning calls
+    public static long Sink;
+
+    private static void Spin()
+    {
+        // shares by the clock, not by amounts of work, which tiered
+        // compilation would skew: 30 ms in one method, then 10 ms in the
+        // other. Calls of a millisecond or so: a thread stopped for a
+        // sample stops in the method, not at this loop's GC poll.
+        var sw = Stopwatch.StartNew();
+        long fibTicks = Stopwatch.Frequency * 3 / 100, squaresTicks = Stopwatch.Frequency / 100;
+        for (;;)
+        {
+            long end = sw.ElapsedTicks + fibTicks;
+            while (sw.ElapsedTicks < end)
+                Sink += Hot.SpinFibonacci(27);
+            end += squaresTicks;
+            while (sw.ElapsedTicks < end)
+                Sink += Warm.SumSquares(1000000);
+        }
+    }
+
     private static int Usage(string why)
     {
         Console.Error.WriteLine($"DotnetApp: {why}");
-        Console.Error.WriteLine("usage: DotnetApp [--rate N] [--duration SECONDS]");
+        Console.Error.WriteLine("usage: DotnetApp [--rate N] [--duration SECONDS] [--spin]");
         return 2;
     }
 
@@ -38,10 +87,16 @@ internal static class Program
     {
         int rate = 20;
         double duration = 10;
+        bool spin = false;
 
         for (int i = 0; i < args.Length; i++)
         {
             string a = args[i];
+            if (a == "--spin")
+            {
+                spin = true;
+                continue;
+            }
             if (i + 1 >= args.Length)
                 return Usage($"option '{a}' needs a value");
             string v = args[++i];
@@ -65,6 +120,8 @@ internal static class Program
 
         Console.WriteLine($"pid {Environment.ProcessId}");
         Console.Out.Flush();
+        for (int k = 0; spin && k < 2; k++)
+            new Thread(Spin) { IsBackground = true, Name = "spin" }.Start();
 
         var clock = Stopwatch.StartNew();
         long ticks = 0;

@@ -12,11 +12,18 @@
 #include "profile.h"
 #include "sample_out.h"
 
+bool prof_is_thread_sample(const struct nt_rec *rec)
+{
+	return rec->meta && rec->meta->event_id == PROF_DOTNET_EV_THREAD_SAMPLE &&
+	       !strcmp(rec->meta->provider, PROF_DOTNET_SAMPLER);
+}
+
 bool prof_is_sample(const struct nt_rec *rec)
 {
-	return rec->meta && rec->meta->event_id == SAMPLER_EV_SAMPLE &&
-	       !strcmp(rec->meta->provider, SAMPLER_PROVIDER) &&
-	       rec->payload_len >= SAMPLE_PAYLOAD_LEN;
+	return rec->meta && ((rec->meta->event_id == SAMPLER_EV_SAMPLE &&
+			      !strcmp(rec->meta->provider, SAMPLER_PROVIDER) &&
+			      rec->payload_len >= SAMPLE_PAYLOAD_LEN) ||
+			     prof_is_thread_sample(rec));
 }
 
 void prof_get_stack(const struct nt_reader *r, const struct nt_rec *rec, struct prof_stack *s)
@@ -28,13 +35,16 @@ void prof_get_stack(const struct nt_reader *r, const struct nt_rec *rec, struct 
 	s->cpu = rec->cpu;
 	s->n = 0;
 	s->nk = 0;
+	s->thread_time = prof_is_thread_sample(rec);
 	s->sample = prof_is_sample(rec);
-	if (s->sample)
+	if (s->sample && !s->thread_time)
 		s->pid = le32_get(rec->payload + 20);	/* the sampled process */
 	if (ps == 8 || ps == 4)
 		for (i = 0; i + ps <= rec->stack_bytes && s->n < sizeof(s->ips) / 8; i += ps)
 			s->ips[s->n++] = ps == 8 ? le64_get(rec->stack + i) : le32_get(rec->stack + i);
-	if (s->sample) {
+	/* a ThreadSample's stack is the thread's managed frames, leaf first;
+	 * the event's header names the sampled thread */
+	if (s->sample && !s->thread_time) {
 		s->cpu = le32_get(rec->payload);
 		s->nk = le32_get(rec->payload + 12);
 		if (s->nk > s->n)
@@ -119,6 +129,7 @@ int prof_load_symbols(const char *path, struct sym_table *syms, struct prof_scan
 			scan->t1 = rec.ts;
 		first = false;
 		scan->nsamples += prof_is_sample(&rec);
+		scan->nthread_samples += prof_is_thread_sample(&rec);
 	}
 	nt_reader_free(r);
 	return err < 0 ? err : 0;
@@ -157,6 +168,7 @@ int prof_top_functions(const char *path, FILE *out, size_t top)
 		err = -ENOMEM;
 		goto out;
 	}
+	sym_use_perf_maps(syms, true);
 	err = prof_load_symbols(path, syms, &scan);
 	if (err || !scan.nsamples)
 		goto out;

@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * CPU profiles read back from a trace, for 'ringpipe convert' and 'ringpipe
- * report': the stacks of Ringpipe-Sampler/Sample events (and of any event
- * that carries one), frames named with the modules the trace describes
- * (Ringpipe-Symbols events), perf map files and /proc/kallsyms.
+ * report': the stacks of Ringpipe-Sampler/Sample events and of the .NET
+ * runtime's Microsoft-DotNETCore-SampleProfiler ThreadSample events (and of
+ * any event that carries one), frames named with the modules the trace
+ * describes (Ringpipe-Symbols events), the .NET methods its CLR method and
+ * module events describe, perf map files and /proc/kallsyms.
  */
 #ifndef RINGPIPE_TOOL_PROFILE_H
 #define RINGPIPE_TOOL_PROFILE_H
@@ -18,17 +20,25 @@
 #include "nettrace.h"
 #include "symbolize.h"
 
-/* A parsed Ringpipe-Sampler/Sample, or a plain event's stack. */
+#define PROF_DOTNET_SAMPLER "Microsoft-DotNETCore-SampleProfiler"
+#define PROF_DOTNET_EV_THREAD_SAMPLE 0
+
+/* A parsed Ringpipe-Sampler/Sample or ThreadSample, or a plain event's stack. */
 struct prof_stack {
 	uint32_t pid, tid, cpu;
 	uint32_t nk;		/* kernel frames first (leaf at 0) */
 	uint32_t n;
 	uint64_t ips[2 * RP_SAMPLE_MAX_FRAMES + 256];
 	bool sample;		/* frames 0 and nk are interrupted IPs */
+	bool thread_time;	/* a ThreadSample: the runtime samples each managed
+				 * thread in turn, running or not */
 };
 
-/* Is rec a Ringpipe-Sampler/Sample event with a whole payload? */
+/* Is rec a CPU sample: a Ringpipe-Sampler/Sample event with a whole payload,
+ * or a .NET SampleProfiler ThreadSample? */
 bool prof_is_sample(const struct nt_rec *rec);
+/* Is rec a .NET SampleProfiler ThreadSample? */
+bool prof_is_thread_sample(const struct nt_rec *rec);
 /* rec's stack (and, for a sample, the sampled process, CPU and the split
  * between kernel and user frames) into s. */
 void prof_get_stack(const struct nt_reader *r, const struct nt_rec *rec,
@@ -54,7 +64,8 @@ void prof_strtab_free(struct prof_strtab *t);
 /* What a first pass over a trace learns. */
 struct prof_scan {
 	uint64_t t0, t1;	/* first and last timestamp */
-	uint64_t nsamples;	/* Ringpipe-Sampler/Sample events */
+	uint64_t nsamples;	/* samples of either kind */
+	uint64_t nthread_samples;	/* of which .NET ThreadSamples */
 };
 
 /* Reads the trace at path once, feeding its Ringpipe-Symbols events to

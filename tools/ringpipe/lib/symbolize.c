@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "hmap.h"
+#include "managed_methods.h"
 #include "symbolize.h"
 #include "utf.h"
 
@@ -67,6 +68,9 @@ struct sym_table {
 	struct hmap threads;		/* pid << 32 | tid -> index in tnames */
 	char **tnames;
 	size_t ntnames, captnames;
+	struct mm_table *mm;		/* .NET methods from the trace's CLR events */
+	bool perf_fallback;		/* read /tmp/perf-PID.map on a miss */
+	struct hmap perf_tried;		/* pids whose perf map was looked for */
 	bool kernel_loaded;
 	struct esym *ksyms;
 	size_t nksyms;
@@ -122,6 +126,8 @@ void sym_table_free(struct sym_table *t)
 	free(t->tnames);
 	hmap_free(&t->threads);
 	hmap_free(&t->snapped);
+	hmap_free(&t->perf_tried);
+	mm_table_free(t->mm);
 	free(t->ksyms);
 	free(t->kpool);
 	free(t);
@@ -450,6 +456,16 @@ const struct sym_jit *sym_jit_at(const struct sym_table *t, size_t i)
 	return &t->jits[i];
 }
 
+void sym_use_perf_maps(struct sym_table *t, bool on)
+{
+	t->perf_fallback = on;
+}
+
+size_t sym_nmanaged(struct sym_table *t)
+{
+	return mm_nmethods(t->mm);
+}
+
 int sym_load_perf_map(struct sym_table *t, uint32_t pid, const char *path)
 {
 	FILE *f = fopen(path, "re");
@@ -498,16 +514,42 @@ static uint64_t str_hash64(const char *s)
 	return h;
 }
 
+/* Replaces what t knows of pid's perf map with the file's current lines. */
+static void snap_perf_map(struct sym_table *t, uint32_t pid)
+{
+	char path[64];
+	size_t i, j;
+
+	snprintf(path, sizeof(path), "/tmp/perf-%u.map", pid);
+	if (access(path, R_OK))
+		return;
+	/* a map is rewritten as code is generated: keep the latest */
+	for (i = 0, j = 0; i < t->njits; i++) {
+		if (t->jits[i].pid == pid)
+			free(t->jits[i].name);
+		else
+			t->jits[j++] = t->jits[i];
+	}
+	t->njits = j;
+	sym_load_perf_map(t, pid, path);
+	hmap_put(&t->perf_tried, pid, 1);
+}
+
 int sym_snapshot_pid(struct sym_table *t, uint32_t pid)
 {
 	char path[64], line[4096 + 256];
 	FILE *f;
-	int added = 0;
+	int added = 0, err;
 
 	snprintf(path, sizeof(path), "/proc/%u/maps", pid);
 	f = fopen(path, "re");
-	if (!f)
-		return -errno;
+	if (!f) {
+		err = -errno;
+		/* the runtime leaves its perf map behind when it exits, and the
+		 * code generated since the last look is only named there */
+		snap_perf_map(t, pid);
+		return err;
+	}
 	while (fgets(line, sizeof(line), f)) {
 		unsigned long long start, end, off;
 		char perms[8], file[4096], bid[41], bypid[4200];
@@ -548,20 +590,7 @@ int sym_snapshot_pid(struct sym_table *t, uint32_t pid)
 		added += rc > 0;
 	}
 	fclose(f);
-	snprintf(path, sizeof(path), "/tmp/perf-%u.map", pid);
-	if (!access(path, R_OK)) {
-		/* a map is rewritten as code is generated: keep the latest */
-		size_t i, j;
-
-		for (i = 0, j = 0; i < t->njits; i++) {
-			if (t->jits[i].pid == pid)
-				free(t->jits[i].name);
-			else
-				t->jits[j++] = t->jits[i];
-		}
-		t->njits = j;
-		sym_load_perf_map(t, pid, path);
-	}
+	snap_perf_map(t, pid);
 	return added;
 }
 
@@ -610,8 +639,15 @@ bool sym_add_from_event(struct sym_table *t, const struct nt_rec *rec)
 	struct bytebuf a = { 0 }, b = { 0 };
 	const char *s1, *s2;
 
-	if (!rec->meta || strcmp(rec->meta->provider, SYM_PROVIDER))
+	if (!rec->meta || !rec->meta->provider)
 		return false;
+	if (strcmp(rec->meta->provider, SYM_PROVIDER)) {
+		if (strncmp(rec->meta->provider, MM_RUNTIME_PROVIDER, strlen(MM_RUNTIME_PROVIDER)))
+			return false;
+		if (!t->mm && !(t->mm = mm_table_new()))
+			return false;
+		return mm_add_from_event(t->mm, rec);
+	}
 	switch (rec->meta->event_id) {
 	case SYM_EV_MODULE: {
 		uint32_t pid = (uint32_t)pl_int(&c, 4);
@@ -630,6 +666,9 @@ bool sym_add_from_event(struct sym_table *t, const struct nt_rec *rec)
 		s1 = pl_str(&c, &a);
 		if (!c.bad)
 			sym_add_jit(t, pid, start, size, s1);
+		/* the trace has this process's perf map: a file of that name on
+		 * this host may be another process's, with the pid reused */
+		hmap_put(&t->perf_tried, pid, 1);
 		break;
 	}
 	case SYM_EV_THREAD: {
@@ -737,6 +776,40 @@ bool sym_lookup(struct sym_table *t, uint32_t pid, uint64_t ip, bool leaf, struc
 		}
 		return s != NULL;
 	}
+	/*
+	 * Generated code before file mappings: with W^X (the .NET default) the
+	 * runtime executes its JIT code from a shared memory file mapped twice
+	 * ("/memfd:doublemapper"), which a snapshot records as a module, but
+	 * only the method events and the perf map know what lies inside.
+	 */
+	if (t->mm) {
+		struct mm_result mr;
+
+		if (mm_lookup(t->mm, pid, addr, &mr)) {
+			r->module = mr.module;
+			r->function = mr.name;
+			r->offset = ip - mr.start;
+			return true;
+		}
+	}
+	if (t->perf_fallback && !hmap_get(&t->perf_tried, pid, NULL)) {
+		char path[64];
+
+		hmap_put(&t->perf_tried, pid, 1);
+		snprintf(path, sizeof(path), "/tmp/perf-%u.map", pid);
+		sym_load_perf_map(t, pid, path);
+	}
+	if (!t->jsorted) {
+		array_sort(t->jits, t->njits, sizeof(*t->jits), cmp_jit);
+		t->jsorted = true;
+	}
+	i = FIND_LE(t->jits, t->njits, pid, start, pid, addr);
+	if (i && t->jits[i - 1].pid == pid && addr < t->jits[i - 1].start + t->jits[i - 1].size) {
+		r->module = "[jit]";
+		r->function = t->jits[i - 1].name;
+		r->offset = ip - t->jits[i - 1].start;
+		return true;
+	}
 	if (!t->sorted) {
 		array_sort(t->maps, t->nmaps, sizeof(*t->maps), cmp_map);
 		t->sorted = true;
@@ -774,17 +847,6 @@ bool sym_lookup(struct sym_table *t, uint32_t pid, uint64_t ip, bool leaf, struc
 				break;
 			}
 		}
-		return true;
-	}
-	if (!t->jsorted) {
-		array_sort(t->jits, t->njits, sizeof(*t->jits), cmp_jit);
-		t->jsorted = true;
-	}
-	i = FIND_LE(t->jits, t->njits, pid, start, pid, addr);
-	if (i && t->jits[i - 1].pid == pid && addr < t->jits[i - 1].start + t->jits[i - 1].size) {
-		r->module = "[jit]";
-		r->function = t->jits[i - 1].name;
-		r->offset = ip - t->jits[i - 1].start;
 		return true;
 	}
 	return false;

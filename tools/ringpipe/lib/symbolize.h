@@ -9,7 +9,15 @@
  * Symbols come from each module's ELF .symtab and .dynsym (and from
  * /usr/lib/debug/.build-id/ when a debug file exists), JIT code from perf
  * map files (/tmp/perf-PID.map) and kernel addresses from /proc/kallsyms.
- * ELF files are read once per path.
+ * .NET code is also named from the trace's own CLR method and module events
+ * (managed_methods.h), the way TraceEvent does. ELF files are read once per
+ * path.
+ *
+ * A lookup tries, in order: the kernel; the .NET methods; the perf map
+ * entries; the file mappings. Generated code comes before mappings because
+ * the .NET runtime's W^X double mapping executes JIT code from a shared
+ * memory file ("/memfd:doublemapper") that looks like a module but has no
+ * symbols of its own.
  */
 #ifndef RINGPIPE_TOOL_SYMBOLIZE_H
 #define RINGPIPE_TOOL_SYMBOLIZE_H
@@ -59,11 +67,17 @@ const char *sym_thread_name(const struct sym_table *t, uint32_t pid, uint32_t ti
 /*
  * Snapshot of a live process: its executable file mappings (with their
  * build ids) and its perf map file, added to t. Returns how many mappings
- * were new, or a negative errno (-ENOENT: the process is gone).
+ * were new, or a negative errno (-ENOENT: the process is gone; its perf
+ * map, which the runtime leaves behind, is read all the same).
  */
 int sym_snapshot_pid(struct sym_table *t, uint32_t pid);
 /* Parses a perf map file ("START SIZE name", hex) into t; count or -errno. */
 int sym_load_perf_map(struct sym_table *t, uint32_t pid, const char *path);
+/* With on, the first lookup in a process reads /tmp/perf-PID.map if it
+ * exists (for a trace read after the process exited, when the trace itself
+ * carries no JIT symbols; a reused pid would give wrong names, so only the
+ * converting commands turn it on). */
+void sym_use_perf_maps(struct sym_table *t, bool on);
 
 /* What has been added, for serialization into a trace. */
 size_t sym_nmodules(const struct sym_table *t);
@@ -71,12 +85,15 @@ const struct sym_module *sym_module_at(const struct sym_table *t, size_t i);
 size_t sym_njit(const struct sym_table *t);
 const struct sym_jit *sym_jit_at(const struct sym_table *t, size_t i);
 
-/* Feeds a Ringpipe-Symbols event read from a trace; other events are
- * ignored. true when the event was one of ours. */
+/* Feeds a Ringpipe-Symbols event, or a CLR method or module event, read
+ * from a trace; other events are ignored. true when the event was used. */
 bool sym_add_from_event(struct sym_table *t, const struct nt_rec *rec);
+/* .NET method code ranges learnt from CLR events. */
+size_t sym_nmanaged(struct sym_table *t);
 
 struct sym_result {
-	const char *module;	/* basename, "[kernel]", "[jit]" or NULL (unknown) */
+	const char *module;	/* basename, "[kernel]", "[jit]", a .NET module's name
+				 * ("System.Private.CoreLib") or NULL (unknown) */
 	const char *function;	/* NULL when no symbol covers the address */
 	uint64_t offset;	/* from the function, else from the module's file start */
 };
