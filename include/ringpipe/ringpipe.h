@@ -338,6 +338,103 @@ RP_API int rp_ipc_server_start(const struct rp_ipc_opts *opts);
 /* Stops the server, ends its sessions, unlinks its sockets. */
 RP_API void rp_ipc_server_stop(void);
 
+/* ---- counters (System.Diagnostics.Metrics) ---------------------------- */
+
+/*
+ * Meters and their instruments, published the way .NET's MetricsEventSource
+ * publishes them: a session that enables the provider "System.Diagnostics.Metrics"
+ * with the filter arguments SessionId, Metrics ("Meter" or "Meter\instrument",
+ * separated by ',' or ';'), RefreshInterval (seconds), MaxTimeSeries and
+ * MaxHistograms gets, every interval, one value event per time series of the
+ * instruments it named. `dotnet-counters monitor|collect` reads them
+ * unchanged. Nothing is aggregated, no thread runs and no callback is called
+ * while no session enables the provider.
+ *
+ * The library publishes two meters of its own: "System.Runtime" (the
+ * process's dotnet.process.cpu.time, dotnet.process.memory.working_set,
+ * dotnet.process.cpu.count) and "Ringpipe" (each session's events written,
+ * bytes written, events dropped by reason, producers parked).
+ *
+ * Meters and instruments live until the process exits.
+ */
+#define RP_METRICS_PROVIDER "System.Diagnostics.Metrics"
+
+struct rp_meter;
+struct rp_instrument;
+
+enum rp_instrument_kind {
+	RP_INSTRUMENT_COUNTER = 0,		/* monotonic sum: rp_instrument_add(), delta >= 0 */
+	RP_INSTRUMENT_UPDOWN_COUNTER = 1,	/* sum: rp_instrument_add(), any delta */
+	RP_INSTRUMENT_GAUGE = 2,		/* last value: rp_instrument_record() */
+	RP_INSTRUMENT_HISTOGRAM = 3,		/* distribution: rp_instrument_record() */
+	RP_INSTRUMENT_OBSERVABLE_COUNTER = 4,	/* callback: the monotonic total */
+	RP_INSTRUMENT_OBSERVABLE_UPDOWN_COUNTER = 5, /* callback: the current sum */
+	RP_INSTRUMENT_OBSERVABLE_GAUGE = 6,	/* callback: the current value */
+};
+
+struct rp_meter_opts {
+	size_t sz;			/* sizeof(struct rp_meter_opts) */
+	const char *name;		/* e.g. "MyCompany.MyService"; 1 to 255 bytes */
+	const char *version;		/* or NULL */
+};
+
+/* NULL with errno EINVAL (no name, or one over 255 bytes) or ENOMEM. Two
+ * meters may share a name: a session that names it gets both. */
+RP_API struct rp_meter *rp_meter_new(const struct rp_meter_opts *opts);
+
+/* One measurement of an observable instrument. */
+struct rp_measurement {
+	double value;
+	/* "key=value,key=value" naming the time series, or NULL: none. Read
+	 * until the callback is called again. */
+	const char *tags;
+};
+
+/*
+ * Observes an observable instrument: fills out[0..max) and returns how many
+ * it filled (0 to max), or a negative errno, which sessions see as an
+ * ObservableInstrumentCallbackError. Called on the library's counters
+ * thread, once per collection of each session that listens, never
+ * concurrently with itself.
+ */
+typedef int (*rp_observe_fn)(struct rp_instrument *inst, struct rp_measurement *out,
+			     uint32_t max, void *ctx);
+
+struct rp_instrument_opts {
+	size_t sz;			/* sizeof(struct rp_instrument_opts) */
+	int kind;			/* enum rp_instrument_kind */
+	const char *name;		/* e.g. "myservice.requests"; 1 to 255 bytes */
+	const char *unit;		/* UCUM, e.g. "By", "s", "{request}"; or NULL */
+	const char *description;	/* or NULL */
+	rp_observe_fn observe;		/* the observable kinds: required */
+	void *ctx;			/* passed to observe */
+};
+
+/*
+ * NULL with errno EINVAL (bad kind, no name, an observable kind without a
+ * callback, a callback for another kind), ENOSPC (4096 instruments exist)
+ * or ENOMEM; rp_last_error() says which.
+ */
+RP_API struct rp_instrument *rp_instrument_new(struct rp_meter *meter,
+					       const struct rp_instrument_opts *opts);
+/* Whether any session listens to the instrument now (one load): a caller
+ * whose measurement is costly may skip it when not. */
+RP_API bool rp_instrument_enabled(const struct rp_instrument *inst);
+/*
+ * Counters and up-down counters: adds delta. Costs one load and a branch
+ * while no session listens to the instrument (the measurement is then not
+ * kept, as in .NET), else one atomic update. 0; -EINVAL for another kind,
+ * a negative or non-finite delta of a counter.
+ */
+RP_API int rp_instrument_add(struct rp_instrument *inst, double delta);
+/*
+ * Gauges: the current value; histograms: one measurement (a session gets
+ * count, sum and the 50th, 95th and 99th percentiles of each interval). One
+ * load and a branch while nobody listens. 0; -EINVAL for another kind or a
+ * non-finite value.
+ */
+RP_API int rp_instrument_record(struct rp_instrument *inst, double value);
+
 /* Text of the last configuration error in this thread ("" when none). */
 RP_API const char *rp_last_error(void);
 
