@@ -388,11 +388,11 @@ static __attribute__((noinline)) int write_flat_general(struct rp_event *ev, uin
 
 /*
  * The flat write. Out of line, so that a disabled rp_event_write() stays a
- * load, a branch and a return. The usual case, one Drop session that this
+ * load, a branch and a return. The usual case, one session that this
  * thread has written to before, takes the straight line below: the same
- * steps as write_events() in the same order, with few enough live values
- * that nothing is spilled to the stack. Anything else (several sessions,
- * Block, a failed output, a new session in the slot, a stopping thread, a
+ * steps as write_events() in the same order (Block's queueing and parking
+ * included), with few live values. Anything else (several sessions, a
+ * failed output, a new session in the slot, a stopping thread, a
  * user_events tracer, a thread without state yet) goes the general way,
  * before the attempt is counted, so it is counted exactly once.
  */
@@ -422,7 +422,7 @@ static __attribute__((noinline)) int write_flat(struct rp_event *ev, uint64_t ma
 	announce_fence();
 	/* pairs with the store_release of RUNNING in rp_session_start() */
 	if (rp_unlikely(rp_load_acquire(&sl->state) != SLOT_RUNNING ||
-			t->gen[i] != rp_load_relaxed(&sl->gen) || sl->block ||
+			t->gen[i] != rp_load_relaxed(&sl->gen) ||
 			rp_load_relaxed(&sl->output_error))) {
 		/* pairs with the load_acquire of in_write in rp_writers_quiesce() */
 		rp_store_release(&t->in_write, 0);
@@ -430,12 +430,29 @@ static __attribute__((noinline)) int write_flat(struct rp_event *ev, uint64_t ma
 	}
 	t->seq[i]++;
 	size = (uint32_t)rp_record_size(0, 0, (uint16_t)len);
-	rec = rp_ring_reserve_here(sl->shm, sl->local_rings, &r, size);
-	if (rp_unlikely(!rec)) {
-		rp_ring_count_drop(r, size > r->max_record ? RP_DROP_TOO_BIG : RP_DROP_FULL);
-		rp_store_release(&t->in_write, 0);
-		return -ENOBUFS;
+	/* Block: without a pass, a writer queues behind those who wait */
+	if (rp_unlikely(sl->block) && !t->no_park && t->pass[i] <= 0 && rp_block_must_queue(i)) {
+		r = rp_shm_current_ring(sl->shm);
+		rec = NULL;
+	} else {
+		rec = rp_ring_reserve_here(sl->shm, sl->local_rings, &r, size);
 	}
+	if (rp_unlikely(!rec)) {
+		unsigned int reason = size > r->max_record ? RP_DROP_TOO_BIG : RP_DROP_FULL;
+
+		if (sl->block && !t->no_park && reason == RP_DROP_FULL)
+			rec = rp_park(t, i, sl->shm, &r, size, &reason);
+		if (!rec) {
+			int rc = reason == RP_DROP_OUTPUT ? rp_load_relaxed(&sl->output_error) :
+							    -ENOBUFS;
+
+			rp_ring_count_drop(r, reason);
+			rp_store_release(&t->in_write, 0);
+			return rc;
+		}
+	}
+	if (rp_unlikely(sl->block))
+		rp_pass_spend(t, i, size);
 	/* stamped after the reservation (see write_events()) */
 	rp_record_fill(rec, ev->index, rp_clock_now(), t->tid, t->seq[i], 0, (uint16_t)len,
 		       sl->local_rings ? r->index : rp_ring_current_cpu());
