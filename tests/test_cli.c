@@ -73,3 +73,188 @@ Test(cli, usage_errors_exit_2_and_help_exits_0)
 	cr_assert(strstr((char *)out.p, "--events takes a whole number, not 'ten'"), "%s", (char *)out.p);
 	bb_free(&out);
 }
+
+/* ---- report names CLR events as TraceEvent does --------------------------- */
+
+#include "ringpipe/ringpipe.h"
+#include "utf.h"
+
+static const uint8_t clr_runtime_guid[16] = { 0x23, 0x0d, 0x3c, 0xe1, 0xbc, 0xcc, 0x12, 0x4e,
+					      0x93, 0x1b, 0xd9, 0xcc, 0x2e, 0xee, 0x27, 0xe4 };
+static const uint8_t clr_rundown_guid[16] = { 0x1c, 0x02, 0x69, 0xa6, 0x50, 0xc4, 0x09, 0x46,
+					      0xa0, 0x35, 0x5a, 0xf5, 0x9a, 0xf4, 0xdf, 0x18 };
+
+static struct rp_event *clr_event(struct rp_provider *p, uint32_t id, uint8_t version)
+{
+	struct rp_event_opts eo = { .sz = sizeof(eo), .id = id, .name = "", .version = version,
+				    .level = 4, .keywords = 0x1 };
+	struct rp_event *e = rp_event_new(p, &eo);
+
+	cr_assert_not_null(e, "event %u v%u: %s", id, version, rp_last_error());
+	return e;
+}
+
+static void write_n(struct rp_event *e, const struct bytebuf *b, int n)
+{
+	cr_assert(!b->oom);
+	while (n--)
+		cr_assert_eq(rp_event_write(e, b->p, b->len), 0);
+}
+
+/*
+ * The runtime writes its events with empty names; the report names them
+ * from the table. Method/DCStopVerbose comes in versions 1 and 2: one row.
+ * GCDynamicEvent (39) is named by the event in its payload, as TraceEvent
+ * names it (GC/CommittedUsage); 29 is GC/FinalizeObject, rundown 10
+ * GC/SettingsRundown.
+ */
+static void write_clr_trace(const char *path)
+{
+	static const struct rp_provider_config pc[] = {
+		{ .name = "Microsoft-Windows-DotNETRuntime", .keywords = ~0ull, .level = 5 },
+		{ .name = "Microsoft-Windows-DotNETRuntimeRundown", .keywords = ~0ull, .level = 5 },
+	};
+	struct rp_provider_opts rt = { .sz = sizeof(rt), .name = pc[0].name,
+				       .guid = clr_runtime_guid };
+	struct rp_provider_opts rd = { .sz = sizeof(rd), .name = pc[1].name,
+				       .guid = clr_rundown_guid };
+	struct rp_session_opts so = { .sz = sizeof(so), .providers = pc, .nproviders = 2,
+				      .path = path, .buffering = RP_BUFFERING_BLOCK };
+	struct rp_provider *prt, *prd;
+	struct rp_event *fin, *dyn, *settings, *dc1, *dc2;
+	struct bytebuf b = { 0 };
+	struct rp_session *s;
+	int i;
+
+	prt = rp_provider_new(&rt);
+	prd = rp_provider_new(&rd);
+	cr_assert(prt && prd, "%s", rp_last_error());
+	fin = clr_event(prt, 29, 0);
+	dyn = clr_event(prt, 39, 0);
+	settings = clr_event(prd, 10, 0);
+	dc1 = clr_event(prd, 144, 1);
+	dc2 = clr_event(prd, 144, 2);
+	s = rp_session_start(&so);
+	cr_assert_not_null(s, "%s", rp_last_error());
+	/* FinalizeObject: TypeID, ObjectID, ClrInstanceID, TypeName */
+	bb_append_u64(&b, 0x1000);
+	bb_append_u64(&b, 0x2000);
+	bb_append_u16(&b, 0);
+	utf8_to_utf16z(&b, "Demo.Finalizable");
+	write_n(fin, &b, 3);
+	/* GCDynamicEvent: Name, DataSize, Data (CommittedUsage: a u16 and five
+	 * u64), ClrInstanceID */
+	b.len = 0;
+	utf8_to_utf16z(&b, "CommittedUsage");
+	bb_append_u32(&b, 42);
+	for (i = 0; i < 42; i++)
+		bb_append_u8(&b, 0);
+	bb_append_u16(&b, 0);
+	write_n(dyn, &b, 6);
+	/* GCSettingsRundown: five u64, two u32, ClrInstanceID */
+	b.len = 0;
+	for (i = 0; i < 5; i++)
+		bb_append_u64(&b, 0);
+	bb_append_u32(&b, 0);
+	bb_append_u32(&b, 0);
+	bb_append_u16(&b, 0);
+	write_n(settings, &b, 1);
+	/* MethodDCEndVerbose V1, then V2 (+ ReJITID) */
+	b.len = 0;
+	bb_append_u64(&b, 0x10);
+	bb_append_u64(&b, 0x20);
+	bb_append_u64(&b, 0x30);
+	bb_append_u32(&b, 16);
+	bb_append_u32(&b, 0x06000001);
+	bb_append_u32(&b, 0);
+	utf8_to_utf16z(&b, "Demo");
+	utf8_to_utf16z(&b, "Run");
+	utf8_to_utf16z(&b, "void ()");
+	bb_append_u16(&b, 0);
+	write_n(dc1, &b, 5);
+	bb_append_u64(&b, 0);
+	write_n(dc2, &b, 7);
+	cr_assert_eq(rp_session_stop(s), 0);
+	bb_free(&b);
+}
+
+Test(cli, report_names_clr_events_and_merges_their_versions, .timeout = 60)
+{
+	char *dir = th_tmpdir(), path[512], *args;
+	struct bytebuf out = { 0 };
+
+	snprintf(path, sizeof(path), "%s/clr.nettrace", dir);
+	write_clr_trace(path);
+	cr_assert(asprintf(&args, "report '%s'", path) > 0);
+	cr_assert_eq(th_tool_run(args, &out), 0, "%s", (char *)out.p);
+	free(args);
+	cr_assert(strstr((char *)out.p, "  3  Microsoft-Windows-DotNETRuntime/GC/FinalizeObject "
+			 "(id 29)\n"), "%s", (char *)out.p);
+	cr_assert(strstr((char *)out.p, "  6  Microsoft-Windows-DotNETRuntime/GC/CommittedUsage "
+			 "(id 39)\n"), "%s", (char *)out.p);
+	cr_assert(strstr((char *)out.p, "  1  Microsoft-Windows-DotNETRuntimeRundown/GC/"
+			 "SettingsRundown (id 10)\n"), "%s", (char *)out.p);
+	cr_assert(strstr((char *)out.p, "  12  Microsoft-Windows-DotNETRuntimeRundown/Method/"
+			 "DCStopVerbose (id 144)\n"), "one row for both versions:\n%s",
+		  (char *)out.p);
+	cr_assert_eq(strstr(strstr((char *)out.p, "/Method/DCStopVerbose ") + 1,
+			    "/Method/DCStopVerbose "), NULL, "two DCStopVerbose rows:\n%s",
+		     (char *)out.p);
+	cr_assert_null(strstr((char *)out.p, "EventID("), "an unnamed event:\n%s", (char *)out.p);
+	bb_free(&out);
+	th_rmdir(dir);
+}
+
+/* The names above are TraceEvent's own, for the same file. */
+Test(cli, clr_event_names_are_traceevent_names, .timeout = 120)
+{
+	TH_NEED_TRACEDUMP(te);
+	static const char *const want[] = {
+		"Microsoft-Windows-DotNETRuntime/GC/FinalizeObject\t3\n",
+		"Microsoft-Windows-DotNETRuntime/GC/CommittedUsage\t6\n",
+		"Microsoft-Windows-DotNETRuntimeRundown/GC/SettingsRundown\t1\n",
+		"Microsoft-Windows-DotNETRuntimeRundown/Method/DCStopVerbose\t12\n",
+	};
+	char *dir = th_tmpdir(), path[512], *cmd;
+	struct bytebuf out = { 0 };
+	size_t i;
+
+	snprintf(path, sizeof(path), "%s/clr.nettrace", dir);
+	write_clr_trace(path);
+	cr_assert(asprintf(&cmd, "dotnet '%s' counts '%s' 2>&1", te, path) > 0);
+	cr_assert_eq(th_run(cmd, &out), 0, "%s", (char *)out.p);
+	for (i = 0; i < sizeof(want) / sizeof(*want); i++)
+		cr_assert(strstr((char *)out.p, want[i]), "TraceEvent: no %s in:\n%s", want[i],
+			  (char *)out.p);
+	free(cmd);
+	bb_free(&out);
+	th_rmdir(dir);
+}
+
+/* A .gcdump is not a trace: say so, and print no summary of nothing. */
+Test(cli, report_on_a_gcdump_says_what_it_is)
+{
+	static const char head[] = "\x14\x00\x00\x00!FastSerialization.1\x04\x04\x01\x0a\x00\x00"
+				   "\x00\x08\x00\x00\x00\x0a\x00\x00\x00GCHeapDump\x00\x00\x00\x00";
+	char *dir = th_tmpdir(), path[512], *args;
+	struct bytebuf out = { 0 };
+
+	snprintf(path, sizeof(path), "%s/heap.gcdump", dir);
+	cr_assert_eq(th_write_file(path, head, sizeof(head) - 1), 0);
+	cr_assert(asprintf(&args, "report '%s'", path) > 0);
+	cr_assert_eq(th_tool_run(args, &out), 1, "%s", (char *)out.p);
+	cr_assert(strstr((char *)out.p, "is a .gcdump file"), "%s", (char *)out.p);
+	cr_assert_null(strstr((char *)out.p, "nettrace V0"), "%s", (char *)out.p);
+	cr_assert_null(strstr((char *)out.p, "events      0"), "%s", (char *)out.p);
+	free(args);
+	bb_free(&out);
+	/* nor for a file that is no trace at all */
+	cr_assert_eq(th_write_file(path, "garbage", 7), 0);
+	cr_assert(asprintf(&args, "report '%s'", path) > 0);
+	cr_assert_eq(th_tool_run(args, &out), 1, "%s", (char *)out.p);
+	cr_assert(strstr((char *)out.p, "offset 0"), "%s", (char *)out.p);
+	cr_assert_null(strstr((char *)out.p, "nettrace V0"), "%s", (char *)out.p);
+	free(args);
+	bb_free(&out);
+	th_rmdir(dir);
+}

@@ -723,6 +723,346 @@ Test(collect_interop, block_mode_needs_a_runtime_that_has_it, .timeout = 120)
 	th_rmdir(dir);
 }
 
+/* ---- signals, stopped targets, exit status, names ------------------------ */
+
+/* `ringpipe ARGS >log 2>&1` in the background; its pid once it printed its
+ * session id (waits at most 30 s). */
+static pid_t collector_start(const char *args, const char *log)
+{
+	uint64_t deadline = now_ms() + 30000;
+	pid_t pid = fork();
+	char *cmd;
+
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		/* exec: the pid signalled is ringpipe's, in the test's group */
+		if (asprintf(&cmd, "exec '%s' %s >'%s' 2>&1", th_tool(), args, log) < 0)
+			_exit(127);
+		execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+		_exit(127);
+	}
+	while (now_ms() < deadline) {
+		struct bytebuf l = { 0 };
+		bool started = th_read_file(log, &l) == 0 && strstr(text(&l), "session 0x");
+
+		bb_free(&l);
+		if (started)
+			return pid;
+		if (waitpid(pid, NULL, WNOHANG) == pid)
+			cr_assert_fail("ringpipe %s ended before its session started", args);
+		usleep(50000);
+	}
+	cr_assert_fail("ringpipe %s did not start a session in 30 s", args);
+	return -1;
+}
+
+/* Waits (at most 5 s) until sig is no longer pending for pid. */
+static void wait_delivered(pid_t pid, int sig)
+{
+	uint64_t deadline = now_ms() + 5000;
+	char path[64];
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	while (now_ms() < deadline) {
+		struct bytebuf st = { 0 };
+		const char *a, *b;
+		bool pending;
+
+		if (th_read_file(path, &st))
+			return;
+		a = strstr(text(&st), "\nSigPnd:\t");
+		b = strstr(text(&st), "\nShdPnd:\t");
+		pending = (a && (strtoull(a + 9, NULL, 16) >> (sig - 1) & 1)) ||
+			  (b && (strtoull(b + 9, NULL, 16) >> (sig - 1) & 1));
+		bb_free(&st);
+		if (!pending)
+			return;
+		usleep(1000);
+	}
+	cr_assert_fail("signal %d stayed pending for pid %d", sig, (int)pid);
+}
+
+static int exit_status(pid_t pid)
+{
+	int st;
+
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* TraceEvent reads all of file, with Ticks in it and nothing lost. */
+static void expect_whole_trace(const char *te, const char *file, const char *log)
+{
+	struct bytebuf counts = { 0 }, l = { 0 };
+	int rc;
+
+	th_read_file(log, &l);
+	rc = run_out(&counts, "dotnet '%s' counts '%s' 2>&1", te, file);
+	cr_assert_eq(rc, 0, "TraceEvent could not read %s (exit %d): %s\ncollect said:\n%s", file,
+		     rc, text(&counts), text(&l));
+	cr_assert_gt(count_of(text(&counts), "Ringpipe-DotnetApp/Tick"), 0, "%s", text(&counts));
+	cr_assert(strstr(text(&counts), "#lost\t0"), "%s", text(&counts));
+	bb_free(&counts);
+	bb_free(&l);
+}
+
+/*
+ * timeout(1) and a terminal signal the process and then its group: two
+ * SIGINTs back to back are one request to stop, and the trace must end as
+ * the runtime ends it, whole.
+ */
+Test(collect_interop, two_interrupts_back_to_back_keep_the_whole_trace, .timeout = 120)
+{
+	TH_NEED_TRACEDUMP(te);
+	const char *dll = need_app();
+	char *argv[] = { "dotnet", (char *)dll, "--duration", "60", "--rate", "50", NULL };
+	char *dir = th_tmpdir(), *file, *log, *args;
+	struct proc app = { .out_fd = -1 };
+	struct bytebuf l = { 0 };
+	pid_t c;
+	int rc;
+
+	cr_assert(asprintf(&file, "%s/int2.nettrace", dir) > 0);
+	cr_assert(asprintf(&log, "%s/collect.log", dir) > 0);
+	proc_start(&app, argv);
+	wait_socket(app.pid);
+	cr_assert(asprintf(&args, "collect -p %d --providers Ringpipe-DotnetApp -o '%s'",
+			   (int)app.pid, file) > 0);
+	c = collector_start(args, log);
+	usleep(500000);
+	/* two deliveries, not one: signals sent while one is still pending
+	 * merge into it, so the second goes once the first has arrived */
+	kill(c, SIGINT);
+	wait_delivered(c, SIGINT);
+	kill(c, SIGINT);
+	rc = exit_status(c);
+	th_read_file(log, &l);
+	cr_assert_eq(rc, 0, "collect exited %d after two SIGINTs:\n%s", rc, text(&l));
+	cr_assert_null(strstr(text(&l), "abandoning"), "%s", text(&l));
+	cr_assert_null(strstr(text(&l), "cut short"), "%s", text(&l));
+	expect_whole_trace(te, file, log);
+	/* and ringpipe's reader agrees */
+	bb_free(&l);
+	rc = run_out(&l, "'%s' report '%s' 2>&1", th_tool(), file);
+	cr_assert_eq(rc, 0, "%s", text(&l));
+	bb_free(&l);
+	proc_kill(&app);
+	free(args);
+	free(file);
+	free(log);
+	th_rmdir(dir);
+}
+
+/* The report's own reproduction: `timeout -s INT 2 ringpipe collect ...`
+ * (--preserve-status: ringpipe's exit status rather than timeout's 124),
+ * three times as in the report, since whether the two signals merge into
+ * one pending signal is a race. */
+Test(collect_interop, timeout_s_int_keeps_the_whole_trace, .timeout = 180)
+{
+	TH_NEED_TRACEDUMP(te);
+	const char *dll = need_app();
+	char *argv[] = { "dotnet", (char *)dll, "--duration", "60", "--rate", "50", NULL };
+	char *dir = th_tmpdir(), *file, *log;
+	struct proc app = { .out_fd = -1 };
+	int i, rc;
+
+	proc_start(&app, argv);
+	wait_socket(app.pid);
+	for (i = 0; i < 3; i++) {
+		struct bytebuf l = { 0 };
+
+		cr_assert(asprintf(&file, "%s/timeout%d.nettrace", dir, i) > 0);
+		cr_assert(asprintf(&log, "%s/collect%d.log", dir, i) > 0);
+		rc = run_out(NULL, "timeout --preserve-status -s INT 2 '%s' collect -p %d "
+			     "--providers Ringpipe-DotnetApp -o '%s' >'%s' 2>&1", th_tool(),
+			     (int)app.pid, file, log);
+		th_read_file(log, &l);
+		cr_assert_eq(rc, 0, "run %d: collect under timeout -s INT exited %d:\n%s", i + 1,
+			     rc, text(&l));
+		cr_assert_null(strstr(text(&l), "abandoning"), "%s", text(&l));
+		cr_assert_null(strstr(text(&l), "cut short"), "%s", text(&l));
+		expect_whole_trace(te, file, log);
+		bb_free(&l);
+		free(file);
+		free(log);
+	}
+	proc_kill(&app);
+	th_rmdir(dir);
+}
+
+/*
+ * A deliberate second Ctrl-C, well after the first, still abandons the
+ * stream and says so. The target is stopped so that the first request
+ * cannot have been answered when the second comes.
+ */
+Test(collect_interop, a_later_second_interrupt_abandons_and_says_so, .timeout = 120)
+{
+	const char *dll = need_app();
+	char *argv[] = { "dotnet", (char *)dll, "--duration", "60", "--rate", "50", NULL };
+	char *dir = th_tmpdir(), *file, *log, *args;
+	struct proc app = { .out_fd = -1 };
+	struct bytebuf l = { 0 };
+	pid_t c;
+	int rc;
+
+	cr_assert(asprintf(&file, "%s/abandon.nettrace", dir) > 0);
+	cr_assert(asprintf(&log, "%s/collect.log", dir) > 0);
+	proc_start(&app, argv);
+	wait_socket(app.pid);
+	cr_assert(asprintf(&args, "collect -p %d --providers Ringpipe-DotnetApp -o '%s'",
+			   (int)app.pid, file) > 0);
+	c = collector_start(args, log);
+	usleep(300000);
+	kill(app.pid, SIGSTOP);
+	kill(c, SIGINT);
+	usleep(1500000);	/* past the window in which signals are merged */
+	kill(c, SIGINT);
+	rc = exit_status(c);
+	kill(app.pid, SIGCONT);
+	th_read_file(log, &l);
+	cr_assert(strstr(text(&l), "abandoning the rest of the stream"),
+		  "exit %d:\n%s", rc, text(&l));
+	cr_assert(strstr(text(&l), "may be incomplete"), "%s", text(&l));
+	bb_free(&l);
+	proc_kill(&app);
+	free(args);
+	free(file);
+	free(log);
+	th_rmdir(dir);
+}
+
+/* A stopped (SIGSTOP) target accepts the connection but never answers:
+ * collect must give up on its own, saying why. */
+Test(collect_interop, collect_gives_up_on_a_stopped_target, .timeout = 60)
+{
+	const char *dll = need_app();
+	char *argv[] = { "dotnet", (char *)dll, "--duration", "60", NULL };
+	char *dir = th_tmpdir();
+	struct proc app = { .out_fd = -1 };
+	struct bytebuf out = { 0 };
+	int rc;
+
+	proc_start(&app, argv);
+	wait_socket(app.pid);
+	kill(app.pid, SIGSTOP);
+	rc = run_out(&out, "'%s' collect -p %d --duration 1 -o '%s/stopped.nettrace' 2>&1",
+		     th_tool(), (int)app.pid, dir);
+	kill(app.pid, SIGCONT);
+	cr_assert_eq(rc, 1, "%s", text(&out));
+	cr_assert(strstr(text(&out), "the process is stopped (SIGSTOP or a debugger) and did "
+			 "not answer for 3 s"), "%s", text(&out));
+	bb_free(&out);
+	cr_assert_eq(run_out(&out, "ls '%s'", dir), 0);
+	cr_assert_eq(out.len, 0, "a session that never started left a file: %s", text(&out));
+	bb_free(&out);
+	proc_kill(&app);
+	th_rmdir(dir);
+}
+
+/* collect -- CMD returns CMD's status, as dotnet-trace does (DotnetApp
+ * exits 2 on a bad option, after its runtime started and was traced). */
+Test(collect_interop, launch_returns_the_program_exit_status, .timeout = 120)
+{
+	const char *dll = need_app();
+	char *dir = th_tmpdir();
+	struct bytebuf out = { 0 };
+	int rc;
+
+	rc = run_out(&out, "'%s' collect --providers Ringpipe-DotnetApp -o '%s/st.nettrace' -- "
+		     "dotnet '%s' --rate 0 2>&1", th_tool(), dir, dll);
+	cr_assert(strstr(text(&out), "exited with status 2"), "%s", text(&out));
+	cr_assert(strstr(text(&out), " 0 lost (EventsLost)"), "the trace is good: %s",
+		  text(&out));
+	cr_assert_eq(rc, 2, "collect exited %d, the program 2:\n%s", rc, text(&out));
+	bb_free(&out);
+	cr_assert_eq(run_out(&out, "'%s' collect --help", th_tool()), 0);
+	cr_assert(strstr(text(&out), "CMD's\nexit status"), "--help does not say so:\n%s",
+		  text(&out));
+	bb_free(&out);
+	th_rmdir(dir);
+}
+
+/* A provider without keywords gets all of them from a .NET runtime too
+ * (which takes 0 literally: only the events without keywords). */
+Test(collect_interop, a_provider_without_keywords_gets_all_of_them, .timeout = 120)
+{
+	TH_NEED_TRACEDUMP(te);
+	const char *dll = need_app();
+	char *argv[] = { "dotnet", (char *)dll, "--duration", "30", NULL };
+	char *dir = th_tmpdir(), *file;
+	struct proc app = { .out_fd = -1 };
+	struct bytebuf out = { 0 }, counts = { 0 };
+	int rc;
+
+	cr_assert(asprintf(&file, "%s/kw.nettrace", dir) > 0);
+	proc_start(&app, argv);
+	wait_socket(app.pid);
+	/* the app forces a GC every second */
+	rc = run_out(&out, "'%s' collect -p %d --providers Microsoft-Windows-DotNETRuntime "
+		     "--duration 2.5 --no-rundown -o '%s' 2>&1", th_tool(), (int)app.pid, file);
+	cr_assert_eq(rc, 0, "%s", text(&out));
+	te_counts(te, file, &counts);
+	cr_assert_gt(count_of(text(&counts), "Microsoft-Windows-DotNETRuntime/GC/Start"), 0,
+		     "no GC events without keywords:\n%s", text(&counts));
+	bb_free(&out);
+	cr_assert_eq(run_out(&out, "'%s' collect --help", th_tool()), 0);
+	cr_assert_null(strstr(text(&out), "0 = all"), "--help still says so:\n%s", text(&out));
+	bb_free(&out);
+	bb_free(&counts);
+	proc_kill(&app);
+	free(file);
+	th_rmdir(dir);
+}
+
+/*
+ * The default file is named after the program (DotnetApp, not the host
+ * "dotnet") and a second run never replaces a file without --force.
+ */
+Test(collect_interop, default_name_is_the_program_and_files_are_not_overwritten,
+     .timeout = 120)
+{
+	const char *dll = need_app();
+	char *argv[] = { "dotnet", (char *)dll, "--duration", "30", NULL };
+	char *dir = th_tmpdir(), *file, want[64];
+	struct proc app = { .out_fd = -1 };
+	struct bytebuf out = { 0 }, names = { 0 }, before = { 0 }, after = { 0 };
+	int rc;
+
+	proc_start(&app, argv);
+	wait_socket(app.pid);
+	rc = run_out(&out, "cd '%s' && '%s' collect -p %d --providers Ringpipe-DotnetApp "
+		     "--duration 1 2>&1", dir, th_tool(), (int)app.pid);
+	cr_assert_eq(rc, 0, "%s", text(&out));
+	cr_assert_eq(run_out(&names, "cd '%s' && ls", dir), 0);
+	snprintf(want, sizeof(want), "DotnetApp_%d_", (int)app.pid);
+	cr_assert(!strncmp(text(&names), want, strlen(want)) &&
+		  strstr(text(&names), ".nettrace\n") && !strchr(text(&names), ' '),
+		  "want one %sYYYYMMDD_HHMMSS.nettrace, got:\n%s", want, text(&names));
+	cr_assert(asprintf(&file, "%s/%.*s", dir, (int)strcspn(text(&names), "\n"),
+			   text(&names)) > 0);
+	cr_assert_eq(th_read_file(file, &before), 0);
+	/* again into the same file: refused, the first trace kept */
+	bb_free(&out);
+	rc = run_out(&out, "'%s' collect -p %d --providers Ringpipe-DotnetApp --duration 1 "
+		     "-o '%s' 2>&1", th_tool(), (int)app.pid, file);
+	cr_assert_eq(rc, 1, "%s", text(&out));
+	cr_assert(strstr(text(&out), "exists; pass --force to overwrite it"), "%s", text(&out));
+	cr_assert_eq(th_read_file(file, &after), 0);
+	cr_assert(before.len == after.len && !memcmp(before.p, after.p, before.len),
+		  "the first trace was changed");
+	bb_free(&out);
+	rc = run_out(&out, "'%s' collect -p %d --providers Ringpipe-DotnetApp --duration 1 "
+		     "-o '%s' --force 2>&1", th_tool(), (int)app.pid, file);
+	cr_assert_eq(rc, 0, "--force: %s", text(&out));
+	bb_free(&out);
+	bb_free(&names);
+	bb_free(&before);
+	bb_free(&after);
+	proc_kill(&app);
+	free(file);
+	th_rmdir(dir);
+}
+
 /* ---- against ringpipe's own server (ringpipe-demo) ------------------------ */
 
 static char *need_demo(void)

@@ -22,14 +22,19 @@ static const char collect_usage[] =
 "IPC server, through its diagnostic socket (what dotnet-trace collect does).\n"
 "With -- CMD, starts CMD suspended with DOTNET_DiagnosticPorts pointing at a\n"
 "socket of ours, so it is traced from its first event; the trace ends when it\n"
-"exits. Ctrl-C or the end of --duration stops the session cleanly (a second\n"
-"Ctrl-C abandons the rest of the stream). The file is then read back and a\n"
-"summary printed: events per provider and EventsLost.\n"
+"exits. Ctrl-C (SIGINT, SIGTERM) or the end of --duration stops the session\n"
+"cleanly; signals within a second of the first are the same request, and a\n"
+"later Ctrl-C abandons the rest of the stream, saying so. A target stopped\n"
+"(SIGSTOP) for 3 s while it should answer is given up on. The file is then\n"
+"read back and a summary printed: events per provider and EventsLost.\n"
 "\n"
 "options:\n"
 "  -p, --process-id PID       the process to trace\n"
 "  --providers SPEC           Name[:Keywords[:Level[:key=value;...]]],...\n"
-"                             (keywords default 0 = all, level 4 = Informational)\n"
+"                             Keywords omitted: all (0xFFFFFFFFFFFFFFFF is sent)\n"
+"                             Keywords 0: a .NET runtime enables only the\n"
+"                             events without keywords, ringpipe's server all\n"
+"                             Level omitted: 4 (Informational)\n"
 "                             default: Microsoft-Windows-DotNETRuntime:0x100003801D:4,\n"
 "                             Microsoft-DotNETCore-SampleProfiler:0xF00000000000:4\n"
 "  --buffering-mode drop|block  drop (default, CollectTracing2) or block\n"
@@ -39,12 +44,15 @@ static const char collect_usage[] =
 "  --format v5                nettrace V5 (the only format the runtime streams)\n"
 "  --buffer-mb N              the runtime's buffer, 1..1048576 MB (default 256)\n"
 "  --no-rundown               no rundown events at the end\n"
-"  -o, --output FILE          default: <name>_<pid>.nettrace\n"
+"  -o, --output FILE          default: NAME_PID_YYYYMMDD_HHMMSS.nettrace, NAME\n"
+"                             the program's (for `dotnet App.dll`: App)\n"
+"  --force                    overwrite FILE if it exists (else an error)\n"
 "  --allow-loss               exit 0 even when events were lost\n"
 "\n"
 "Exit status: 0 on success; 1 when the session failed, the trace does not read\n"
 "back, or events were lost (EventsLost > 0) without --allow-loss; 2 on a usage\n"
-"error.\n";
+"error. With -- CMD, when the trace is good and CMD exited by itself, CMD's\n"
+"exit status (128 + N when signal N killed it), as dotnet-trace does.\n";
 
 /* Parses argv into o; 0, or the exit status (0 for --help, 2). */
 static int parse_args(int argc, char **argv, struct collect_opts *o, bool *help)
@@ -66,6 +74,10 @@ static int parse_args(int argc, char **argv, struct collect_opts *o, bool *help)
 		}
 		if (!strcmp(a, "--allow-loss")) {
 			o->allow_loss = true;
+			continue;
+		}
+		if (!strcmp(a, "--force")) {
+			o->force = true;
 			continue;
 		}
 		if (!strcmp(a, "--no-rundown")) {

@@ -25,8 +25,9 @@
 
 static const char gcdump_usage[] =
 "usage: ringpipe gcdump report FILE.nettrace [--top N | --all]\n"
-"       ringpipe gcdump collect -p PID [-o FILE.nettrace] [--timeout TIME]\n"
-"                               [--buffer-mb N] [--buffering-mode block|drop]\n"
+"       ringpipe gcdump collect -p PID [-o FILE.nettrace] [--force]\n"
+"                               [--timeout TIME] [--buffer-mb N]\n"
+"                               [--buffering-mode block|drop]\n"
 "\n"
 "report   rebuilds the heap graph of the first induced gen-2 heap snapshot in\n"
 "         the trace: nodes, edges, roots, and per type the object count and\n"
@@ -40,7 +41,12 @@ static const char gcdump_usage[] =
 "         session once the snapshot's GCEnd arrived (or after --timeout,\n"
 "         default 30 s; at most 24 h, written as for ringpipe collect\n"
 "         --duration: 90, 1.5m, 00:01:30), then reports. Block buffering\n"
-"         (default) loses nothing; drop may.\n"
+"         loses nothing; drop may. By default Block is asked for, and a\n"
+"         runtime without it (.NET 10 and older) is asked again in Drop, with\n"
+"         a warning, as dotnet-gcdump does; the report then says whether the\n"
+"         snapshot is complete. --buffering-mode block fails instead.\n"
+"         The default FILE is NAME_PID_YYYYMMDD_HHMMSS_heap.nettrace; an\n"
+"         existing FILE is kept unless --force.\n"
 "\n"
 "Exit status: 0 with a complete graph; 1 when there is none or it is\n"
 "incomplete; 2 on a usage error.\n";
@@ -85,14 +91,14 @@ static int report(const char *path, long top, bool all)
 		gc_heap_free(&h);
 		return 1;
 	}
-	printf("%s: heap snapshot of GC #%u\n", path, h.gc_count);
 	if (!h.open) {
-		printf("no heap snapshot: the trace has no induced gen-2 GCStart "
-		       "(enable %s with keywords %s at level 5)\n", GC_HEAP_PROVIDER,
+		printf("%s: no heap snapshot: the trace has no induced gen-2 GCStart "
+		       "(enable %s with keywords %s at level 5)\n", path, GC_HEAP_PROVIDER,
 		       GC_HEAP_KEYWORDS);
 		gc_heap_free(&h);
 		return 1;
 	}
+	printf("%s: heap snapshot of GC #%u\n", path, h.gc_count);
 	if (!h.closed) {
 		printf("INCOMPLETE: the snapshot's GCEnd (Count %u) is missing\n", h.gc_count);
 		complete = false;
@@ -128,6 +134,7 @@ static int report(const char *path, long top, bool all)
 	       ")\n", h.nodes, h.edges, h.roots, h.roots_by_kind[0], h.roots_by_kind[1],
 	       h.roots_by_kind[2], h.roots_by_kind[3] + h.roots_by_kind[4] + h.roots_by_kind[5]);
 	printf("bytes %" PRIu64 "\n", h.node_bytes);
+	printf("complete: no events lost, no gaps in the node, edge and root streams\n");
 	/* types that own no node (named only) are not part of the graph */
 	for (i = n = 0; i < h.ntypes; i++)
 		if (h.types[i].count)
@@ -158,17 +165,21 @@ static int collect(int argc, char **argv)
 {
 	/* the snapshot is judged by report, which says what was lost */
 	struct collect_opts o = { .providers = GC_HEAP_PROVIDER ":" GC_HEAP_KEYWORDS ":5",
-				  .buffering = RP_BUFFERING_BLOCK, .rundown = true,
-				  .buffer_mb = COLLECT_DEFAULT_BUFFER_MB,
+				  .buffering = RP_BUFFERING_BLOCK, .block_fallback = true,
+				  .rundown = true, .buffer_mb = COLLECT_DEFAULT_BUFFER_MB,
 				  .duration_ns = 30 * NS_PER_S, .allow_loss = true,
-				  .done = snapshot_complete };
-	char outbuf[64];
+				  .done = snapshot_complete, .tool = "gcdump" };
+	char outbuf[512], name[256];
 	uint64_t n;
 	int i, rc;
 
 	for (i = 0; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 
+		if (!strcmp(a, "--force")) {
+			o.force = true;
+			continue;
+		}
 		if (strcmp(a, "-p") && strcmp(a, "--process-id") && strcmp(a, "-o") &&
 		    strcmp(a, "--output") && strcmp(a, "--timeout") && strcmp(a, "--buffer-mb") &&
 		    strcmp(a, "--buffering-mode"))
@@ -193,12 +204,16 @@ static int collect(int argc, char **argv)
 		} else if (rp_buffering_parse(v, &o.buffering)) {
 			return tool_err("gcdump", "--buffering-mode must be drop or block, not '%s'",
 					v), 2;
+		} else {
+			/* asked for by name: no quiet fallback */
+			o.block_fallback = false;
 		}
 	}
 	if (!o.pid)
 		return tool_err("gcdump", "collect needs -p PID"), 2;
 	if (!o.out) {
-		snprintf(outbuf, sizeof(outbuf), "heap_%d.nettrace", (int)o.pid);
+		tool_process_name(o.pid, name, sizeof(name));
+		tool_output_name(name, o.pid, "_heap.nettrace", outbuf, sizeof(outbuf));
 		o.out = outbuf;
 	}
 	rc = collect_run(&o);

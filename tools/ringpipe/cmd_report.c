@@ -189,6 +189,28 @@ static void cgroups_free(struct cgroups *c)
 	hmap_free(&c->index);
 }
 
+/*
+ * One row of "events by provider/event". Metadata that differ only in
+ * version (Method/DCStopVerbose V1 and V2) are one row: TraceEvent gives
+ * them one name. The runtime's GCDynamicEvent (id 39) carries the name of
+ * the event it stands for in its payload (TraceEvent names it so, as
+ * GC/CommittedUsage), and is counted under that name.
+ */
+struct ev_row {
+	const char *provider;
+	char *name;
+	uint32_t id;
+	uint64_t count;
+};
+
+#define CLR_RUNTIME "Microsoft-Windows-DotNETRuntime"
+#define CLR_GC_DYNAMIC_EVENT 39
+
+struct dyn_count {
+	char *name;		/* "GC/<Name>" */
+	uint64_t n;
+};
+
 /* What one pass over a trace counted. */
 struct report {
 	struct nt_reader *r;
@@ -202,7 +224,110 @@ struct report {
 	const struct nt_meta **metas;	/* by count, largest first */
 	struct payload_sum *ps;		/* by payload bytes, largest first */
 	struct cgroups cg;
+	struct ev_row *rows;		/* by count, largest first */
+	size_t nrows;
+	struct dyn_count *dyn;		/* GCDynamicEvent, by payload name */
+	size_t ndyn, capdyn;
+	uint64_t dyn_total;
 };
+
+static bool is_gc_dynamic(const struct nt_meta *m)
+{
+	return m->event_id == CLR_GC_DYNAMIC_EVENT && !m->raw_name[0] &&
+	       !strcmp(m->provider, CLR_RUNTIME);
+}
+
+/* A GCDynamicEvent's payload opens with its name, UTF-16LE, NUL-ended. */
+static int count_dynamic(struct report *rp, const struct nt_rec *rec)
+{
+	struct bytebuf b = { 0 };
+	uint32_t units = 0;
+	size_t i;
+
+	while (2 * units + 1 < rec->payload_len &&
+	       (rec->payload[2 * units] || rec->payload[2 * units + 1]))
+		units++;
+	if (!units || 2 * units + 1 >= rec->payload_len || units > 64)
+		return 0;	/* unnamed: stays under the event's own name */
+	bb_append(&b, "GC/", 3);
+	utf16le_to_utf8(&b, rec->payload, units);
+	bb_append(&b, "", 1);
+	if (b.oom)
+		return bb_free(&b), 0;
+	for (i = 0; i < rp->ndyn && strcmp(rp->dyn[i].name, (char *)b.p); i++)
+		;
+	if (i == rp->ndyn) {
+		if (array_grow((void **)&rp->dyn, &rp->capdyn, rp->ndyn, sizeof(*rp->dyn), 8)) {
+			bb_free(&b);
+			return -ENOMEM;
+		}
+		rp->dyn[rp->ndyn++] = (struct dyn_count){ (char *)b.p, 0 };
+	} else {
+		bb_free(&b);
+	}
+	rp->dyn[i].n++;
+	rp->dyn_total++;
+	return 0;
+}
+
+static int cmp_row(const void *a, const void *b)
+{
+	const struct ev_row *x = a, *y = b;
+	int c;
+
+	if (x->count != y->count)
+		return x->count < y->count ? 1 : -1;
+	c = strcmp(x->provider, y->provider);
+	return c ? c : strcmp(x->name, y->name);
+}
+
+static int add_row(struct report *rp, size_t *cap, const char *provider, const char *name,
+		   uint32_t id, uint64_t count)
+{
+	size_t i;
+
+	for (i = 0; i < rp->nrows; i++) {
+		struct ev_row *r = &rp->rows[i];
+
+		if (r->id == id && !strcmp(r->provider, provider) && !strcmp(r->name, name)) {
+			r->count += count;
+			return 0;
+		}
+	}
+	if (array_grow((void **)&rp->rows, cap, rp->nrows, sizeof(*rp->rows), 64))
+		return -ENOMEM;
+	rp->rows[rp->nrows] = (struct ev_row){ provider, strdup(name), id, count };
+	if (!rp->rows[rp->nrows].name)
+		return -ENOMEM;
+	rp->nrows++;
+	return 0;
+}
+
+static int build_rows(struct report *rp)
+{
+	size_t i, cap = 0;
+
+	for (i = 0; i < rp->nm; i++) {
+		const struct nt_meta *m = rp->metas[i];
+		uint64_t n = m->count;
+
+		if (is_gc_dynamic(m)) {
+			/* the named ones are rows of their own, below */
+			n = n > rp->dyn_total ? n - rp->dyn_total : 0;
+			if (!n && rp->dyn_total)
+				continue;
+		}
+		if (add_row(rp, &cap, m->provider, m->name, m->event_id, n))
+			return -ENOMEM;
+	}
+	for (i = 0; i < rp->ndyn; i++)
+		if (add_row(rp, &cap, CLR_RUNTIME, rp->dyn[i].name, CLR_GC_DYNAMIC_EVENT,
+			    rp->dyn[i].n))
+			return -ENOMEM;
+	if (rp->rows)
+		qsort(rp->rows, rp->nrows, sizeof(*rp->rows), cmp_row);
+	return 0;
+}
 
 /* Reads the whole trace into rp; 0, or 1 after a message (out of memory).
  * A malformed tail ends the pass early: rp->err says so. */
@@ -233,6 +358,8 @@ static int report_read(struct report *rp)
 			v = 0;
 		hmap_put(&rp->bytes_by_meta, (uintptr_t)rec.meta, v + rec.payload_len);
 		cgroup_account(&rp->cg, &rec);
+		if (is_gc_dynamic(rec.meta) && count_dynamic(rp, &rec))
+			return tool_err("report", "out of memory");
 	}
 	array_sort(rp->cg.v, rp->cg.n, sizeof(*rp->cg.v), cmp_cgroup);
 
@@ -250,6 +377,8 @@ static int report_read(struct report *rp)
 	}
 	qsort(rp->metas, rp->nm, sizeof(*rp->metas), cmp_meta_count);
 	qsort(rp->ps, rp->nm, sizeof(*rp->ps), cmp_bytes);
+	if (build_rows(rp))
+		return tool_err("report", "out of memory");
 	return 0;
 }
 
@@ -283,12 +412,12 @@ static void report_json(const struct report *rp, const char *path, double dur)
 		printf(":%" PRIu64, sum);
 	}
 	printf("},\"by_event\":[");
-	for (i = 0; i < nm; i++) {
+	for (i = 0; i < rp->nrows; i++) {
 		printf("%s{\"provider\":", i ? "," : "");
-		json_str(rp->metas[i]->provider);
-		printf(",\"id\":%u,\"name\":", rp->metas[i]->event_id);
-		json_str(rp->metas[i]->name);
-		printf(",\"count\":%" PRIu64 "}", rp->metas[i]->count);
+		json_str(rp->rows[i].provider);
+		printf(",\"id\":%u,\"name\":", rp->rows[i].id);
+		json_str(rp->rows[i].name);
+		printf(",\"count\":%" PRIu64 "}", rp->rows[i].count);
 	}
 	printf("],\"threads\":[");
 	for (i = 0; i < rp->ntc; i++)
@@ -322,10 +451,10 @@ static void report_text(const struct report *rp, const char *path, double dur)
 	printf("duration    %.6f s (%" PRIu64 " ticks/s)\n", dur, info->tick_freq);
 	printf("stacks      %" PRIu64 " events carry a stack\n", rp->with_stack);
 	printf("\nevents by provider/event:\n");
-	for (i = 0; i < rp->nm; i++)
-		if (rp->metas[i]->count)
-			printf("  %10" PRIu64 "  %s/%s (id %u)\n", rp->metas[i]->count,
-			       rp->metas[i]->provider, rp->metas[i]->name, rp->metas[i]->event_id);
+	for (i = 0; i < rp->nrows; i++)
+		if (rp->rows[i].count)
+			printf("  %10" PRIu64 "  %s/%s (id %u)\n", rp->rows[i].count,
+			       rp->rows[i].provider, rp->rows[i].name, rp->rows[i].id);
 	printf("\nevents by thread:\n");
 	for (i = 0; i < rp->ntc && i < 20; i++)
 		printf("  %10" PRIu64 "  pid %" PRId64 " tid %" PRId64 "\n", rp->tc[i].n,
@@ -350,6 +479,14 @@ static void report_text(const struct report *rp, const char *path, double dur)
 
 static void report_free(struct report *rp)
 {
+	size_t i;
+
+	for (i = 0; i < rp->nrows; i++)
+		free(rp->rows[i].name);
+	free(rp->rows);
+	for (i = 0; i < rp->ndyn; i++)
+		free(rp->dyn[i].name);
+	free(rp->dyn);
 	free(rp->metas);
 	free(rp->ps);
 	free(rp->tc);
@@ -357,6 +494,21 @@ static void report_free(struct report *rp)
 	hmap_free(&rp->bytes_by_meta);
 	cgroups_free(&rp->cg);
 	nt_reader_free(rp->r);
+}
+
+/* Is path dotnet-gcdump's own format (FastSerialization, "GCHeapDump")? */
+static bool is_gcdump(const char *path)
+{
+	char head[64];
+	size_t n;
+	FILE *f = fopen(path, "rbe");
+
+	if (!f)
+		return false;
+	n = fread(head, 1, sizeof(head), f);
+	fclose(f);
+	return n >= 40 && memmem(head, n, "!FastSerialization", 18) &&
+	       memmem(head, n, "GCHeapDump", 10);
 }
 
 /* Parses argv; 0, or the exit status (0 for --help, 2). */
@@ -405,6 +557,17 @@ int cmd_report(int argc, char **argv)
 		return rc;
 	}
 	info = nt_reader_info(rp.r);
+	/* a file whose header did not parse has no summary to give: only
+	 * the reason (a zero-event "nettrace V0" report says nothing true) */
+	if (rp.err < 0 && !info->format && !rp.events && !json) {
+		if (is_gcdump(path))
+			tool_err("report", "%s is a .gcdump file (dotnet-gcdump's heap graph), not "
+				 "a nettrace trace: read it with dotnet-gcdump report", path);
+		else
+			tool_err("report", "%s: %s", path, nt_reader_errmsg(rp.r));
+		report_free(&rp);
+		return 1;
+	}
 	dur = info->tick_freq && rp.events ?
 		(double)(rp.last_ts - rp.first_ts) / (double)info->tick_freq : 0.0;
 	if (json)

@@ -29,6 +29,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,29 +54,163 @@
 #define CO_CHILD_GRACE_MS 5000
 #define CO_STOP_GRACE_MS 2000
 
+/* Stop requests from signals: 1 stops the session, 2 abandons the stream. */
 static volatile sig_atomic_t co_signals;
+static uint64_t co_first_signal_ms;	/* the signal handler's own */
 static int *volatile co_cancel;		/* waits the first signal aborts */
-
-static void co_on_signal(int sig)
-{
-	int *c = co_cancel;
-
-	(void)sig;
-	if (co_signals < 100)
-		co_signals++;
-	if (c)
-		/* pairs with the load_acquire of the cancel flag in the IPC
-		 * client's waits (ipc_client.c): they give up */
-		rp_store_release(c, 1);
-}
+static const char *co_tool = "collect";	/* the command messages name */
 
 static uint64_t co_now_ms(void)
 {
 	return rp_clock_mono_ns() / 1000000u;
 }
 
-/* Was the level of the n-th entry of spec given (non-empty third field)? */
-static bool level_given(const char *spec, uint32_t n)
+/*
+ * SIGINT and SIGTERM (each blocked while the handler runs, and in the
+ * engine's other threads, so it never runs twice at once). timeout(1)
+ * signals its child and then the child's process group, and a terminal's
+ * Ctrl-C reaches a whole group too: two signals that close together are
+ * one request to stop, not a second, deliberate one.
+ */
+static void co_on_signal(int sig)
+{
+	int *c = co_cancel;
+	struct timespec ts;
+	uint64_t now;
+
+	(void)sig;
+	/* clock_gettime is async-signal-safe; rp_clock_mono_ns() need not be */
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	now = (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+	if (!co_signals) {
+		co_first_signal_ms = now;
+		co_signals = 1;
+	} else if (co_signals == 1 && now - co_first_signal_ms >= COLLECT_SIGNAL_WINDOW_MS) {
+		co_signals = 2;
+	}
+	if (c)
+		/* pairs with the load_acquire of the cancel flag in the IPC
+		 * client's waits (ipc_client.c): they give up */
+		rp_store_release(c, 1);
+}
+
+/* A helper thread, with SIGINT and SIGTERM blocked: they go to the main
+ * thread, whose poll() they interrupt. 0 or an errno. */
+static int co_thread_create(pthread_t *th, void *(*fn)(void *), void *arg)
+{
+	sigset_t block, old;
+	int err;
+
+	sigemptyset(&block);
+	sigaddset(&block, SIGINT);
+	sigaddset(&block, SIGTERM);
+	pthread_sigmask(SIG_BLOCK, &block, &old);
+	err = pthread_create(th, NULL, fn, arg);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return err;
+}
+
+static void co_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void co_note(const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "ringpipe %s: ", co_tool);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+}
+
+/* Is pid stopped (state T: SIGSTOP, SIGTSTP; t: a tracer's stop)? Such a
+ * process accepts connections (the kernel queues them) but never answers. */
+static bool proc_stopped(pid_t pid)
+{
+	char path[64], buf[512], *paren;
+	size_t n;
+	FILE *f;
+
+	if (pid <= 0)
+		return false;
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	f = fopen(path, "re");
+	if (!f)
+		return false;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	/* the state follows the comm, which may itself hold ')' */
+	paren = strrchr(buf, ')');
+	return paren && paren[1] == ' ' && (paren[2] == 'T' || paren[2] == 't');
+}
+
+/*
+ * While a request waits for its answer, a watchdog thread looks at the
+ * target: stopped for COLLECT_STOPPED_MS, it cancels the wait, which then
+ * fails with -ECANCELED and fired set. A slow but running target is waited
+ * for as long as the request's own timeout.
+ */
+struct watchdog {
+	pthread_t th;
+	pid_t pid;
+	int *cancel;
+	int quit;		/* atomic */
+	int fired;		/* atomic */
+	bool running;
+};
+
+#define CO_WATCH_MS 100
+
+static void *watchdog_main(void *arg)
+{
+	struct watchdog *w = arg;
+	uint64_t stopped_since = 0;
+
+	/* pairs with the store_release of quit in watchdog_stop() */
+	while (!rp_load_acquire(&w->quit)) {
+		struct timespec ts = { 0, CO_WATCH_MS * 1000000L };
+		uint64_t now = co_now_ms();
+
+		if (!proc_stopped(w->pid))
+			stopped_since = 0;
+		else if (!stopped_since)
+			stopped_since = now;
+		else if (now - stopped_since >= COLLECT_STOPPED_MS) {
+			/* pairs with the load_acquire of fired in
+			 * watchdog_stop()'s caller, after the join */
+			rp_store_release(&w->fired, 1);
+			/* pairs with the load_acquire of the cancel flag in
+			 * the IPC client's waits */
+			rp_store_release(w->cancel, 1);
+			break;
+		}
+		nanosleep(&ts, NULL);
+	}
+	return NULL;
+}
+
+static void watchdog_start(struct watchdog *w, pid_t pid, int *cancel)
+{
+	*w = (struct watchdog){ .pid = pid, .cancel = cancel };
+	/* without the thread, the request's own timeout still ends the wait */
+	w->running = pid > 0 && !co_thread_create(&w->th, watchdog_main, w);
+}
+
+/* Ends the watchdog; true when it gave up on a stopped target. */
+static bool watchdog_stop(struct watchdog *w)
+{
+	if (!w->running)
+		return false;
+	/* pairs with the load_acquire of quit in watchdog_main() */
+	rp_store_release(&w->quit, 1);
+	pthread_join(w->th, NULL);
+	w->running = false;
+	/* pairs with the store_release of fired in watchdog_main() (the
+	 * join orders it too) */
+	return rp_load_acquire(&w->fired);
+}
+
+/* Was field f (1: keywords, 2: level) of the n-th entry given (non-empty)? */
+static bool field_given(const char *spec, uint32_t n, int f)
 {
 	const char *p = spec, *end;
 	int colons = 0;
@@ -92,7 +227,7 @@ static bool level_given(const char *spec, uint32_t n)
 	for (; p < end; p++) {
 		if (*p != ':')
 			continue;
-		if (++colons == 2)
+		if (++colons == f)
 			return p + 1 < end && p[1] != ':';
 	}
 	return false;
@@ -106,10 +241,17 @@ static int build_providers(const char *providers, struct rp_provider_config **ou
 	uint32_t i;
 
 	if (rp_providers_parse(spec, out, n, err, sizeof(err)))
-		return tool_err("collect", "--providers: %s", err), 2;
-	for (i = 0; i < *n; i++)
-		if (!level_given(spec, i))
+		return tool_err(co_tool, "--providers: %s", err), 2;
+	for (i = 0; i < *n; i++) {
+		/* A .NET runtime takes keywords 0 literally (only the events
+		 * without keywords), ringpipe's server as "all": an entry
+		 * without keywords asks every target for all of them, as
+		 * dotnet-trace does. */
+		if (!field_given(spec, i, 1))
+			(*out)[i].keywords = UINT64_MAX;
+		if (!field_given(spec, i, 2))
 			(*out)[i].level = 4;	/* Informational, as dotnet-trace */
+	}
 	return 0;
 }
 
@@ -139,6 +281,7 @@ static void *stopper_main(void *arg)
 struct child {
 	pid_t pid;
 	bool reaped;
+	bool ended_by_us;	/* we signalled it: its status is not its own */
 	int status;
 };
 
@@ -151,7 +294,7 @@ static int launch(char **cmd, const char *port, struct child *ch)
 
 	if (asprintf(&val, "%s,connect,suspend", port) < 0 || pipe2(pfd, O_CLOEXEC) < 0) {
 		free(val);
-		return tool_err("collect", "cannot start '%s': %s", cmd[0], strerror(errno));
+		return tool_err(co_tool, "cannot start '%s': %s", cmd[0], strerror(errno));
 	}
 	fflush(NULL);
 	ch->pid = fork();
@@ -160,7 +303,7 @@ static int launch(char **cmd, const char *port, struct child *ch)
 		close(pfd[0]);
 		close(pfd[1]);
 		free(val);
-		return tool_err("collect", "cannot start '%s': %s", cmd[0], strerror(err));
+		return tool_err(co_tool, "cannot start '%s': %s", cmd[0], strerror(err));
 	}
 	if (ch->pid == 0) {
 		signal(SIGPIPE, SIG_DFL);
@@ -196,7 +339,7 @@ static int launch(char **cmd, const char *port, struct child *ch)
 	if (n == (ssize_t)sizeof(err)) {
 		waitpid(ch->pid, &ch->status, 0);
 		ch->reaped = true;
-		return tool_err("collect", "cannot run '%s': %s", cmd[0], strerror(err));
+		return tool_err(co_tool, "cannot run '%s': %s", cmd[0], strerror(err));
 	}
 	return 0;
 }
@@ -230,7 +373,8 @@ static void child_finish(struct child *ch, const char *name)
 {
 	if (ch->pid <= 0 || child_wait(ch, 200))
 		return;
-	fprintf(stderr, "ringpipe collect: stopping %s (pid %d)\n", name, (int)ch->pid);
+	co_note("stopping %s (pid %d)\n", name, (int)ch->pid);
+	ch->ended_by_us = true;
 	kill(ch->pid, SIGTERM);
 	if (child_wait(ch, CO_CHILD_GRACE_MS))
 		return;
@@ -267,22 +411,22 @@ static int wait_first_connection(struct ipcc_endpoint *ep, struct child *ch, con
 		if (fd >= 0)
 			return fd;
 		if (fd != -ETIMEDOUT && fd != -ECANCELED) {
-			tool_err("collect", "waiting for %s to connect: %s", name, strerror(-fd));
+			tool_err(co_tool, "waiting for %s to connect: %s", name, strerror(-fd));
 			return -1;
 		}
 		if (co_signals) {
-			tool_err("collect", "interrupted before %s connected", name);
+			tool_err(co_tool, "interrupted before %s connected", name);
 			return -1;
 		}
 		if (child_exited(ch)) {
 			describe_status(ch, st, sizeof(st));
-			tool_err("collect", "%s %s before its runtime connected to the diagnostic "
+			tool_err(co_tool, "%s %s before its runtime connected to the diagnostic "
 				 "port: is it a .NET program (or one running ringpipe's IPC server)?",
 				 name, st);
 			return -1;
 		}
 		if (!hinted && co_now_ms() - start > 5000) {
-			fprintf(stderr, "ringpipe collect: still waiting for %s (pid %d) to connect "
+			co_note("still waiting for %s (pid %d) to connect "
 				"to the diagnostic port%s\n", name, (int)ch->pid,
 				ep->ignored ? " (ignored connections from other processes)" : "");
 			hinted = true;
@@ -341,10 +485,10 @@ struct stream_result {
 #define CO_DONE_CHECK_MS 1000
 
 static int stream(int sfd, int out_fd, struct ipcc_endpoint *ep, uint64_t session,
-		  uint64_t duration_ms, collect_done_fn done, void *done_ctx,
+		  pid_t target, uint64_t duration_ms, collect_done_fn done, void *done_ctx,
 		  struct stream_result *res)
 {
-	uint64_t checked_at = 0, checked_bytes = 0;
+	uint64_t checked_at = 0, checked_bytes = 0, stopped_since = 0, checked_stop = 0;
 	struct stopper st = { .ep = ep, .session = session };
 	bool tty = isatty(STDERR_FILENO), started = false;
 	uint64_t t0 = co_now_ms(), last_progress = 0, stop_failed_at = 0;
@@ -353,7 +497,7 @@ static int stream(int sfd, int out_fd, struct ipcc_endpoint *ep, uint64_t sessio
 
 	memset(res, 0, sizeof(*res));
 	if (!buf)
-		return tool_err("collect", "out of memory");
+		return tool_err(co_tool, "out of memory");
 	for (;;) {
 		uint64_t now = co_now_ms();
 		struct pollfd pfd = { .fd = sfd, .events = POLLIN };
@@ -372,10 +516,10 @@ static int stream(int sfd, int out_fd, struct ipcc_endpoint *ep, uint64_t sessio
 		}
 		if (!started && (co_signals || complete ||
 				 (duration_ms && now - t0 >= duration_ms))) {
-			int err = pthread_create(&st.th, NULL, stopper_main, &st);
+			int err = co_thread_create(&st.th, stopper_main, &st);
 
 			if (err) {
-				tool_err("collect", "cannot start the stop request: %s; closing the "
+				tool_err(co_tool, "cannot start the stop request: %s; closing the "
 					 "stream", strerror(err));
 				res->abandoned = true;
 				rc = 1;
@@ -383,13 +527,37 @@ static int stream(int sfd, int out_fd, struct ipcc_endpoint *ep, uint64_t sessio
 			}
 			started = true;
 			res->stop_sent = true;
+			if (co_signals && !tty)
+				co_note("stopping the session (interrupt again, a second or more "
+					"later, to abandon the rest of the stream)\n");
 		}
 		if (started && co_signals >= 2) {
 			if (tty)
 				fputc('\n', stderr);
-			fprintf(stderr, "ringpipe collect: abandoning the rest of the stream\n");
+			co_note("interrupted again: abandoning the rest of the stream before "
+				"the runtime ended it\n");
 			res->abandoned = true;
 			break;
+		}
+		/* a stopped target cannot end the stream: give up on it, at
+		 * most every CO_PROGRESS_MS a look at its state */
+		if (started && target > 0 && now - checked_stop >= CO_PROGRESS_MS) {
+			checked_stop = now;
+			if (!proc_stopped(target))
+				stopped_since = 0;
+			else if (!stopped_since)
+				stopped_since = now;
+			else if (now - stopped_since >= COLLECT_STOPPED_MS) {
+				if (tty)
+					fputc('\n', stderr);
+				tool_err(co_tool, "pid %d is stopped (SIGSTOP or a debugger) and "
+					 "has not ended the session for %u s; closing the stream "
+					 "(resume it with kill -CONT %d)", (int)target,
+					 COLLECT_STOPPED_MS / 1000, (int)target);
+				res->abandoned = true;
+				rc = 1;
+				break;
+			}
 		}
 		/* a failed stop may just mean the process is ending the stream
 		 * itself: give the stream a moment to end before giving up */
@@ -402,7 +570,7 @@ static int stream(int sfd, int out_fd, struct ipcc_endpoint *ep, uint64_t sessio
 
 			if (tty)
 				fputc('\n', stderr);
-			tool_err("collect", "could not stop the session: %s; closing the stream",
+			tool_err(co_tool, "could not stop the session: %s; closing the stream",
 				 ipcc_strerror(st.rc, st.hr, msg, sizeof(msg)));
 			res->abandoned = true;
 			rc = 1;
@@ -416,7 +584,7 @@ static int stream(int sfd, int out_fd, struct ipcc_endpoint *ep, uint64_t sessio
 			timeout = (int)(t0 + duration_ms - now);
 		n = poll(&pfd, 1, timeout);
 		if (n < 0 && errno != EINTR) {
-			tool_err("collect", "poll: %s", strerror(errno));
+			tool_err(co_tool, "poll: %s", strerror(errno));
 			rc = 1;
 			break;
 		}
@@ -428,7 +596,7 @@ static int stream(int sfd, int out_fd, struct ipcc_endpoint *ep, uint64_t sessio
 				continue;
 			if (errno == ECONNRESET)
 				break;		/* the runtime went away: what we have is the trace */
-			tool_err("collect", "reading the trace stream: %s", strerror(errno));
+			tool_err(co_tool, "reading the trace stream: %s", strerror(errno));
 			rc = 1;
 			break;
 		}
@@ -438,7 +606,7 @@ static int stream(int sfd, int out_fd, struct ipcc_endpoint *ep, uint64_t sessio
 			res->write_err = write_all(out_fd, buf, (size_t)got);
 		res->bytes += (uint64_t)got;
 		if (res->write_err) {
-			tool_err("collect", "writing the trace: %s", strerror(-res->write_err));
+			tool_err(co_tool, "writing the trace: %s", strerror(-res->write_err));
 			res->abandoned = true;
 			rc = 1;
 			break;
@@ -487,12 +655,12 @@ static int summarize(const char *path, const struct stream_result *res, bool all
 	int err;
 
 	if (!r)
-		return tool_err("collect", "%s: cannot read the trace back: %s", path,
+		return tool_err(co_tool, "%s: cannot read the trace back: %s", path,
 				strerror(errno));
 	while ((err = nt_reader_next(r, &rec)) > 0)
 		events++;
 	if (err < 0) {
-		tool_err("collect", "%s: the trace does not read back: %s", path,
+		tool_err(co_tool, "%s: the trace does not read back: %s", path,
 			 nt_reader_errmsg(r));
 		nt_reader_free(r);
 		return 1;
@@ -523,7 +691,7 @@ static int summarize(const char *path, const struct stream_result *res, bool all
 	free(pc);
 	nt_reader_free(r);
 	if (lost > 0 && !allow_loss)
-		return tool_err("collect", "%" PRId64 " events were lost; use --buffering-mode block "
+		return tool_err(co_tool, "%" PRId64 " events were lost; use --buffering-mode block "
 				"or a larger --buffer-mb, or pass --allow-loss to accept a lossy "
 				"trace", lost);
 	return 0;
@@ -531,34 +699,13 @@ static int summarize(const char *path, const struct stream_result *res, bool all
 
 /* ---- collect ------------------------------------------------------------ */
 
-static void base_name(const char *path, char *out, size_t len)
-{
-	const char *s = strrchr(path, '/');
-
-	snprintf(out, len, "%s", s ? s + 1 : path);
-}
-
-static void comm_of(int64_t pid, char *out, size_t len)
-{
-	char path[64];
-	FILE *f;
-
-	snprintf(out, len, "process");
-	snprintf(path, sizeof(path), "/proc/%" PRId64 "/comm", pid);
-	f = fopen(path, "re");
-	if (!f)
-		return;
-	if (fgets(out, (int)len, f))
-		out[strcspn(out, "\n")] = 0;
-	fclose(f);
-	if (!*out)
-		snprintf(out, len, "process");
-}
-
-/* Can path be created or overwritten? Checked before a session starts; the
- * file itself is only opened once the session runs, so that a session that
- * cannot start leaves no empty file behind. */
-static int check_output(const char *path)
+/*
+ * Can path be written? Checked before a session starts; the file itself is
+ * only opened once the session runs, so that a session that cannot start
+ * leaves no empty file behind. An existing regular file is kept unless
+ * force: a second run must not silently replace the first one's trace.
+ */
+static int check_output(const char *path, bool force)
 {
 	struct stat st;
 	char *dir, *slash;
@@ -566,38 +713,59 @@ static int check_output(const char *path)
 
 	if (!stat(path, &st)) {
 		if (S_ISDIR(st.st_mode))
-			return tool_err("collect", "%s: is a directory", path);
+			return tool_err(co_tool, "%s: is a directory", path);
+		if (S_ISREG(st.st_mode) && !force)
+			return tool_err(co_tool, "%s exists; pass --force to overwrite it, or "
+					"-o another name", path);
 		if (access(path, W_OK))
-			return tool_err("collect", "%s: %s", path, strerror(errno));
+			return tool_err(co_tool, "%s: %s", path, strerror(errno));
 		return 0;
 	}
 	dir = strdup(path);
 	if (!dir)
-		return tool_err("collect", "out of memory");
+		return tool_err(co_tool, "out of memory");
 	slash = strrchr(dir, '/');
 	if (slash)
 		slash[slash == dir ? 1 : 0] = 0;
 	ok = !access(slash ? dir : ".", W_OK);
 	if (!ok)
-		tool_err("collect", "%s: cannot create it in %s: %s", path, slash ? dir : ".",
+		tool_err(co_tool, "%s: cannot create it in %s: %s", path, slash ? dir : ".",
 			 strerror(errno));
 	free(dir);
 	return ok ? 0 : 1;
 }
 
-static int open_output(const char *path)
+static int open_output(const char *path, bool force)
 {
-	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	struct stat st;
+	int fd;
 
-	if (fd < 0)
-		tool_err("collect", "%s: %s", path, strerror(errno));
+	/* O_EXCL: a file that appeared since check_output() is not ours */
+	fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | (force ? O_TRUNC : O_EXCL), 0644);
+	if (fd < 0 && errno == EEXIST && !stat(path, &st) && !S_ISREG(st.st_mode))
+		fd = open(path, O_WRONLY | O_CLOEXEC);	/* /dev/null, a FIFO */
+	if (fd < 0 && errno == EEXIST)
+		tool_err(co_tool, "%s exists; pass --force to overwrite it, or -o another name",
+			 path);
+	else if (fd < 0)
+		tool_err(co_tool, "%s: %s", path, strerror(errno));
 	return fd;
 }
 
-static const char *session_error(int rc, uint32_t hr, int buffering, char *buf, size_t len)
+/* The answers of a runtime without CollectTracing6 (.NET 10 and older). */
+static bool block_refused(int rc, uint32_t hr)
 {
-	if (rc == -EREMOTEIO && buffering == RP_BUFFERING_BLOCK &&
-	    (hr == IPCC_HR_UNKNOWN_COMMAND || hr == IPCC_HR_BAD_ENCODING))
+	return rc == -EREMOTEIO && (hr == IPCC_HR_UNKNOWN_COMMAND || hr == IPCC_HR_BAD_ENCODING);
+}
+
+static const char *session_error(int rc, uint32_t hr, int buffering, bool stopped, pid_t pid,
+				 char *buf, size_t len)
+{
+	if (stopped)
+		snprintf(buf, len, "the process is stopped (SIGSTOP or a debugger) and did not "
+			 "answer for %u s; resume it with kill -CONT %d", COLLECT_STOPPED_MS / 1000,
+			 (int)pid);
+	else if (buffering == RP_BUFFERING_BLOCK && block_refused(rc, hr))
 		snprintf(buf, len, "the runtime does not support --buffering-mode block "
 			 "(CollectTracing6 needs .NET 11 or later, or ringpipe's server): %s "
 			 "(HRESULT 0x%08" PRIx32 ")", ipcc_hresult_name(hr), hr);
@@ -614,7 +782,7 @@ static void resume(struct ipcc_endpoint *ep)
 
 	if (rc && !(rc == -EREMOTEIO && (hr == IPCC_HR_UNKNOWN_COMMAND ||
 					 hr == IPCC_HR_INVALID_ARG)))
-		fprintf(stderr, "ringpipe collect: warning: ResumeRuntime failed: %s\n",
+		co_note("warning: ResumeRuntime failed: %s\n",
 			ipcc_strerror(rc, hr, msg, sizeof(msg)));
 }
 
@@ -624,13 +792,56 @@ struct collection {
 	struct ipcc_collect_opts co;
 	struct ipcc_endpoint ep;
 	struct child ch;		/* launch mode: CMD */
-	char name[256];			/* the process's comm, or CMD's base name */
+	char name[256];			/* what the process is called (tool_process_name) */
 	char port[IPCC_PATH_MAX + 1];	/* launch mode: our listening socket */
 	const char *out;
-	char *out_alloc;		/* out, when named after the process */
+	char out_buf[512];		/* out, when named after the process */
 	uint64_t session;
 	int listen_fd, sfd, out_fd;
 };
+
+/* The default output name, once the target's pid is known; 0 or 1. */
+static int name_output(struct collection *k, pid_t pid)
+{
+	if (k->out)
+		return 0;
+	tool_output_name(k->name, pid, ".nettrace", k->out_buf, sizeof(k->out_buf));
+	k->out = k->out_buf;
+	return check_output(k->out, k->o->force);
+}
+
+/*
+ * CollectTracing on k->ep: 0 with the session and its stream in k, or the
+ * error with *msg written. A runtime without Block mode is asked again in
+ * Drop when the options allow it; a target that stays stopped is given up
+ * on.
+ */
+static int request_session(struct collection *k, pid_t target, char *msg, size_t len)
+{
+	struct watchdog w;
+	uint32_t hr = 0;
+	bool stopped;
+	int rc;
+
+	watchdog_start(&w, target, &k->ep.cancel);
+	rc = ipcc_collect_tracing(&k->ep, &k->co, &k->session, &k->sfd, &hr, CO_REPLY_TIMEOUT_MS);
+	if (k->co.buffering == RP_BUFFERING_BLOCK && k->o->block_fallback &&
+	    block_refused(rc, hr)) {
+		co_note("warning: the runtime does not support Block buffering (CollectTracing6 "
+			"needs .NET 11 or later); falling back to Drop buffering, which loses "
+			"events when the buffer fills: the summary says whether any were lost\n");
+		k->co.buffering = RP_BUFFERING_DROP;
+		/* in launch mode the runtime reconnects after every command:
+		 * the retry takes its next connection */
+		rc = ipcc_collect_tracing(&k->ep, &k->co, &k->session, &k->sfd, &hr,
+					  CO_REPLY_TIMEOUT_MS);
+	}
+	stopped = watchdog_stop(&w);
+	if (rc)
+		session_error(rc, hr, k->co.buffering, stopped && rc == -ECANCELED, target, msg,
+			      len);
+	return rc;
+}
 
 /* Attach mode: a session in o->pid, its stream in k->sfd, the output open;
  * 0, or -1 after a message. */
@@ -638,49 +849,42 @@ static int start_attached(struct collection *k)
 {
 	int64_t pid = k->o->pid;
 	char sock[IPCC_PATH_MAX], tmp[2048], msg[512];
-	uint32_t hr = 0;
 	int rc;
 
 	rc = ipcc_find_socket((pid_t)pid, sock, sizeof(sock));
 	if (rc == -ESRCH) {
-		tool_err("collect", "no process with pid %" PRId64, pid);
+		tool_err(co_tool, "no process with pid %" PRId64, pid);
 		return -1;
 	}
 	if (rc) {
 		ipcc_client_tmpdir(tmp, sizeof(tmp));
-		tool_err("collect", "pid %" PRId64 " has no diagnostic socket "
+		tool_err(co_tool, "pid %" PRId64 " has no diagnostic socket "
 			 "(dotnet-diagnostic-%" PRId64 "-*-socket in its TMPDIR or %s)%s: is "
 			 "it a .NET process or one running ringpipe's IPC server, with "
 			 "diagnostics enabled?", pid, pid, tmp,
 			 rc == -ENAMETOOLONG ? "; the path is too long for a Unix socket" : "");
 		return -1;
 	}
-	comm_of(pid, k->name, sizeof(k->name));
+	tool_process_name((pid_t)pid, k->name, sizeof(k->name));
+	if (name_output(k, (pid_t)pid))
+		return -1;
 	ipcc_endpoint_init_path(&k->ep, sock);
 	co_cancel = &k->ep.cancel;
-	rc = ipcc_collect_tracing(&k->ep, &k->co, &k->session, &k->sfd, &hr, CO_REPLY_TIMEOUT_MS);
+	rc = request_session(k, (pid_t)pid, msg, sizeof(msg));
 	co_cancel = NULL;
 	if (rc) {
-		tool_err("collect", "cannot start a session in pid %" PRId64 " (%s): %s",
-			 pid, k->name, session_error(rc, hr, k->o->buffering, msg, sizeof(msg)));
+		tool_err(co_tool, "cannot start a session in pid %" PRId64 " (%s): %s", pid,
+			 k->name, msg);
 		return -1;
 	}
-	/* no handler can set it now (co_cancel is NULL), and the stop thread
-	 * that reads it is created later */
+	/* no handler can set it now (co_cancel is NULL), and the threads
+	 * that read it (watchdog, stop) are joined or not yet created */
 	rp_store_relaxed(&k->ep.cancel, 0);
-	if (!k->out) {
-		if (asprintf(&k->out_alloc, "%s_%" PRId64 ".nettrace", k->name, pid) < 0) {
-			k->out_alloc = NULL;
-			tool_err("collect", "out of memory");
-			return -1;
-		}
-		k->out = k->out_alloc;
-	}
-	k->out_fd = open_output(k->out);
+	k->out_fd = open_output(k->out, k->o->force);
 	if (k->out_fd < 0)
 		return -1;
-	fprintf(stderr, "ringpipe collect: session 0x%" PRIx64 " in pid %" PRId64
-		" (%s), writing %s\n", k->session, pid, k->name, k->out);
+	co_note("session 0x%" PRIx64 " in pid %" PRId64 " (%s), writing %s\n", k->session, pid,
+		k->name, k->out);
 	resume(&k->ep);
 	return 0;
 }
@@ -691,11 +895,13 @@ static int start_launched(struct collection *k)
 {
 	char tmp[2048], msg[512], stamp[32];
 	time_t now = time(NULL);
-	uint32_t hr = 0;
+	size_t argc = 0;
 	struct tm tm;
 	int fd, rc;
 
-	base_name(k->o->cmd[0], k->name, sizeof(k->name));
+	while (k->o->cmd[argc])
+		argc++;
+	tool_program_name((const char *const *)k->o->cmd, argc, k->name, sizeof(k->name));
 	ipcc_client_tmpdir(tmp, sizeof(tmp));
 	localtime_r(&now, &tm);
 	strftime(stamp, sizeof(stamp), "%Y%m%d_%H%M%S", &tm);
@@ -706,22 +912,14 @@ static int start_launched(struct collection *k)
 			 (int)getpid(), stamp);
 	k->listen_fd = ipcc_reverse_listen(k->port);
 	if (k->listen_fd < 0) {
-		tool_err("collect", "%s: %s", k->port, strerror(-k->listen_fd));
+		tool_err(co_tool, "%s: %s", k->port, strerror(-k->listen_fd));
 		return -1;
 	}
 	if (launch(k->o->cmd, k->port, &k->ch))
 		return -1;
 	ipcc_endpoint_init_reverse(&k->ep, k->listen_fd, k->ch.pid);
-	if (!k->out) {
-		if (asprintf(&k->out_alloc, "%s_%d.nettrace", k->name, (int)k->ch.pid) < 0) {
-			k->out_alloc = NULL;
-			tool_err("collect", "out of memory");
-			return -1;
-		}
-		k->out = k->out_alloc;
-		if (check_output(k->out))
-			return -1;
-	}
+	if (name_output(k, k->ch.pid))
+		return -1;
 	co_cancel = &k->ep.cancel;
 	fd = wait_first_connection(&k->ep, &k->ch, k->name);
 	if (fd < 0) {
@@ -729,23 +927,36 @@ static int start_launched(struct collection *k)
 		return -1;
 	}
 	k->ep.pending_fd = fd;
-	rc = ipcc_collect_tracing(&k->ep, &k->co, &k->session, &k->sfd, &hr, CO_REPLY_TIMEOUT_MS);
+	rc = request_session(k, k->ch.pid, msg, sizeof(msg));
 	co_cancel = NULL;
 	if (rc) {
-		tool_err("collect", "cannot start a session in %s (pid %d): %s", k->name,
-			 (int)k->ch.pid, session_error(rc, hr, k->o->buffering, msg, sizeof(msg)));
+		tool_err(co_tool, "cannot start a session in %s (pid %d): %s", k->name,
+			 (int)k->ch.pid, msg);
 		return -1;
 	}
-	/* no handler can set it now (co_cancel is NULL), and the stop thread
-	 * that reads it is created later */
+	/* no handler can set it now (co_cancel is NULL), and the threads
+	 * that read it (watchdog, stop) are joined or not yet created */
 	rp_store_relaxed(&k->ep.cancel, 0);
-	k->out_fd = open_output(k->out);
+	k->out_fd = open_output(k->out, k->o->force);
 	if (k->out_fd < 0)
 		return -1;
-	fprintf(stderr, "ringpipe collect: session 0x%" PRIx64 " in %s (pid %d), "
-		"writing %s\n", k->session, k->name, (int)k->ch.pid, k->out);
+	co_note("session 0x%" PRIx64 " in %s (pid %d), writing %s\n", k->session, k->name,
+		(int)k->ch.pid, k->out);
 	resume(&k->ep);
 	return 0;
+}
+
+/* CMD's own exit status, when it ended by itself (not by our SIGTERM or
+ * SIGKILL after the trace), as dotnet-trace returns it; -1 otherwise. */
+static int child_status(const struct child *ch)
+{
+	if (ch->pid <= 0 || !ch->reaped || ch->ended_by_us)
+		return -1;
+	if (WIFEXITED(ch->status))
+		return WEXITSTATUS(ch->status);
+	if (WIFSIGNALED(ch->status))
+		return 128 + WTERMSIG(ch->status);
+	return -1;
 }
 
 /* Streams the started session to the file, then reads it back; the exit
@@ -756,35 +967,38 @@ static int stream_and_check(struct collection *k)
 	/* whole milliseconds, rounded up: a duration never ends early */
 	uint64_t duration_ms = o->duration_ns / 1000000u + !!(o->duration_ns % 1000000u);
 	struct stream_result res = { 0 };
-	int rc, status;
+	int rc, status, child;
 
-	rc = stream(k->sfd, k->out_fd, &k->ep, k->session, duration_ms, o->done, o->done_ctx,
-		    &res);
+	rc = stream(k->sfd, k->out_fd, &k->ep, k->session, o->pid ? o->pid : k->ch.pid,
+		    duration_ms, o->done, o->done_ctx, &res);
 	close(k->sfd);
 	k->sfd = -1;
 	if (o->pid && !res.stop_sent && !rc)
-		fprintf(stderr, "ringpipe collect: pid %d ended the session (did it exit?)\n",
-			(int)o->pid);
+		co_note("pid %d ended the session (did it exit?)\n", (int)o->pid);
 	if (fsync(k->out_fd) < 0 && errno != EINVAL && !rc)
-		rc = tool_err("collect", "%s: %s", k->out, strerror(errno));
+		rc = tool_err(co_tool, "%s: %s", k->out, strerror(errno));
 	if (close(k->out_fd) < 0 && !rc)
-		rc = tool_err("collect", "%s: %s", k->out, strerror(errno));
+		rc = tool_err(co_tool, "%s: %s", k->out, strerror(errno));
 	k->out_fd = -1;
 	if (k->ch.pid > 0) {
 		char st[128];
 
 		child_finish(&k->ch, k->name);
 		describe_status(&k->ch, st, sizeof(st));
-		fprintf(stderr, "ringpipe collect: %s (pid %d) %s\n", k->name, (int)k->ch.pid, st);
+		co_note("%s (pid %d) %s\n", k->name, (int)k->ch.pid, st);
 	}
 	if (!res.bytes)
-		return tool_err("collect", "no trace data arrived (the process ended the session "
+		return tool_err(co_tool, "no trace data arrived (the process ended the session "
 				"before it started?)");
 	if (res.abandoned)
-		fprintf(stderr, "ringpipe collect: the stream was cut short; %s may be "
-			"incomplete\n", k->out);
+		co_note("the stream was cut short; %s may be incomplete\n", k->out);
 	status = summarize(k->out, &res, o->allow_loss);
-	return status ? status : rc;
+	if (status || rc)
+		return status ? status : rc;
+	child = child_status(&k->ch);
+	if (child > 0)
+		co_note("exiting with %s's status, %d\n", k->name, child);
+	return child > 0 ? child : 0;
 }
 
 int collect_run(const struct collect_opts *o)
@@ -799,11 +1013,13 @@ int collect_run(const struct collect_opts *o)
 	uint8_t id;
 	int rc, status = 1;
 
+	co_tool = o->tool ? o->tool : "collect";
+	co_signals = 0;
 	if (!o->pid == !o->cmd)
-		return tool_err("collect", o->pid ? "give either -p PID or -- CMD, not both" :
+		return tool_err(co_tool, o->pid ? "give either -p PID or -- CMD, not both" :
 				"-p PID or -- CMD is required (see --help)"), 2;
 	if (!o->buffer_mb || o->buffer_mb > COLLECT_MAX_BUFFER_MB)
-		return tool_err("collect", "--buffer-mb must be between 1 and %u, not %" PRIu32,
+		return tool_err(co_tool, "--buffer-mb must be between 1 and %u, not %" PRIu32,
 				COLLECT_MAX_BUFFER_MB, o->buffer_mb), 2;
 	rc = build_providers(o->providers, &prov, &nprov);
 	if (rc)
@@ -816,18 +1032,21 @@ int collect_run(const struct collect_opts *o)
 	bb_free(&probe);
 	if (rc) {
 		rp_providers_free(prov, nprov);
-		return tool_err("collect", "%s", msg), 2;
+		return tool_err(co_tool, "%s", msg), 2;
 	}
 
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = co_on_signal;
 	sigemptyset(&sa.sa_mask);
+	/* one handler at a time: it keeps state of its own */
+	sigaddset(&sa.sa_mask, SIGINT);
+	sigaddset(&sa.sa_mask, SIGTERM);
 	sigaction(SIGINT, &sa, &old_int);
 	sigaction(SIGTERM, &sa, &old_term);
 	sa.sa_handler = SIG_IGN;
 	sigaction(SIGPIPE, &sa, &old_pipe);
 
-	if ((!k.out || !check_output(k.out)) &&
+	if ((!k.out || !check_output(k.out, o->force)) &&
 	    !(o->pid ? start_attached(&k) : start_launched(&k)))
 		status = stream_and_check(&k);
 
@@ -845,6 +1064,5 @@ int collect_run(const struct collect_opts *o)
 	sigaction(SIGTERM, &old_term, NULL);
 	sigaction(SIGPIPE, &old_pipe, NULL);
 	rp_providers_free(prov, nprov);
-	free(k.out_alloc);
 	return status;
 }

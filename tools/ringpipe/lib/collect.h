@@ -35,8 +35,15 @@ struct collect_opts {
 	uint32_t buffer_mb;	/* the runtime's buffer, 1..COLLECT_MAX_BUFFER_MB */
 	bool rundown;		/* rundown events at the end */
 	uint64_t duration_ns;	/* stop after this long; 0: at the stream's end */
-	const char *out;	/* NULL: <name>_<pid>.nettrace */
+	/* NULL: NAME_PID_YYYYMMDD_HHMMSS.nettrace (tool_output_name()) */
+	const char *out;
+	bool force;		/* overwrite an existing regular file */
 	bool allow_loss;	/* succeed even when events were lost */
+	/* A runtime that refuses Block (no CollectTracing6: .NET 10 and older)
+	 * is asked again in Drop, with a warning, as dotnet-gcdump does. */
+	bool block_fallback;
+	/* The command that messages name ("ringpipe <tool>: ..."); NULL: collect */
+	const char *tool;
 	collect_done_fn done;	/* NULL: never done early */
 	void *done_ctx;
 };
@@ -45,13 +52,21 @@ struct collect_opts {
  * One whole collection: checks the options (bad providers or buffer size:
  * a usage error), starts the session, copies its stream to the file until
  * the duration ends, done() says so, the process ends the stream, or
- * SIGINT/SIGTERM arrives (a second one abandons the rest of the stream),
- * then reads the file back and prints a summary on stdout: events per
- * provider, EventsLost. Progress and errors go to stderr as "ringpipe
- * collect: ...". Returns an exit status: 0; 1 when the session failed, the
+ * SIGINT/SIGTERM arrives, then reads the file back and prints a summary on
+ * stdout: events per provider, EventsLost. Signals that arrive within
+ * COLLECT_SIGNAL_WINDOW_MS of the first are the same request (timeout(1)
+ * and a terminal signal both the process and its group); a later one
+ * abandons the rest of the stream, saying so. A target that stays stopped
+ * (SIGSTOP) for COLLECT_STOPPED_MS while we wait for its answer is given
+ * up on, with a message. Progress and errors go to stderr as "ringpipe
+ * <tool>: ...". Returns an exit status: 0; 1 when the session failed, the
  * trace does not read back, or events were lost without allow_loss; 2 for
- * bad options.
+ * bad options. In launch mode, when all that went well and CMD exited by
+ * itself, CMD's status instead (128 + N when signal N ended it).
  */
+#define COLLECT_SIGNAL_WINDOW_MS 1000u
+#define COLLECT_STOPPED_MS 3000u
+
 int collect_run(const struct collect_opts *o);
 
 #endif

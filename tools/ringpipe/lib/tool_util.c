@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "duration.h"
@@ -88,4 +90,84 @@ pid_t tool_spawn_held(const char *cmd, char **argv, int *go_fd)
 	close(p[0]);
 	*go_fd = p[1];
 	return pid;
+}
+
+static void tool_sanitize(char *s)
+{
+	for (; *s; s++)
+		if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
+		      (*s >= '0' && *s <= '9') || *s == '.' || *s == '-' || *s == '_'))
+			*s = '_';
+}
+
+static const char *tool_basename(const char *path)
+{
+	const char *s = strrchr(path, '/');
+
+	return s ? s + 1 : path;
+}
+
+void tool_program_name(const char *const *argv, size_t argc, char *out, size_t len)
+{
+	const char *prog = argc ? tool_basename(argv[0]) : "";
+	size_t i;
+
+	snprintf(out, len, "%s", prog);
+	/* the host's name says nothing: the first .dll argument is the app */
+	if (!strcmp(prog, "dotnet")) {
+		for (i = 1; i < argc; i++) {
+			const char *a = tool_basename(argv[i]);
+			size_t n = strlen(a);
+
+			if (n > 4 && !strcasecmp(a + n - 4, ".dll")) {
+				snprintf(out, len, "%.*s", (int)(n - 4), a);
+				break;
+			}
+		}
+	}
+	tool_sanitize(out);
+	if (!*out)
+		snprintf(out, len, "process");
+}
+
+void tool_process_name(pid_t pid, char *out, size_t len)
+{
+	const char *args[64];
+	char path[64], buf[4096];
+	size_t n = 0, argc = 0, i;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
+	f = fopen(path, "re");
+	if (f) {
+		n = fread(buf, 1, sizeof(buf) - 1, f);
+		fclose(f);
+	}
+	buf[n] = 0;
+	for (i = 0; i < n && argc < sizeof(args) / sizeof(*args); i += strlen(buf + i) + 1)
+		args[argc++] = buf + i;
+	if (!argc) {
+		/* a kernel thread or a zombie: its comm */
+		snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
+		f = fopen(path, "re");
+		if (f) {
+			if (fgets(buf, sizeof(buf), f)) {
+				buf[strcspn(buf, "\n")] = 0;
+				args[argc++] = buf;
+			}
+			fclose(f);
+		}
+	}
+	tool_program_name(args, argc, out, len);
+}
+
+void tool_output_name(const char *name, pid_t pid, const char *suffix, char *out, size_t len)
+{
+	time_t now = time(NULL);
+	char stamp[32] = "";
+	struct tm tm;
+
+	if (localtime_r(&now, &tm))
+		strftime(stamp, sizeof(stamp), "%Y%m%d_%H%M%S", &tm);
+	snprintf(out, len, "%s_%d_%s%s", name, (int)pid, stamp, suffix);
 }

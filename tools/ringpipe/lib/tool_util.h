@@ -6,6 +6,7 @@
 #ifndef RINGPIPE_TOOL_UTIL_H
 #define RINGPIPE_TOOL_UTIL_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -32,5 +33,17 @@ int tool_parse_duration(const char *s, uint64_t max_ns, uint64_t *ns);
  * <cmd>: cannot run ..."). The child's pid, or -1 with errno set.
  */
 pid_t tool_spawn_held(const char *cmd, char **argv, int *go_fd);
+
+/*
+ * What a trace of a program is named after: the base name of argv[0], or
+ * for a managed app run by its host (`dotnet [exec] App.dll`, where every
+ * process is "dotnet") the app's, "App". Characters other than letters,
+ * digits, '.', '-' and '_' become '_'; "process" when nothing is left.
+ */
+void tool_program_name(const char *const *argv, size_t argc, char *out, size_t len);
+/* The same for a running process, from /proc/<pid>/cmdline (or comm). */
+void tool_process_name(pid_t pid, char *out, size_t len);
+/* NAME_PID_YYYYMMDD_HHMMSS<suffix> (local time now) into out. */
+void tool_output_name(const char *name, pid_t pid, const char *suffix, char *out, size_t len);
 
 #endif
