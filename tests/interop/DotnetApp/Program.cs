@@ -1,6 +1,6 @@
 // DotnetApp: a traced target for ringpipe's interop tests.
 //
-//   dotnet DotnetApp.dll [--rate N] [--duration SECONDS] [--spin]
+//   dotnet DotnetApp.dll [--rate N] [--duration SECONDS] [--spin] [--exit-code N]
 //
 // Prints "pid <N>" on its first line, then writes the "Tick" event of the
 // EventSource "Ringpipe-DotnetApp" N times per second (default 20) for the
@@ -16,7 +16,7 @@
 // thread time; the sleeping main thread holds a third) and SumSquares below
 // it. The output is the same.
 //
-// Exit status: 0, or 2 on bad usage.
+// Exit status: N given by --exit-code (default 0), or 2 on bad usage.
 
 using System;
 using System.Diagnostics;
@@ -79,7 +79,7 @@ internal static class Program
     private static int Usage(string why)
     {
         Console.Error.WriteLine($"DotnetApp: {why}");
-        Console.Error.WriteLine("usage: DotnetApp [--rate N] [--duration SECONDS] [--spin]");
+        Console.Error.WriteLine("usage: DotnetApp [--rate N] [--duration SECONDS] [--spin] [--exit-code N]");
         return 2;
     }
 
@@ -88,6 +88,7 @@ internal static class Program
         int rate = 20;
         double duration = 10;
         bool spin = false;
+        int exitCode = 0;
 
         for (int i = 0; i < args.Length; i++)
         {
@@ -111,6 +112,11 @@ internal static class Program
                                      System.Globalization.CultureInfo.InvariantCulture, out duration) ||
                     duration < 0)
                     return Usage($"--duration must be a number of seconds >= 0, not '{v}'");
+            }
+            else if (a == "--exit-code")
+            {
+                if (!int.TryParse(v, out exitCode) || exitCode < 0 || exitCode > 125)
+                    return Usage($"--exit-code must be 0..125, not '{v}'");
             }
             else
             {
@@ -146,6 +152,6 @@ internal static class Program
         }
         Console.WriteLine($"ticks {ticks}");
         Console.Out.Flush();
-        return 0;
+        return exitCode;
     }
 }
