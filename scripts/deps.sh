@@ -46,7 +46,7 @@ if command -v dotnet >/dev/null 2>&1; then
 	fi
 	# The .NET diagnostic tools, for interop checks of ringpipe's IPC server.
 	tools=.output/dotnet-tools
-	for t in dotnet-trace dotnet-counters dotnet-gcdump; do
+	for t in dotnet-trace dotnet-counters dotnet-gcdump dotnet-stack; do
 		if [ ! -x "$tools/$t" ]; then
 			echo "deps: installing $t into $tools"
 			dotnet tool install --tool-path "$tools" "$t" --version 10.0.750501 >/dev/null ||

@@ -32,6 +32,10 @@ static const uint8_t guid_rundown[16] = {	/* a669021c-c450-4609-a035-5af59af4df1
 static const uint8_t guid_sampler[16] = {	/* 3c530d44-97ae-513a-1e6d-783e8f8e03a9 */
 	0x44, 0x0d, 0x53, 0x3c, 0xae, 0x97, 0x3a, 0x51,
 	0x1e, 0x6d, 0x78, 0x3e, 0x8f, 0x8e, 0x03, 0xa9 };
+/* none is declared anywhere: the EventSource hash of the name, as readers derive it */
+static const uint8_t guid_eventpipe[16] = {	/* 92f528a6-f5b8-5160-a7ee-b33da7739e29 */
+	0xa6, 0x28, 0xf5, 0x92, 0xb8, 0xf5, 0x60, 0x51,
+	0xa7, 0xee, 0xb3, 0x3d, 0xa7, 0x73, 0x9e, 0x29 };
 
 static struct rp_event *ev_gc_start, *ev_gc_end, *ev_restart_end, *ev_heap_stats,
 	*ev_restart_begin, *ev_suspend_end, *ev_suspend_begin, *ev_alloc_tick, *ev_triggered,
@@ -39,6 +43,17 @@ static struct rp_event *ev_gc_start, *ev_gc_end, *ev_restart_end, *ev_heap_stats
 static struct rp_event *ev_rd_method, *ev_rd_complete, *ev_rd_init, *ev_rd_module,
 	*ev_rd_assembly, *ev_rd_appdomain, *ev_rd_runtime;
 static struct rp_event *ev_sample;
+static struct rp_event *ev_method_load, *ev_method_unload, *ev_jitting_started;
+static struct rp_event *ev_process_info;
+
+static const struct rp_field process_info_fields[] = {
+	{ "CommandLine", RP_TYPE_STRING, 0, 0, NULL },
+	{ "OSInformation", RP_TYPE_STRING, 0, 0, NULL },
+	{ "ArchInformation", RP_TYPE_STRING, 0, 0, NULL },
+};
+
+static void process_info_stopping(struct rp_provider *provider, int session_id,
+				  uint64_t keywords, uint8_t level, void *ctx);
 
 static struct rp_event *def(struct rp_provider *p, uint32_t id, uint8_t version, uint8_t level,
 			    uint8_t opcode, uint64_t keywords, bool *ok)
@@ -55,7 +70,10 @@ static struct rp_event *def(struct rp_provider *p, uint32_t id, uint8_t version,
 int clr_events_init(const struct clr_callbacks *cb)
 {
 	struct rp_provider_opts po = { .sz = sizeof(po) };
-	struct rp_provider *rt, *rd, *sp;
+	struct rp_provider *rt, *rd, *sp, *ep;
+	struct rp_event_opts pio = { .sz = sizeof(pio), .id = 1, .name = "ProcessInfo",
+				     .version = 1, .level = 0, .nfields = 3,
+				     .fields = process_info_fields };
 	bool ok = true;
 
 	po.name = "Microsoft-Windows-DotNETRuntime";
@@ -72,7 +90,12 @@ int clr_events_init(const struct clr_callbacks *cb)
 	po.enable_cb = cb ? cb->sampler_enable : NULL;
 	po.stopping_cb = NULL;
 	sp = rp_provider_new(&po);
-	if (!rt || !rd || !sp)
+	po.name = CLR_EVENTPIPE_PROVIDER;
+	po.guid = guid_eventpipe;
+	po.enable_cb = NULL;
+	po.stopping_cb = process_info_stopping;
+	ep = rp_provider_new(&po);
+	if (!rt || !rd || !sp || !ep)
 		return -1;
 
 	/* id, version, level, opcode, keywords: docs/runtime-events.md A.5-A.7 */
@@ -90,6 +113,9 @@ int clr_events_init(const struct clr_callbacks *cb)
 	ev_bulk_node = def(rt, 18, 0, 4, 22, CLR_KW_GCHEAPDUMP, &ok);
 	ev_bulk_edge = def(rt, 19, 0, 4, 23, CLR_KW_GCHEAPDUMP, &ok);
 	ev_module_load = def(rt, 152, 2, 4, 33, 0x20000008ull, &ok);
+	ev_method_load = def(rt, 143, 2, 4, 37, CLR_KW_JIT | 0x20, &ok);
+	ev_method_unload = def(rt, 144, 2, 4, 38, CLR_KW_JIT | 0x20, &ok);
+	ev_jitting_started = def(rt, 145, 1, 5, 42, CLR_KW_JIT, &ok);
 
 	ev_rd_method = def(rd, 144, 2, 4, 40, 0x30, &ok);
 	ev_rd_complete = def(rd, 146, 1, 4, 15, 0x20038, &ok);
@@ -100,7 +126,9 @@ int clr_events_init(const struct clr_callbacks *cb)
 	ev_rd_runtime = def(rd, 187, 0, 4, 1, 0, &ok);
 
 	ev_sample = def(sp, 0, 0, 4, 0, 0, &ok);
-	return ok ? 0 : -1;
+	/* the one event with field metadata: EventPipe describes it so */
+	ev_process_info = rp_event_new(ep, &pio);
+	return ok && ev_process_info ? 0 : -1;
 }
 
 /* ---- the expect file ---------------------------------------------------- */
@@ -430,8 +458,10 @@ void clr_bulk_type(struct clr_bulk *b, uint64_t type_id, uint64_t module_id, uin
 
 static const struct clr_module demo_modules[] = {
 	{ 0x7f3a10000000ull, 0x7f3a20000000ull, 0x8 /* Manifest */,
-	  "/usr/share/dotnet/shared/Microsoft.NETCore.App/8.0.0/System.Private.CoreLib.dll",
-	  "System.Private.CoreLib, Version=8.0.0.0, Culture=neutral, PublicKeyToken=7cec85d7bea7798e" },
+	  "/usr/share/dotnet/shared/Microsoft.NETCore.App/" CLR_VERSION
+	  "/System.Private.CoreLib.dll",
+	  "System.Private.CoreLib, Version=" CLR_VERSION ".0, Culture=neutral, "
+	  "PublicKeyToken=7cec85d7bea7798e" },
 	{ 0x7f3a10100000ull, 0x7f3a20100000ull, 0x8,
 	  "/opt/ringpipe-demo/RingpipeDemo.dll",
 	  "RingpipeDemo, Version=1.0.0.0, Culture=neutral, PublicKeyToken=null" },
@@ -487,9 +517,14 @@ bool clr_rd_methods_enabled(void)
 	return rp_event_enabled(ev_rd_method);
 }
 
-void clr_rd_method(const struct clr_method *m)
+/* MethodLoadVerbose_V2, MethodUnloadVerbose_V2 and MethodDCEndVerbose_V2
+ * share one layout. */
+static void method_event(struct rp_event *ev, const char *name, const struct clr_method *m)
 {
 	struct bytebuf p = { 0 };
+
+	if (!rp_event_enabled(ev))
+		return;
 
 	bb_append_u64(&p, m->method_id);
 	bb_append_u64(&p, m->module_id);
@@ -502,13 +537,49 @@ void clr_rd_method(const struct clr_method *m)
 	utf8_to_utf16z(&p, m->signature);
 	bb_append_u16(&p, CLR_INSTANCE_ID);
 	bb_append_u64(&p, m->rejit_id);
-	if (emit_built(ev_rd_method, &p))
-		clr_expect("Method/DCStopVerbose\tMethodID=%" PRIu64 "\tModuleID=%" PRIu64
+	if (emit_built(ev, &p))
+		clr_expect("%s\tMethodID=%" PRIu64 "\tModuleID=%" PRIu64
 			   "\tMethodStartAddress=%" PRIu64 "\tMethodSize=%u\tMethodToken=%u"
 			   "\tMethodFlags=%u\tMethodNamespace=%s\tMethodName=%s\tMethodSignature=%s"
 			   "\tClrInstanceID=%u\tReJITID=%" PRIu64,
-			   m->method_id, m->module_id, m->start, m->size, m->token, m->flags, m->ns,
-			   m->name, m->signature, CLR_INSTANCE_ID, m->rejit_id);
+			   name, m->method_id, m->module_id, m->start, m->size, m->token, m->flags,
+			   m->ns, m->name, m->signature, CLR_INSTANCE_ID, m->rejit_id);
+}
+
+void clr_rd_method(const struct clr_method *m)
+{
+	method_event(ev_rd_method, "Method/DCStopVerbose", m);
+}
+
+void clr_method_load(const struct clr_method *m)
+{
+	method_event(ev_method_load, "Method/LoadVerbose", m);
+}
+
+void clr_method_unload(const struct clr_method *m)
+{
+	method_event(ev_method_unload, "Method/UnloadVerbose", m);
+}
+
+void clr_method_jitting_started(const struct clr_method *m, uint32_t il_size)
+{
+	struct bytebuf p = { 0 };
+
+	if (!rp_event_enabled(ev_jitting_started))
+		return;
+	bb_append_u64(&p, m->method_id);
+	bb_append_u64(&p, m->module_id);
+	bb_append_u32(&p, m->token);
+	bb_append_u32(&p, il_size);
+	utf8_to_utf16z(&p, m->ns);
+	utf8_to_utf16z(&p, m->name);
+	utf8_to_utf16z(&p, m->signature);
+	bb_append_u16(&p, CLR_INSTANCE_ID);
+	if (emit_built(ev_jitting_started, &p))
+		clr_expect("Method/JittingStarted\tMethodID=%" PRIu64 "\tModuleID=%" PRIu64
+			   "\tMethodToken=%u\tMethodILSize=%u\tMethodNamespace=%s\tMethodName=%s"
+			   "\tMethodSignature=%s\tClrInstanceID=%u", m->method_id, m->module_id,
+			   m->token, il_size, m->ns, m->name, m->signature, CLR_INSTANCE_ID);
 }
 
 void clr_rd_assembly(const struct clr_module *m, uint64_t appdomain_id)
@@ -547,8 +618,10 @@ void clr_rd_appdomain(uint64_t appdomain_id, const char *name)
 
 void clr_rd_runtime_info(const char *command_line)
 {
-	/* claims CoreCLR 8.0.0: Sku 0x2, BCL and VM versions 8.0.0.0 */
-	static const uint16_t v[] = { CLR_INSTANCE_ID, 0x2, 8, 0, 0, 0, 8, 0, 0, 0 };
+	/* CoreCLR (Sku 0x2), BCL and VM versions those of the runtime imitated */
+	static const uint16_t v[] = { CLR_INSTANCE_ID, 0x2, CLR_VERSION_MAJOR, CLR_VERSION_MINOR,
+				      CLR_VERSION_BUILD, 0, CLR_VERSION_MAJOR, CLR_VERSION_MINOR,
+				      CLR_VERSION_BUILD, 0 };
 	struct bytebuf p = { 0 };
 	uint32_t startup_flags = 0;
 	uint8_t startup_mode = 0;
@@ -562,11 +635,13 @@ void clr_rd_runtime_info(const char *command_line)
 	bb_append(&p, zero_guid, 16);	/* ComObjectGuid */
 	utf8_to_utf16z(&p, "libringpipe.so");			/* RuntimeDllPath */
 	if (emit_built(ev_rd_runtime, &p))
-		clr_expect("Runtime/Start\tClrInstanceID=%u\tSku=2\tBclMajorVersion=8\tBclMinorVersion=0"
-			   "\tBclBuildNumber=0\tBclQfeNumber=0\tVMMajorVersion=8\tVMMinorVersion=0"
-			   "\tVMBuildNumber=0\tVMQfeNumber=0\tStartupFlags=0\tStartupMode=0"
-			   "\tCommandLine=%s\tRuntimeDllPath=libringpipe.so", CLR_INSTANCE_ID,
-			   command_line);
+		clr_expect("Runtime/Start\tClrInstanceID=%u\tSku=2\tBclMajorVersion=%u"
+			   "\tBclMinorVersion=%u\tBclBuildNumber=%u\tBclQfeNumber=0"
+			   "\tVMMajorVersion=%u\tVMMinorVersion=%u\tVMBuildNumber=%u\tVMQfeNumber=0"
+			   "\tStartupFlags=0\tStartupMode=0\tCommandLine=%s"
+			   "\tRuntimeDllPath=libringpipe.so", CLR_INSTANCE_ID, CLR_VERSION_MAJOR,
+			   CLR_VERSION_MINOR, CLR_VERSION_BUILD, CLR_VERSION_MAJOR,
+			   CLR_VERSION_MINOR, CLR_VERSION_BUILD, command_line);
 }
 
 /* ---- sample profiler ---------------------------------------------------- */
@@ -576,12 +651,64 @@ bool clr_sampler_enabled(void)
 	return rp_event_enabled(ev_sample);
 }
 
-void clr_thread_sample(uint32_t type, uint32_t tid)
+void clr_thread_sample(uint32_t type, uint32_t tid, const uint64_t *frames, uint32_t nframes)
 {
-	struct rp_write_opts o = { .sz = sizeof(o), .thread_id = tid };
+	/* the sampled thread's stack, as EventPipe attaches it to the sample */
+	struct rp_write_opts o = { .sz = sizeof(o), .thread_id = tid,
+				   .flags = nframes ? RP_WRITE_STACK_GIVEN : 0,
+				   .stack = frames, .nstack = nframes };
 	struct iovec iov = { &type, 4 };
 
 	/* no expect line: samples are not part of what the decode test compares */
 	if (rp_event_enabled(ev_sample))
 		rp_event_writev(ev_sample, &iov, 1, &o);
+}
+
+/* ---- EventPipe's ProcessInfo --------------------------------------------- */
+
+#if defined(__x86_64__)
+#define CLR_ARCH "x64"
+#elif defined(__aarch64__)
+#define CLR_ARCH "arm64"
+#elif defined(__i386__)
+#define CLR_ARCH "x86"
+#elif defined(__arm__)
+#define CLR_ARCH "arm"
+#else
+#define CLR_ARCH "unknown"
+#endif
+
+/* /proc/self/cmdline with its NULs as spaces: the runtime's command line. */
+static void command_line(char *buf, size_t len)
+{
+	int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd < 0 ? -1 : read(fd, buf, len - 1);
+	ssize_t i;
+
+	if (fd >= 0)
+		close(fd);
+	if (n < 0)
+		n = 0;
+	while (n > 0 && !buf[n - 1])
+		n--;
+	for (i = 0; i < n; i++)
+		if (!buf[i])
+			buf[i] = ' ';
+	buf[n] = 0;
+}
+
+static void process_info_stopping(struct rp_provider *provider, int session_id,
+				  uint64_t keywords, uint8_t level, void *ctx)
+{
+	struct bytebuf p = { 0 };
+	char cmd[4096];
+
+	(void)provider, (void)session_id, (void)keywords, (void)level, (void)ctx;
+	command_line(cmd, sizeof(cmd));
+	utf8_to_utf16z(&p, cmd);
+	utf8_to_utf16z(&p, "Linux");
+	utf8_to_utf16z(&p, CLR_ARCH);
+	/* no expect line: TraceDump's clr mode, which the expect file is
+	 * compared with, shows the CLR providers only */
+	emit_built(ev_process_info, &p);
 }

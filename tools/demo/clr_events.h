@@ -28,6 +28,18 @@
 /* Any stable value works; a single runtime instance uses 0. */
 #define CLR_INSTANCE_ID 0
 
+/*
+ * The runtime the demo imitates, everywhere it says so: the rundown's
+ * RuntimeInformation, System.Private.CoreLib's path and assembly version.
+ * (ProcessInfo2/3's runtime version is the IPC server's: see runtime.md.)
+ */
+#define CLR_VERSION_MAJOR 10
+#define CLR_VERSION_MINOR 0
+#define CLR_VERSION_BUILD 0
+#define CLR_VERSION "10.0.0"
+
+#define CLR_APPDOMAIN_ID 0x7f3a50000000ull
+
 /* Keywords of the runtime provider the demo looks at. */
 #define CLR_KW_GC		0x1ull
 #define CLR_KW_LOADER		0x8ull
@@ -138,6 +150,12 @@ struct clr_method {
 	const char *ns, *name, *signature;
 };
 
+/* Live JIT events (Microsoft-Windows-DotNETRuntime, JIT keyword): a method
+ * being compiled, compiled (its code range), and unloaded. */
+void clr_method_jitting_started(const struct clr_method *m, uint32_t il_size);
+void clr_method_load(const struct clr_method *m);
+void clr_method_unload(const struct clr_method *m);
+
 void clr_rd_dcend_init(void);
 void clr_rd_method(const struct clr_method *m);
 void clr_rd_module(const struct clr_module *m);
@@ -149,7 +167,18 @@ bool clr_rd_methods_enabled(void);
 
 /* ---- sample profiler (A.9) ---------------------------------------------- */
 
-void clr_thread_sample(uint32_t type, uint32_t tid);
+/* One ThreadSample for thread tid, with its stack (innermost frame first;
+ * nframes 0: none). */
+void clr_thread_sample(uint32_t type, uint32_t tid, const uint64_t *frames, uint32_t nframes);
 bool clr_sampler_enabled(void);
+
+/* ---- EventPipe's own provider (A.9) ---------------------------------------- */
+
+/*
+ * Microsoft-DotNETCore-EventPipe's ProcessInfo (command line, OS, arch) is
+ * written by the provider's stopping callback into each stopping session
+ * that enables the provider; EventPipe enables it in every session.
+ */
+#define CLR_EVENTPIPE_PROVIDER "Microsoft-DotNETCore-EventPipe"
 
 #endif /* RINGPIPE_DEMO_CLR_EVENTS_H */

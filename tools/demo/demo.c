@@ -22,15 +22,23 @@
  * dotnet-counters parses: one unnamed struct field holding a struct named
  * "Payload" with the counter's fields.
  *
- *   Microsoft-Windows-DotNETRuntime, ...Rundown and
- *   Microsoft-DotNETCore-SampleProfiler: the managed-runtime side, in
+ *   Microsoft-Windows-DotNETRuntime, ...Rundown,
+ *   Microsoft-DotNETCore-SampleProfiler and Microsoft-DotNETCore-EventPipe
+ *                            (ProcessInfo): the managed-runtime side, in
  *                            clr_events.c (encoders), heap.c (heap, GCs,
  *                            the heap walk dotnet-gcdump triggers), jit.c
- *                            (method tables, rundown) and sampler.c
+ *                            (managed code, method tables, live JIT events,
+ *                            rundown) and sampler.c (CPU samples with stacks)
  *
  * Each of T threads writes RATE Tick events per second and, around every
  * tenth tick, a Work/Start - Work/Stop pair. Runs for --duration seconds
  * (0: until SIGINT/SIGTERM), then prints "ticks N", the Tick events written.
+ *
+ * --work-threads N threads burn CPU in managed code with a known split:
+ * Demo.Worker.Run calls Compute, Hash and Parse, which run the same loop 5,
+ * 3 and 2 units long, so a CPU profile puts 50 %, 30 % and 20 % of the
+ * workers' samples in them. Every thread's loop is managed code
+ * (SAMPLER_MANAGED): the profiles name Demo.Program.Main, Demo.Writer.Run, ...
  */
 #include <dirent.h>
 #include <errno.h>
@@ -64,6 +72,7 @@ static const char demo_usage[] =
 "usage: ringpipe-demo [--duration SECONDS] [--rate EVENTS_PER_SEC] [--threads N]\n"
 "                     [--heap-nodes N] [--seed S] [--alloc-threads N]\n"
 "                     [--jit-threads N] [--jit-rate N] [--max-buffer-mb N]\n"
+"                     [--jit-live N] [--work-threads N]\n"
 "                     [--heap-report FILE] [--expect FILE]\n"
 "\n"
 "Starts ringpipe's diagnostics IPC server, prints its pid and socket, and lets\n"
@@ -82,6 +91,10 @@ static const char demo_usage[] =
 "                      triggering gen0/gen1 GCs (default 2, at most 64)\n"
 "  --jit-threads N     threads publishing JIT-compiled methods (default 2)\n"
 "  --jit-rate N        methods per second per JIT thread (default 100)\n"
+"  --jit-live N        live methods per JIT thread (default 1024): beyond, the\n"
+"                      oldest is unloaded and its slot reused\n"
+"  --work-threads N    threads burning CPU in Demo.Worker.Compute, Hash and\n"
+"                      Parse: 50 %, 30 % and 20 % of their time (default 0)\n"
 "  --max-buffer-mb N   caps the buffer an IPC client may ask for (0: no cap)\n"
 "  --heap-report FILE  after each heap walk, the walk's totals and per-type\n"
 "                      counts (written to FILE.tmp, then renamed)\n"
@@ -89,7 +102,9 @@ static const char demo_usage[] =
 "                      written: the values a decoder must find\n"
 "Enabling the runtime provider with GCHeapCollect (0x800000) at level 4 or more\n"
 "(what dotnet-gcdump does) runs an induced gen-2 GC that walks the heap. A\n"
-"session with rundown gets MethodDCEndVerbose for every published method.\n"
+"session with rundown gets MethodDCEndVerbose for every live method and for\n"
+"the demo's own managed code, whose stacks Microsoft-DotNETCore-SampleProfiler\n"
+"samples once a millisecond.\n"
 "Ringpipe-Demo writes SessionEnd (cumulative totals) into a stopping session.\n";
 
 /* ---- state ---------------------------------------------------------------- */
@@ -353,7 +368,7 @@ static void publish(uint32_t interval_s, double elapsed_s, uint64_t ticks)
 }
 
 /* Publishes at the shortest interval any session asked for. */
-static void *counters_main(void *arg)
+SAMPLER_MANAGED(counters_run) static void *counters_main(void *arg)
 {
 	uint64_t last = rp_clock_mono_ns(), last_ticks = rp_load_relaxed(&demo_ticks);
 
@@ -396,9 +411,46 @@ static void *counters_main(void *arg)
 	return NULL;
 }
 
+/* ---- CPU workers ----------------------------------------------------------- */
+
+#define WORK_UNIT 1000000u	/* iterations of the loop below: about 1 ms, longer than a
+				 * sampling period, so no period can alias with a cycle */
+static uint64_t work_sink;		/* atomic: keeps the workers' results alive */
+
+/* The same code in each method, so a unit costs the same in each. */
+static inline __attribute__((always_inline)) uint64_t work_spin(uint64_t x, uint32_t units)
+{
+	uint64_t i;
+
+	for (i = 0; i < (uint64_t)units * WORK_UNIT; i++) {
+		x = x * 6364136223846793005ull + 1442695040888963407ull;
+		__asm__ __volatile__("" : "+r"(x));	/* no shortcut through the loop */
+	}
+	return x;
+}
+
+SAMPLER_MANAGED(work_compute) static uint64_t work_compute(uint64_t x) { return work_spin(x, 5); }
+SAMPLER_MANAGED(work_hash) static uint64_t work_hash(uint64_t x) { return work_spin(x, 3); }
+SAMPLER_MANAGED(work_parse) static uint64_t work_parse(uint64_t x) { return work_spin(x, 2); }
+
+SAMPLER_MANAGED(work_run) static void *worker_main(void *arg)
+{
+	uint64_t x = (uintptr_t)arg + 1;
+
+	sampler_add_self(true);
+	while (!stopping()) {
+		x = work_compute(x);
+		x = work_hash(x);
+		x = work_parse(x);
+	}
+	rp_store_relaxed(&work_sink, x);
+	sampler_remove_self();
+	return NULL;
+}
+
 /* ---- writers ------------------------------------------------------------- */
 
-static void *writer_main(void *arg)
+SAMPLER_MANAGED(writer_run) static void *writer_main(void *arg)
 {
 	struct demo_thread *t = arg;
 	uint64_t start = rp_clock_mono_ns(), n = 0, work = 0;
@@ -490,6 +542,27 @@ static void print_socket(void)
 		printf("socket none (only the configured diagnostic ports)\n");
 }
 
+SAMPLER_CODE_RANGE(program_main);
+SAMPLER_CODE_RANGE(writer_run);
+SAMPLER_CODE_RANGE(counters_run);
+SAMPLER_CODE_RANGE(work_run);
+SAMPLER_CODE_RANGE(work_compute);
+SAMPLER_CODE_RANGE(work_hash);
+SAMPLER_CODE_RANGE(work_parse);
+
+#define WORK_SIGNATURE "unsigned int64  (unsigned int64)"
+
+/* The managed code of this file, as rundown names it. */
+static const struct sampler_code demo_code[] = {
+	SAMPLER_CODE(program_main, "Demo.Program", "Main", "int32  (class System.String[])"),
+	SAMPLER_CODE(writer_run, "Demo.Writer", "Run", "void  (int32)"),
+	SAMPLER_CODE(counters_run, "Demo.Counters", "Run", "void  ()"),
+	SAMPLER_CODE(work_run, "Demo.Worker", "Run", "void  (int32)"),
+	SAMPLER_CODE_LEAF(work_compute, "Demo.Worker", "Compute", WORK_SIGNATURE),
+	SAMPLER_CODE_LEAF(work_hash, "Demo.Worker", "Hash", WORK_SIGNATURE),
+	SAMPLER_CODE_LEAF(work_parse, "Demo.Worker", "Parse", WORK_SIGNATURE),
+};
+
 /* Numeric options: name, limits, where the value goes. */
 struct num_opt {
 	const char *name;
@@ -498,11 +571,11 @@ struct num_opt {
 	const char *what;
 };
 
-int main(int argc, char **argv)
+SAMPLER_MANAGED(program_main) int main(int argc, char **argv)
 {
 	uint64_t duration = 0, rate = 10, threads = 1, start;
 	uint64_t heap_nodes = 200000, seed = 1, alloc_threads = 2, jit_threads = 2, jit_rate = 100;
-	uint64_t max_buffer_mb = 0;
+	uint64_t max_buffer_mb = 0, jit_live = 1024, work_threads = 0;
 	const char *report = NULL, *expect = NULL;
 	const struct num_opt nums[] = {
 		{ "--duration", 0, DEMO_MAX_DURATION, &duration, "whole seconds (0: until a signal)" },
@@ -514,15 +587,17 @@ int main(int argc, char **argv)
 		{ "--jit-threads", 0, JIT_MAX_THREADS, &jit_threads, "0..64" },
 		{ "--jit-rate", 0, 1000000, &jit_rate, "0..1000000 methods per second (0: no limit)" },
 		{ "--max-buffer-mb", 0, 1048576, &max_buffer_mb, "0..1048576 MB (0: no cap)" },
+		{ "--jit-live", 1, JIT_MAX_LIVE, &jit_live, "1..1048576 methods" },
+		{ "--work-threads", 0, 64, &work_threads, "0..64" },
 	};
 	struct heap_opts ho = { .nodes = 0 };
 	struct jit_opts jo = { .threads = 0 };
 	struct rp_ipc_opts io = { .sz = sizeof(io) };
 	struct demo_thread *t;
-	pthread_t ctr_th;
+	pthread_t ctr_th, work_th[64];
 	struct sigaction sa;
 	int i, rc;
-	uint32_t k, started = 0;
+	uint32_t k, started = 0, workers = 0;
 	size_t n;
 
 	for (i = 1; i < argc; i++) {
@@ -568,10 +643,14 @@ int main(int argc, char **argv)
 	ho.alloc_threads = (uint32_t)alloc_threads;
 	ho.report = report;
 	jo.threads = (uint32_t)jit_threads;
-	jo.capacity = 1u << 16;
+	jo.capacity = (uint32_t)jit_live;
 	jo.rate = (uint32_t)jit_rate;
 	if (heap_init(&ho) || jit_init(&jo)) {
 		fprintf(stderr, "ringpipe-demo: out of memory for the heap or the method tables\n");
+		return 1;
+	}
+	if (sampler_code_add(demo_code, sizeof(demo_code) / sizeof(demo_code[0]))) {
+		fprintf(stderr, "ringpipe-demo: too many managed code ranges\n");
 		return 1;
 	}
 	if (define_providers()) {
@@ -605,6 +684,9 @@ int main(int argc, char **argv)
 		rp_ipc_server_stop();
 		return 1;
 	}
+	/* names say which demo threads the sampler samples: all "demo-*" but
+	 * demo-sampler, and the main thread */
+	pthread_setname_np(ctr_th, "demo-counters");
 	for (k = 0; k < threads; k++) {
 		t[k].index = k;
 		t[k].rate = rate;
@@ -613,7 +695,17 @@ int main(int argc, char **argv)
 			request_stop();
 			break;
 		}
+		pthread_setname_np(t[k].th, "demo-writer");
 		started++;
+	}
+	for (k = 0; k < work_threads; k++) {
+		if (pthread_create(&work_th[k], NULL, worker_main, (void *)(uintptr_t)k)) {
+			fprintf(stderr, "ringpipe-demo: cannot start worker thread %u\n", k);
+			request_stop();
+			break;
+		}
+		pthread_setname_np(work_th[k], "demo-worker");
+		workers++;
 	}
 	start = rp_clock_mono_ns();
 	while (!stopping() && (!duration || rp_clock_mono_ns() - start < duration * 1000000000ull))
@@ -621,6 +713,8 @@ int main(int argc, char **argv)
 	request_stop();
 	for (k = 0; k < started; k++)
 		pthread_join(t[k].th, NULL);
+	for (k = 0; k < workers; k++)
+		pthread_join(work_th[k], NULL);
 	pthread_join(ctr_th, NULL);
 	/* sessions stop (rundown, SessionEnd) while the runtime still runs */
 	rp_ipc_server_stop();
@@ -630,5 +724,5 @@ int main(int argc, char **argv)
 	sampler_stop();
 	printf("ticks %" PRIu64 "\n", rp_load_relaxed(&demo_ticks));
 	free(t);
-	return started == threads ? 0 : 1;
+	return started == threads && workers == work_threads ? 0 : 1;
 }

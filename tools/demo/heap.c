@@ -580,7 +580,8 @@ static void maybe_collect(void)
 	pthread_mutex_unlock(&walk_lock);
 }
 
-static void *mutator_main(void *arg)
+/* managed code: the sampler's stacks of an allocating thread end here */
+SAMPLER_MANAGED(heap_alloc) static void *mutator_main(void *arg)
 {
 	struct mutator *m = arg;
 	uint64_t start = rp_clock_mono_ns(), bytes = 0;
@@ -603,12 +604,19 @@ static void *mutator_main(void *arg)
 	return NULL;
 }
 
+SAMPLER_CODE_RANGE(heap_alloc);
+
 int heap_start(void)
 {
+	static const struct sampler_code code[] = {
+		SAMPLER_CODE(heap_alloc, "Demo.Heap", "AllocateLoop", "void  (int32)"),
+	};
 	uint32_t k;
 
 	if (!nthreads)
 		return 0;
+	if (sampler_code_add(code, 1))
+		return -1;
 	muts = calloc(nthreads, sizeof(*muts));
 	if (!muts)
 		return -1;
@@ -618,6 +626,7 @@ int heap_start(void)
 		muts[k].next_addr = 0x7e0000000000ull + ((uint64_t)(k + 1) << 36);
 		if (pthread_create(&muts[k].th, NULL, mutator_main, &muts[k]))
 			return -1;
+		pthread_setname_np(muts[k].th, "demo-alloc");
 		nmuts++;
 	}
 	return 0;
