@@ -8,6 +8,7 @@
  * session enabled its provider, and times how long after the write that
  * session is stopped (its provider disabled by dotnet-trace's StopTracing).
  */
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +19,7 @@
 #include "atomics.h"
 #include "clock.h"
 #include "helpers.h"
+#include "nettrace.h"
 #include "ringpipe/ringpipe.h"
 
 #define STOP_BOUND_NS 200000000ull	/* the acceptance bound: 200 ms */
@@ -110,5 +112,86 @@ Test(live, dotnet_trace_stops_within_200_ms_of_its_stopping_event, .timeout = 18
 	rp_ipc_server_stop();
 	cr_assert(worst <= STOP_BOUND_NS, "dotnet-trace stopped %.1f ms after its stopping event "
 		  "(bound %.0f ms)", (double)worst / 1e6, STOP_BOUND_NS / 1e6);
+	th_rmdir(dir);
+}
+
+/* ---- the first events of a session ---------------------------------------- */
+
+#define BURST_EVENTS 2000u
+
+static struct rp_event *burst_ev;
+
+static void burst_enable(struct rp_provider *provider, int session_id, bool enabled,
+			 uint64_t keywords, uint8_t level, const char *args, void *ctx)
+{
+	if (!enabled)
+		return;
+	for (uint32_t i = 0; i < BURST_EVENTS; i++)
+		rp_event_write(burst_ev, &i, sizeof(i));
+}
+
+/*
+ * Events an enable callback writes at once (a heap walk, a rundown of
+ * state) are the session's first: the trace's clock sync point must not be
+ * younger than they are, or TraceEvent discards them. An IPC session starts
+ * held until its reply is out, so its trace header is written later than
+ * those events; the sync point is taken when the session starts.
+ */
+Test(live, events_from_the_enable_callback_are_not_older_than_the_trace, .timeout = 180)
+{
+	TH_NEED_TRACEDUMP(dll);
+	static const struct rp_field fields[] = { { "I", RP_TYPE_U32, 0, 0, NULL } };
+	struct rp_provider_opts po = { .sz = sizeof(po), .name = "Ringpipe-Test-Burst",
+				       .enable_cb = burst_enable };
+	struct rp_event_opts eo = { .sz = sizeof(eo), .id = 1, .name = "Burst", .level = 4,
+				    .nfields = 1, .fields = fields };
+	struct rp_ipc_opts io = { .sz = sizeof(io) };
+	struct bytebuf out = { 0 };
+	char *dir = th_tmpdir(), *cmd, want[64];
+
+	TH_NEED_DOTNET_TOOL("dotnet-trace");
+	cr_assert_not_null(dir);
+	burst_ev = rp_event_new(rp_provider_new(&po), &eo);
+	cr_assert_not_null(burst_ev, "%s", rp_last_error());
+	cr_assert_eq(rp_ipc_server_start(&io), 0, "%s", rp_last_error());
+	cr_assert(asprintf(&cmd, "cd %s && %s/dotnet-trace collect -p %d --providers "
+			   "Ringpipe-Test-Burst --duration 00:00:01 -o %s/burst.nettrace 2>&1",
+			   dir, th_dotnet_tools(), (int)getpid(), dir) > 0);
+	cr_assert_eq(th_run(cmd, &out), 0, "dotnet-trace collect: %s", (char *)out.p);
+	free(cmd);
+	rp_ipc_server_stop();
+	out.len = 0;
+	cr_assert(asprintf(&cmd, "dotnet '%s' counts '%s/burst.nettrace'", dll, dir) > 0);
+	cr_assert_eq(th_run(cmd, &out), 0, "TraceEvent: %s", (char *)out.p);
+	free(cmd);
+	snprintf(want, sizeof(want), "Ringpipe-Test-Burst/Burst\t%u\n", BURST_EVENTS);
+	cr_assert(strstr((char *)out.p, want), "TraceEvent does not count %u Burst events:\n%s",
+		  BURST_EVENTS, (char *)out.p);
+	bb_free(&out);
+	/* and none is stamped before the trace's sync point (TraceLog and the
+	 * tools built on it, dotnet-stack among them, drop such samples) */
+	{
+		struct nt_reader *rd;
+		struct nt_rec rec;
+		uint64_t sync, older = 0, n = 0;
+		int rc;
+
+		cr_assert(asprintf(&cmd, "%s/burst.nettrace", dir) > 0);
+		rd = nt_reader_open(cmd);
+		cr_assert_not_null(rd, "cannot read %s", cmd);
+		free(cmd);
+		sync = nt_reader_info(rd)->sync_ticks;
+		while ((rc = nt_reader_next(rd, &rec)) == 1) {
+			if (!rec.meta || strcmp(rec.meta->provider, "Ringpipe-Test-Burst"))
+				continue;
+			n++;
+			older += rec.ts < sync;
+		}
+		cr_assert_eq(rc, 0, "reader: %s", nt_reader_errmsg(rd));
+		cr_assert_eq(n, BURST_EVENTS);
+		cr_assert_eq(older, 0, "%" PRIu64 " of %" PRIu64 " events are older than the trace's "
+			     "sync point", older, n);
+		nt_reader_free(rd);
+	}
 	th_rmdir(dir);
 }

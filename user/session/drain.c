@@ -980,7 +980,8 @@ static int open_trace(struct drainer *d)
 	wo.format = d->s->format;
 	wo.pid = d->s->process_id ? d->s->process_id : (uint32_t)getpid();
 	wo.tick_freq = rp_clock_frequency();
-	wo.sync_ticks = rp_clock_now();
+	wo.sync_ticks = d->s->sync_ticks;
+	wo.sync_unix_ns = d->s->sync_unix_ns;
 	d->w = nt_writer_new(&d->usink->base, &wo);
 	if (!d->w) {
 		rp_set_error("cannot start the trace: %s", strerror(errno));

@@ -269,6 +269,13 @@ struct rp_session *rp_session_start_ex(const struct rp_session_opts *uopts, unsi
 		goto err_slot;
 	}
 	s->process_id = o.process_id;
+	{
+		struct timespec now;
+
+		s->sync_ticks = rp_clock_now();
+		clock_gettime(CLOCK_REALTIME, &now);
+		s->sync_unix_ns = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
+	}
 	s->deferred = o.kind == RP_SESSION_DEFERRED;
 	s->held = (flags & RP_START_HELD) && !s->deferred;
 	if (!s->deferred) {

@@ -67,6 +67,10 @@ struct rp_session {
 	struct rp_shm *shm;
 	int format;
 	uint32_t process_id;		/* the trace header's; 0: getpid() */
+	/* the trace's clock sync, taken before any writer can reach the
+	 * session: a held or deferred session's trace starts later than its
+	 * first events, which must not be older than the sync point */
+	uint64_t sync_ticks, sync_unix_ns;
 	int out_fd;
 	bool own_fd;
 	bool is_socket;
