@@ -29,7 +29,7 @@ extern "C" {
 #define RP_API __attribute__((visibility("default")))
 
 #define RP_VERSION_MAJOR 0
-#define RP_VERSION_MINOR 1
+#define RP_VERSION_MINOR 2
 #define RP_VERSION_PATCH 0
 
 /* The library's version as "MAJOR.MINOR.PATCH". */
@@ -325,6 +325,10 @@ struct rp_ipc_opts {
 					 * a request past what is left is refused (Fail).
 					 * 0: RINGPIPE_IPC_MAX_MEMORY_MB, else 1/4 of
 					 * physical RAM; UINT64_MAX: no cap */
+	const char *runtime_version;	/* the runtime version ProcessInfo2/3 report
+					 * (a runtime built on the library names its
+					 * own, e.g. "10.0.0"); NULL: "ringpipe
+					 * VERSION". Copied, at most 63 bytes */
 };
 
 /*

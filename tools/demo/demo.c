@@ -61,6 +61,7 @@
 #include "clr_events.h"
 #include "heap.h"
 #include "jit.h"
+#include "metrics.h"
 #include "sampler.h"
 #include "utf.h"
 
@@ -80,7 +81,10 @@ static const char demo_usage[] =
 "(default 10, at most 10000000) to the provider Ringpipe-Demo, with a\n"
 "Work/Start - Work/Stop pair around every tenth tick. The provider\n"
 "Ringpipe-Demo-Counters publishes EventCounters (working-set, ticks/sec)\n"
-"when enabled with EventCounterIntervalSec=N. Runs for SECONDS (default 0:\n"
+"when enabled with EventCounterIntervalSec=N; the System.Runtime meter\n"
+"(System.Diagnostics.Metrics, what dotnet-counters asks for by default) has\n"
+"the process's CPU time and working set and the demo's GC counts and\n"
+"allocations. Runs for SECONDS (default 0:\n"
 "until SIGINT or SIGTERM), then prints \"ticks N\".\n"
 "\n"
 "It also behaves as a small managed runtime (Microsoft-Windows-DotNETRuntime):\n"
@@ -663,8 +667,13 @@ SAMPLER_MANAGED(program_main) int main(int argc, char **argv)
 		fprintf(stderr, "ringpipe-demo: cannot start the runtime's threads\n");
 		return 1;
 	}
+	if (demo_metrics_start()) {
+		fprintf(stderr, "ringpipe-demo: cannot define the counters: %s\n", rp_last_error());
+		return 1;
+	}
 	/* With a suspend-mode port this returns once a tool sent ResumeRuntime. */
 	io.max_buffer_bytes = max_buffer_mb << 20;
+	io.runtime_version = CLR_VERSION;
 	rc = rp_ipc_server_start(&io);
 	if (rc == -EBUSY)
 		rc = 0;		/* started already by the startup configuration */
@@ -719,6 +728,7 @@ SAMPLER_MANAGED(program_main) int main(int argc, char **argv)
 	/* sessions stop (rundown, SessionEnd) while the runtime still runs */
 	rp_ipc_server_stop();
 	jit_stop();
+	demo_metrics_stop();
 	heap_stop();
 	sampler_remove_self();
 	sampler_stop();

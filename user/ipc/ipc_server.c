@@ -84,6 +84,7 @@ int rp_ipc_stop_grace_ms = 10000;
 #define RECONNECT_MIN_MS 10
 #define RECONNECT_MAX_MS 500
 #define MAX_BUFFER_MB 1024u
+#define EVENTPIPE_PROVIDER "Microsoft-DotNETCore-EventPipe"
 
 enum srv_state {
 	SRV_IDLE = 0,
@@ -138,6 +139,7 @@ static struct {
 	pid_t owner;
 	bool log;
 	uint64_t max_buffer_bytes;	/* rp_ipc_opts: cap on a client's buffer; 0: none */
+	char runtime_version[64];	/* rp_ipc_opts: ProcessInfo2/3's; "": ours */
 	uint64_t mem_cap;		/* all IPC sessions together (under ipc_lock) */
 	uint64_t mem_used;
 	uint64_t evictions;		/* since start, for the log */
@@ -479,7 +481,8 @@ static void do_collect(struct conn *c, const struct ipc_collect *col)
 	struct rp_session *s;
 	uint8_t reply[28];
 	uint64_t id, grant, limit, charge, cap, left;
-	uint32_t i;
+	bool have_eventpipe = false;
+	uint32_t i, npc = col->nproviders;
 	int err;
 
 	if (col->session_type != 0) {
@@ -492,7 +495,10 @@ static void do_collect(struct conn *c, const struct ipc_collect *col)
 		reply_error(c, IPC_HR_NOT_SUPPORTED);
 		return;
 	}
-	pc = calloc(col->nproviders, sizeof(*pc));
+	/* one more: the runtime enables its own EventPipe provider in every
+	 * session (its ProcessInfo event names the process in PerfView and
+	 * TraceLog); a process that defines it does the same here */
+	pc = calloc(col->nproviders + 1, sizeof(*pc));
 	if (!pc) {
 		reply_error(c, IPC_HR_FAIL);
 		return;
@@ -504,7 +510,11 @@ static void do_collect(struct conn *c, const struct ipc_collect *col)
 		pc[i].keywords = p->keywords;
 		pc[i].level = (uint8_t)p->level;
 		pc[i].args = p->args && p->args[0] ? p->args : NULL;
+		if (!strcmp(p->name, EVENTPIPE_PROVIDER))
+			have_eventpipe = true;
 	}
+	if (!have_eventpipe)
+		pc[npc++].name = EVENTPIPE_PROVIDER;	/* every keyword and level */
 
 	/* the common way a start fails, refused while an error can still be sent
 	 * (a slot can still be taken between this look and the start) */
@@ -559,7 +569,7 @@ static void do_collect(struct conn *c, const struct ipc_collect *col)
 			MIB(cap));
 
 	so.providers = pc;
-	so.nproviders = col->nproviders;
+	so.nproviders = npc;
 	so.format = NT_FORMAT_V5;
 	so.buffering = col->buffering == 1 ? RP_BUFFERING_BLOCK : RP_BUFFERING_DROP;
 	so.buffer_bytes = grant;
@@ -621,7 +631,10 @@ static void do_process_info(struct conn *c, int version)
 	char version_str[64];
 	char *cmdline = command_line();
 
-	snprintf(version_str, sizeof(version_str), "ringpipe %s", rp_version());
+	if (srv.runtime_version[0])
+		snprintf(version_str, sizeof(version_str), "%s", srv.runtime_version);
+	else
+		snprintf(version_str, sizeof(version_str), "ringpipe %s", rp_version());
 	pi.pid = (uint64_t)getpid();
 	memcpy(pi.cookie, cookie, 16);
 	pi.command_line = cmdline ? cmdline : "";
@@ -1556,6 +1569,8 @@ RP_API int rp_ipc_server_start(const struct rp_ipc_opts *uopts)
 	srv.conns = NULL;
 	srv.nconns = srv.waiters = 0;
 	srv.max_buffer_bytes = o.max_buffer_bytes;
+	snprintf(srv.runtime_version, sizeof(srv.runtime_version), "%s",
+		 o.runtime_version ? o.runtime_version : "");
 	srv.mem_cap = cap;
 	srv.mem_used = 0;
 	srv.evictions = 0;
