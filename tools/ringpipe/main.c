@@ -6,8 +6,7 @@
 #include <string.h>
 
 #include "cmds.h"
-
-#define RINGPIPE_VERSION "0.1.0"
+#include "ringpipe/ringpipe.h"
 
 static const char usage[] =
 "usage: ringpipe <command> [options]\n"
@@ -53,7 +52,7 @@ int main(int argc, char **argv)
 		return cmd ? 0 : 2;
 	}
 	if (!strcmp(cmd, "--version")) {
-		printf("ringpipe %s\n", RINGPIPE_VERSION);
+		printf("ringpipe %s\n", rp_version());
 		return 0;
 	}
 	if (!strcmp(cmd, "report"))
