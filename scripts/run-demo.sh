@@ -37,7 +37,8 @@ for _ in $(seq 100); do
 	sleep 0.05
 done
 echo "== ringpipe gcdump collect -p $DEMO (Block session, heap walk, rundown, report)"
-"$OUT"/ringpipe gcdump collect -p "$DEMO" -o .output/demo-heap.nettrace
+# --force: the previous run's snapshot is replaced, as the trace above is
+"$OUT"/ringpipe gcdump collect --force -p "$DEMO" -o .output/demo-heap.nettrace
 echo
 echo "== what the demo says it walked (.output/demo-heap.txt)"
 head -5 .output/demo-heap.txt
