@@ -1320,3 +1320,19 @@ __attribute__((constructor)) static void m_ctor(void)
 {
 	rp_metrics_init();
 }
+
+/* At exit, a counters thread that ended after the last session is joined:
+ * its resources go back, and thread checkers see nothing left unjoined. One
+ * that still runs (a session is listening) is left to the exit. */
+__attribute__((destructor)) static void m_dtor(void)
+{
+	bool join;
+
+	pthread_mutex_lock(&m_lock);
+	join = m_th_state == TH_EXITED;
+	if (join)
+		m_th_state = TH_NONE;
+	pthread_mutex_unlock(&m_lock);
+	if (join)
+		pthread_join(m_th, NULL);
+}
