@@ -415,9 +415,10 @@ static uint64_t fill_ring(struct rp_event *ev)
 }
 
 /*
- * Writers reserve against their own copy of the consumer position (ring.h),
- * read again only when it says full: a ring that filled must take a whole
- * ring of writes again once the drainer emptied it, and never more.
+ * A ring that filled must take a whole ring of writes again once the drainer
+ * emptied it, and never more: writers see the space the consumer gave back
+ * (a writer that kept reserving against a stale consumer position, as a
+ * cached copy of it would, takes none).
  */
 Test(write, a_ring_that_filled_takes_a_ring_of_writes_again_once_drained, .timeout = 60)
 {

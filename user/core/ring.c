@@ -84,7 +84,6 @@ void rp_ring_setup(struct rp_ring *r, struct rp_shm *s, uint32_t index,
 	 * free space is visible to us */
 	r->cons = rp_load_acquire(&hdr->consumer_pos);
 	r->published = r->cons;
-	r->cons_cache = r->cons;
 	r->prod_seen = r->cons;
 	/* drops before this reader began are not its figures (a creator sees
 	 * zeros); it counts from the values it finds */

@@ -113,13 +113,6 @@ struct rp_ring {
 	uint32_t max_record;
 	uint32_t index;
 	struct rp_shm *shm;
-	/* consumer_pos as a producer of this process last read it. Reserving
-	 * against it instead of the shared word spares producers the cache
-	 * miss that each publication by the consumer (on another CPU) costs;
-	 * it is read again only when it says full, so this line, which every
-	 * write reads, is written about once per ring-full. It lags the shared
-	 * word, so it never admits more than that would. */
-	uint64_t cons_cache;
 
 	/* consumer-local state: the reader's own position is authoritative;
 	 * consumer_pos in shared memory is only its published copy */
@@ -147,10 +140,6 @@ struct rp_ring {
 	uint64_t drops_rejected;	/* growths not accepted as plausible */
 	char err[200];			/* last corruption / stale report */
 } __attribute__((aligned(64)));
-
-/* what every write reads of its ring shares one cache line */
-_Static_assert(offsetof(struct rp_ring, cons_cache) + sizeof(uint64_t) <= 64,
-	       "the producers' fields of struct rp_ring span two cache lines");
 
 /* A mapped session: creator (rp_shm_create) or reader (rp_shm_open_fd). */
 struct rp_shm {

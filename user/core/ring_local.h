@@ -124,7 +124,6 @@ rp_ring_reserve_here(struct rp_shm *shm, bool local, struct rp_ring **rp, uint32
 #ifdef RP_RSEQ_RESERVE
 	struct rp_shm_record *rec;
 	struct rseq *rs;
-	bool reread = false;
 	int tries;
 
 	if (rp_likely(local)) {
@@ -143,10 +142,10 @@ rp_ring_reserve_here(struct rp_shm *shm, bool local, struct rp_ring **rp, uint32
 			uint32_t cpu = rp_load_relaxed(&rs->cpu_id_start);
 			struct rp_ring *r = &shm->rings[cpu < shm->nr_rings ? cpu : 0];
 			struct rp_shm_ring *h = r->hdr;
-			/* pairs with the store_release of cons_cache below (by
-			 * this or another writer of the ring), which passes on
-			 * what that writer's acquire of consumer_pos saw */
-			__u64 cons = rp_load_acquire(&r->cons_cache), pos;
+			/* pairs with the store_release of consumer_pos by the
+			 * consumer: its reads of the space we may reuse happen
+			 * before our writes into it */
+			__u64 cons = rp_load_acquire(&h->consumer_pos), pos;
 			int rc = rp_rseq_bump(rs, cpu, &h->producer_pos, cons, r->size, len, &pos);
 
 			*rp = r;
@@ -156,19 +155,8 @@ rp_ring_reserve_here(struct rp_shm *shm, bool local, struct rp_ring **rp, uint32
 				rp_store_relaxed(&rec->len, len | RP_REC_BUSY);
 				return rec;
 			}
-			if (rc > 0) {
-				/* full by the cached position: once, look at the
-				 * consumer's own. Pairs with the store_release of
-				 * consumer_pos by the consumer: its reads of the space
-				 * we may reuse happen before our writes into it */
-				__u64 fresh = rp_load_acquire(&h->consumer_pos);
-
-				if (reread || fresh == cons)
-					return NULL;	/* full (or positions scribbled on) */
-				reread = true;
-				/* pairs with the load_acquire of cons_cache above */
-				rp_store_release(&r->cons_cache, fresh);
-			}
+			if (rc > 0)
+				return NULL;	/* full (or positions scribbled on) */
 		}
 		return NULL;
 	}

@@ -410,13 +410,6 @@ static __attribute__((noinline)) int write_flat(struct rp_event *ev, uint64_t ma
 		return write_flat_general(ev, mask, payload, len);
 	i = __builtin_ctzll(mask);
 	sl = &rp_slots[i];
-	if (rp_unlikely(rp_usdt_event_armed())) {
-		struct iovec iov = { (void *)payload, len };
-
-		/* once per attempt, before any session sees it (usdt.h) */
-		RP_USDT_EVENT(ev, &iov, 1, len, mask);
-		(void)iov;	/* built without the probe (RP_NO_USDT) */
-	}
 	/* announce, as in write_events() */
 	rp_store_relaxed(&t->in_write, 1);
 	announce_fence();
@@ -427,6 +420,14 @@ static __attribute__((noinline)) int write_flat(struct rp_event *ev, uint64_t ma
 		/* pairs with the load_acquire of in_write in rp_writers_quiesce() */
 		rp_store_release(&t->in_write, 0);
 		return write_flat_general(ev, mask, payload, len);
+	}
+	/* here, past the last way to the general path, which fires it itself:
+	 * once per attempt, before the session sees it (usdt.h) */
+	if (rp_unlikely(rp_usdt_event_armed())) {
+		struct iovec iov = { (void *)payload, len };
+
+		RP_USDT_EVENT(ev, &iov, 1, len, mask);
+		(void)iov;	/* built without the probe (RP_NO_USDT) */
 	}
 	t->seq[i]++;
 	size = (uint32_t)rp_record_size(0, 0, (uint16_t)len);
