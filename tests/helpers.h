@@ -8,9 +8,14 @@
 
 #include "criterion_compat.h"
 #include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -181,5 +186,133 @@ static inline const char *th_dotnet_tools(void)
 		}                                                               \
 		free(p_);                                                       \
 	} while (0)
+
+/* Skips (or, with RINGPIPE_REQUIRE_INTEROP=1, fails) with a reason. */
+#define TH_SKIP_OR_FAIL(...)                                                    \
+	do {                                                                    \
+		if (th_require_interop())                                       \
+			cr_assert_fail("RINGPIPE_REQUIRE_INTEROP=1 but " __VA_ARGS__); \
+		cr_skip_test(__VA_ARGS__);                                      \
+	} while (0)
+
+#define TH_DOTNET_APP_DEFAULT ".output/interop-app/DotnetApp.dll"
+#define TH_DOTNET_APP_SRC "tests/interop/DotnetApp/Program.cs"
+
+/* Whether file a was modified before file b (or either is missing). */
+static inline bool th_older_than(const char *a, const char *b)
+{
+	struct stat sa, sb;
+
+	return stat(a, &sa) || stat(b, &sb) || sa.st_mtim.tv_sec < sb.st_mtim.tv_sec ||
+	       (sa.st_mtim.tv_sec == sb.st_mtim.tv_sec && sa.st_mtim.tv_nsec < sb.st_mtim.tv_nsec);
+}
+
+/*
+ * The DotnetApp assembly (tests/interop/DotnetApp, a .NET process to trace):
+ * RINGPIPE_DOTNET_APP, or the default one, built (one build at a time: tests
+ * run in parallel, and scripts/deps.sh builds it too) when it is missing or
+ * older than its source. Skips when dotnet is missing or the build fails.
+ */
+static inline const char *th_dotnet_app(void)
+{
+	const char *dll = th_env("RINGPIPE_DOTNET_APP", TH_DOTNET_APP_DEFAULT);
+	struct bytebuf out = { 0 };
+	int lock, rc = 0;
+
+	if (system("command -v dotnet >/dev/null 2>&1") != 0)
+		TH_SKIP_OR_FAIL("the .NET SDK (dotnet) is not installed, so there is no .NET "
+				"process to trace");
+	if (strcmp(dll, TH_DOTNET_APP_DEFAULT)) {
+		if (access(dll, R_OK))
+			TH_SKIP_OR_FAIL("RINGPIPE_DOTNET_APP=%s does not exist", dll);
+		return dll;
+	}
+	mkdir(".output", 0755);
+	lock = open(".output/interop-app.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	cr_assert_geq(lock, 0);
+	flock(lock, LOCK_EX);
+	if (access(dll, R_OK) || th_older_than(dll, TH_DOTNET_APP_SRC))
+		rc = th_run("dotnet build -nologo -v q -c Release tests/interop/DotnetApp "
+			    "-o .output/interop-app 2>&1", &out);
+	flock(lock, LOCK_UN);
+	close(lock);
+	if (rc != 0)
+		TH_SKIP_OR_FAIL("tests/interop/DotnetApp does not build (exit %d): %.400s", rc,
+				out.p ? (char *)out.p : "");
+	bb_free(&out);
+	return dll;
+}
+
+/* asprintf() that cannot fail a test silently; the caller frees. */
+static inline char *th_fmt(const char *f, ...) __attribute__((format(printf, 1, 2)));
+static inline char *th_fmt(const char *f, ...)
+{
+	va_list ap;
+	char *s = NULL;
+
+	va_start(ap, f);
+	cr_assert(vasprintf(&s, f, ap) > 0);
+	va_end(ap);
+	return s;
+}
+
+/* ---- ringpipe-demo ---------------------------------------------------- */
+
+static inline const char *th_demo_bin(void)
+{
+	return th_env("RINGPIPE_DEMO", ".output/default/ringpipe-demo");
+}
+
+struct th_demo {
+	pid_t pid;
+	char out[512], err[512];	/* its stdout and stderr, in dir */
+};
+
+/* Starts the demo with extra (NULL-terminated) options, its output in
+ * dir/demo.out and dir/demo.err; returns once its socket exists. */
+static inline void th_demo_start(struct th_demo *d, const char *dir, char *const extra[])
+{
+	char *argv[40];
+	int n = 0, i;
+
+	snprintf(d->out, sizeof(d->out), "%s/demo.out", dir);
+	snprintf(d->err, sizeof(d->err), "%s/demo.err", dir);
+	argv[n++] = (char *)"ringpipe-demo";
+	for (i = 0; extra[i] && n < 38; i++)
+		argv[n++] = extra[i];
+	argv[n] = NULL;
+	d->pid = fork();
+	if (d->pid == 0) {
+		int fo = open(d->out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		int fe = open(d->err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+
+		dup2(fo, 1);
+		dup2(fe, 2);
+		execv(th_demo_bin(), argv);
+		_exit(127);
+	}
+	cr_assert_gt(d->pid, 0);
+	for (i = 0; i < 1000; i++) {
+		struct bytebuf b = { 0 };
+		bool up;
+
+		th_read_file(d->out, &b);
+		up = b.p && strstr((char *)b.p, "socket ");
+		bb_free(&b);
+		if (up)
+			return;
+		usleep(10000);
+	}
+	cr_assert_fail("ringpipe-demo did not start its diagnostics server");
+}
+
+static inline void th_demo_stop(struct th_demo *d)
+{
+	int st;
+
+	kill(d->pid, SIGTERM);
+	waitpid(d->pid, &st, 0);
+	cr_assert(WIFEXITED(st), "ringpipe-demo did not exit cleanly");
+}
 
 #endif /* RINGPIPE_TEST_HELPERS_H */

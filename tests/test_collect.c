@@ -29,7 +29,6 @@
 #include "ipc.h"		/* rp_proc_start_ticks: the key of a socket's name */
 #include "ipc_client.h"
 
-#define APP_DLL_DEFAULT ".output/interop-app/DotnetApp.dll"
 
 /* ---- helpers ------------------------------------------------------------- */
 
@@ -98,48 +97,6 @@ static char *demo_path(void)
 	cr_assert(asprintf(&p, "%.*sringpipe-demo", slash ? (int)(slash - tool + 1) : 0,
 			   tool) > 0);
 	return p;
-}
-
-/* Skips (or, with RINGPIPE_REQUIRE_INTEROP=1, fails) with a reason. */
-#define SKIP_OR_FAIL(...)                                                       \
-	do {                                                                    \
-		if (th_require_interop())                                       \
-			cr_assert_fail("RINGPIPE_REQUIRE_INTEROP=1 but " __VA_ARGS__); \
-		cr_skip_test(__VA_ARGS__);                                      \
-	} while (0)
-
-/*
- * The DotnetApp assembly, built on first use (scripts/deps.sh builds it too);
- * skips when dotnet is missing or the build fails.
- */
-static const char *need_app(void)
-{
-	const char *dll = th_env("RINGPIPE_DOTNET_APP", APP_DLL_DEFAULT);
-	struct bytebuf out = { 0 };
-	int lock, rc;
-
-	if (system("command -v dotnet >/dev/null 2>&1") != 0)
-		SKIP_OR_FAIL("the .NET SDK (dotnet) is not installed, so there is no .NET "
-			     "process to attach to");
-	if (access(dll, R_OK) == 0)
-		return dll;
-	if (strcmp(dll, APP_DLL_DEFAULT))
-		SKIP_OR_FAIL("RINGPIPE_DOTNET_APP=%s does not exist", dll);
-	/* tests run in parallel: one build at a time */
-	mkdir(".output", 0755);
-	lock = open(".output/interop-app.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-	cr_assert_geq(lock, 0);
-	flock(lock, LOCK_EX);
-	rc = access(dll, R_OK) == 0 ? 0 :
-		th_run("dotnet build -nologo -v q -c Release tests/interop/DotnetApp "
-		       "-o .output/interop-app 2>&1", &out);
-	flock(lock, LOCK_UN);
-	close(lock);
-	if (rc != 0)
-		SKIP_OR_FAIL("tests/interop/DotnetApp does not build (exit %d): %.400s", rc,
-			     text(&out));
-	bb_free(&out);
-	return dll;
 }
 
 struct proc {
@@ -531,7 +488,7 @@ Test(collect, missing_targets_are_clear_errors)
 
 Test(collect_interop, ps_lists_a_dotnet_process, .timeout = 120)
 {
-	const char *dll = need_app();
+	const char *dll = th_dotnet_app();
 	char *argv[] = { "dotnet", (char *)dll, "--duration", "30", NULL }, want[64];
 	struct proc app = { .out_fd = -1 };
 	struct bytebuf out = { 0 };
@@ -556,7 +513,7 @@ Test(collect_interop, ps_lists_a_dotnet_process, .timeout = 120)
 Test(collect_interop, collect_attaches_to_a_dotnet_process, .timeout = 120)
 {
 	TH_NEED_TRACEDUMP(te);
-	const char *dll = need_app();
+	const char *dll = th_dotnet_app();
 	char *argv[] = { "dotnet", (char *)dll, "--duration", "30", "--rate", "50", NULL };
 	char *dir = th_tmpdir(), *file;
 	struct proc app = { .out_fd = -1 };
@@ -592,7 +549,7 @@ Test(collect_interop, collect_attaches_to_a_dotnet_process, .timeout = 120)
 Test(collect_interop, stop_ends_a_session_by_id, .timeout = 120)
 {
 	TH_NEED_TRACEDUMP(te);
-	const char *dll = need_app();
+	const char *dll = th_dotnet_app();
 	char *argv[] = { "dotnet", (char *)dll, "--duration", "30", NULL };
 	char *dir = th_tmpdir(), *file, *log, id[32] = "";
 	struct proc app = { .out_fd = -1 };
@@ -681,7 +638,7 @@ Test(collect_interop, collect_launch_traces_a_dotnet_program_from_its_first_even
      .timeout = 120)
 {
 	TH_NEED_TRACEDUMP(te);
-	const char *dll = need_app();
+	const char *dll = th_dotnet_app();
 	char *cmd = NULL;
 
 	cr_assert(asprintf(&cmd, "dotnet '%s' --duration 2 --rate 50", dll) > 0);
@@ -694,7 +651,7 @@ Test(collect_interop, collect_launch_traces_a_dotnet_program_from_its_first_even
 Test(collect_interop, block_mode_needs_a_runtime_that_has_it, .timeout = 120)
 {
 	TH_NEED_TRACEDUMP(te);
-	const char *dll = need_app();
+	const char *dll = th_dotnet_app();
 	char *argv[] = { "dotnet", (char *)dll, "--duration", "30", NULL };
 	char *dir = th_tmpdir(), *file;
 	struct proc app = { .out_fd = -1 };
@@ -814,7 +771,7 @@ static void expect_whole_trace(const char *te, const char *file, const char *log
 Test(collect_interop, two_interrupts_back_to_back_keep_the_whole_trace, .timeout = 120)
 {
 	TH_NEED_TRACEDUMP(te);
-	const char *dll = need_app();
+	const char *dll = th_dotnet_app();
 	char *argv[] = { "dotnet", (char *)dll, "--duration", "60", "--rate", "50", NULL };
 	char *dir = th_tmpdir(), *file, *log, *args;
 	struct proc app = { .out_fd = -1 };
@@ -860,7 +817,7 @@ Test(collect_interop, two_interrupts_back_to_back_keep_the_whole_trace, .timeout
 Test(collect_interop, timeout_s_int_keeps_the_whole_trace, .timeout = 180)
 {
 	TH_NEED_TRACEDUMP(te);
-	const char *dll = need_app();
+	const char *dll = th_dotnet_app();
 	char *argv[] = { "dotnet", (char *)dll, "--duration", "60", "--rate", "50", NULL };
 	char *dir = th_tmpdir(), *file, *log;
 	struct proc app = { .out_fd = -1 };
@@ -897,7 +854,7 @@ Test(collect_interop, timeout_s_int_keeps_the_whole_trace, .timeout = 180)
  */
 Test(collect_interop, a_later_second_interrupt_abandons_and_says_so, .timeout = 120)
 {
-	const char *dll = need_app();
+	const char *dll = th_dotnet_app();
 	char *argv[] = { "dotnet", (char *)dll, "--duration", "60", "--rate", "50", NULL };
 	char *dir = th_tmpdir(), *file, *log, *args;
 	struct proc app = { .out_fd = -1 };
@@ -935,7 +892,7 @@ Test(collect_interop, a_later_second_interrupt_abandons_and_says_so, .timeout = 
  * collect must give up on its own, saying why. */
 Test(collect_interop, collect_gives_up_on_a_stopped_target, .timeout = 60)
 {
-	const char *dll = need_app();
+	const char *dll = th_dotnet_app();
 	char *argv[] = { "dotnet", (char *)dll, "--duration", "60", NULL };
 	char *dir = th_tmpdir();
 	struct proc app = { .out_fd = -1 };
@@ -963,7 +920,7 @@ Test(collect_interop, collect_gives_up_on_a_stopped_target, .timeout = 60)
  * exits 2 on a bad option, after its runtime started and was traced). */
 Test(collect_interop, launch_returns_the_program_exit_status, .timeout = 120)
 {
-	const char *dll = need_app();
+	const char *dll = th_dotnet_app();
 	char *dir = th_tmpdir();
 	struct bytebuf out = { 0 };
 	int rc;
@@ -988,7 +945,7 @@ Test(collect_interop, launch_returns_the_program_exit_status, .timeout = 120)
 Test(collect_interop, a_provider_without_keywords_gets_all_of_them, .timeout = 120)
 {
 	TH_NEED_TRACEDUMP(te);
-	const char *dll = need_app();
+	const char *dll = th_dotnet_app();
 	char *argv[] = { "dotnet", (char *)dll, "--duration", "30", NULL };
 	char *dir = th_tmpdir(), *file;
 	struct proc app = { .out_fd = -1 };
@@ -1022,7 +979,7 @@ Test(collect_interop, a_provider_without_keywords_gets_all_of_them, .timeout = 1
 Test(collect_interop, default_name_is_the_program_and_files_are_not_overwritten,
      .timeout = 120)
 {
-	const char *dll = need_app();
+	const char *dll = th_dotnet_app();
 	char *argv[] = { "dotnet", (char *)dll, "--duration", "30", NULL };
 	char *dir = th_tmpdir(), *file, want[64];
 	struct proc app = { .out_fd = -1 };

@@ -273,44 +273,6 @@ Test(counters, instruments_refuse_what_they_cannot_publish)
 
 /* ---- ringpipe-demo: the library's System.Runtime meter ------------------ */
 
-static const char *demo_bin(void)
-{
-	return th_env("RINGPIPE_DEMO", ".output/default/ringpipe-demo");
-}
-
-static pid_t demo_start(char *out, size_t outlen)
-{
-	pid_t pid;
-	int i;
-
-	snprintf(out, outlen, "%s/ringpipe-demo-counters-%d.out", th_env("TMPDIR", "/tmp"),
-		 getpid());
-	pid = fork();
-	if (pid == 0) {
-		int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-
-		dup2(fd, 1);
-		dup2(fd, 2);
-		execl(demo_bin(), "ringpipe-demo", "--duration", "60", "--rate", "200",
-		      (char *)NULL);
-		_exit(127);
-	}
-	cr_assert_gt(pid, 0);
-	for (i = 0; i < 500; i++) {
-		struct bytebuf b = { 0 };
-		bool up;
-
-		th_read_file(out, &b);
-		up = b.p && strstr((char *)b.p, "socket ");
-		bb_free(&b);
-		if (up)
-			return pid;
-		usleep(10000);
-	}
-	cr_assert_fail("%s did not start its diagnostics server", demo_bin());
-	return -1;
-}
-
 /* The numbers after `"value": ` of the JSON events named name. */
 static int json_values(const char *json, const char *name, double *v, int max)
 {
@@ -333,19 +295,20 @@ static int json_values(const char *json, const char *name, double *v, int max)
 
 Test(counters, dotnet_counters_default_counters_show_the_demos_process, .timeout = 120)
 {
+	char *args[] = { "--duration", "60", "--rate", "200", NULL };
 	struct bytebuf json = { 0 };
-	char out[256];
+	char *dir = th_tmpdir();
+	struct th_demo d;
 	double v[64];
-	pid_t pid;
-	int n, i, st;
+	int n, i;
 
 	TH_NEED_DOTNET_TOOL("dotnet-counters");
-	pid = demo_start(out, sizeof(out));
+	cr_assert_not_null(dir);
+	th_demo_start(&d, dir, args);
 	/* no --counters: dotnet-counters asks for the System.Runtime meter */
-	counters_collect(pid, "", "json", &json);
-	kill(pid, SIGTERM);
-	waitpid(pid, &st, 0);
-	unlink(out);
+	counters_collect(d.pid, "", "json", &json);
+	th_demo_stop(&d);
+	th_rmdir(dir);
 
 	cr_assert(strstr((char *)json.p, "\"provider\": \"System.Runtime\""),
 		  "no System.Runtime counter in:\n%s", (char *)json.p);

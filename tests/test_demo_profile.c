@@ -21,7 +21,6 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <sys/wait.h>
 
 #include "helpers.h"
@@ -41,74 +40,6 @@
 #define SHARE_TOLERANCE 5.0
 #define PROFILE_SECONDS 8
 
-static const char *demo_bin(void)
-{
-	return th_env("RINGPIPE_DEMO", ".output/default/ringpipe-demo");
-}
-
-static char *fmt(const char *f, ...) __attribute__((format(printf, 1, 2)));
-static char *fmt(const char *f, ...)
-{
-	va_list ap;
-	char *s = NULL;
-
-	va_start(ap, f);
-	cr_assert(vasprintf(&s, f, ap) > 0);
-	va_end(ap);
-	return s;
-}
-
-struct demo {
-	pid_t pid;
-	char out[512], err[512];
-};
-
-/* Starts the demo with extra (NULL-terminated) options; returns once its socket exists. */
-static void demo_start(struct demo *d, const char *dir, char *const extra[])
-{
-	char *argv[40];
-	int n = 0, i;
-
-	snprintf(d->out, sizeof(d->out), "%s/demo.out", dir);
-	snprintf(d->err, sizeof(d->err), "%s/demo.err", dir);
-	argv[n++] = (char *)"ringpipe-demo";
-	for (i = 0; extra[i] && n < 38; i++)
-		argv[n++] = extra[i];
-	argv[n] = NULL;
-	d->pid = fork();
-	if (d->pid == 0) {
-		int fo = open(d->out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-		int fe = open(d->err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-
-		dup2(fo, 1);
-		dup2(fe, 2);
-		execv(demo_bin(), argv);
-		_exit(127);
-	}
-	cr_assert_gt(d->pid, 0);
-	for (i = 0; i < 1000; i++) {
-		struct bytebuf b = { 0 };
-		bool up;
-
-		th_read_file(d->out, &b);
-		up = b.p && strstr((char *)b.p, "socket ");
-		bb_free(&b);
-		if (up)
-			return;
-		usleep(10000);
-	}
-	cr_assert_fail("ringpipe-demo did not start its diagnostics server");
-}
-
-static void demo_stop(struct demo *d)
-{
-	int st;
-
-	kill(d->pid, SIGTERM);
-	waitpid(d->pid, &st, 0);
-	cr_assert(WIFEXITED(st), "ringpipe-demo did not exit cleanly");
-}
-
 static const char *text(const struct bytebuf *b)
 {
 	return b->p ? (const char *)b->p : "";
@@ -124,17 +55,17 @@ static void run_ok(const char *cmd, struct bytebuf *out)
 
 static void tracedump(const char *dll, const char *mode, const char *path, struct bytebuf *out)
 {
-	char *cmd = fmt("dotnet '%s' %s '%s' 2>&1", dll, mode, path);
+	char *cmd = th_fmt("dotnet '%s' %s '%s' 2>&1", dll, mode, path);
 
 	run_ok(cmd, out);
 	free(cmd);
 }
 
 /* `dotnet-trace collect -p PID ARGS` for `seconds` into path. */
-static void dotnet_trace(const struct demo *d, const char *args, int seconds, const char *path)
+static void dotnet_trace(const struct th_demo *d, const char *args, int seconds, const char *path)
 {
 	struct bytebuf out = { 0 };
-	char *cmd = fmt("%s/dotnet-trace collect -p %d %s --duration 00:00:00:%02d -o '%s' 2>&1 "
+	char *cmd = th_fmt("%s/dotnet-trace collect -p %d %s --duration 00:00:00:%02d -o '%s' 2>&1 "
 			"</dev/null", th_dotnet_tools(), (int)d->pid, args, seconds, path);
 
 	run_ok(cmd, &out);
@@ -286,7 +217,7 @@ static uint32_t sampled_threads(pid_t pid, uint32_t *tid, char (*name)[32])
 
 		if (!t)
 			continue;
-		cpath = fmt("/proc/%d/task/%u/comm", (int)pid, t);
+		cpath = th_fmt("/proc/%d/task/%u/comm", (int)pid, t);
 		if (th_read_file(cpath, &comm) == 0 && comm.p) {
 			nl = strchr((char *)comm.p, '\n');
 			if (nl)
@@ -314,22 +245,22 @@ Test(demo_profile, dotnet_trace_speedscope_shows_the_workers_methods_with_their_
 	struct bytebuf out = { 0 }, json = { 0 };
 	struct speedscope *s = calloc(1, sizeof(*s));
 	const struct profile *worker = NULL;
-	struct demo d;
+	struct th_demo d;
 	uint32_t k;
 
 	TH_NEED_DOTNET_TOOL("dotnet-trace");
 	dir = th_tmpdir();
 	cr_assert(dir && s);
-	trace = fmt("%s/cpu.nettrace", dir);
-	demo_start(&d, dir, extra);
+	trace = th_fmt("%s/cpu.nettrace", dir);
+	th_demo_start(&d, dir, extra);
 	/* its defaults: dotnet-common + dotnet-sampled-thread-time */
 	dotnet_trace(&d, "", PROFILE_SECONDS, trace);
-	demo_stop(&d);
-	cmd = fmt("cd '%s' && %s/dotnet-trace convert --format speedscope '%s' -o cpu 2>&1", dir,
+	th_demo_stop(&d);
+	cmd = th_fmt("cd '%s' && %s/dotnet-trace convert --format speedscope '%s' -o cpu 2>&1", dir,
 		  th_dotnet_tools(), trace);
 	run_ok(cmd, &out);
 	free(cmd);
-	cmd = fmt("%s/cpu.speedscope.json", dir);
+	cmd = th_fmt("%s/cpu.speedscope.json", dir);
 	cr_assert_eq(th_read_file(cmd, &json), 0, "no speedscope file: %s", text(&out));
 	speedscope_read(text(&json), s);
 
@@ -405,19 +336,19 @@ Test(demo_profile, dotnet_stack_report_prints_every_sampled_threads_stack_20_of_
 	char *extra[] = { "--duration", "500", NULL };
 	char names[MAX_TIDS][32];
 	uint32_t tid[MAX_TIDS], n, k;
-	struct demo d;
+	struct th_demo d;
 	char *dir, *cmd;
 	int run;
 
 	TH_NEED_DOTNET_TOOL("dotnet-stack");
 	dir = th_tmpdir();
-	demo_start(&d, dir, extra);
+	th_demo_start(&d, dir, extra);
 	/* main, counters, writer, 2 allocators, 2 JIT threads; the last ones
 	 * start after the socket is up */
 	for (k = 0; k < 500 && (n = sampled_threads(d.pid, tid, names)) < 7; k++)
 		usleep(10000);
 	cr_assert_eq(n, 7, "expected 7 sampled demo threads, found %u", n);
-	cmd = fmt("%s/dotnet-stack report -p %d 2>&1 </dev/null", th_dotnet_tools(), (int)d.pid);
+	cmd = th_fmt("%s/dotnet-stack report -p %d 2>&1 </dev/null", th_dotnet_tools(), (int)d.pid);
 	for (run = 0; run < 20; run++) {
 		struct bytebuf out = { 0 };
 
@@ -434,7 +365,7 @@ Test(demo_profile, dotnet_stack_report_prints_every_sampled_threads_stack_20_of_
 		}
 		bb_free(&out);
 	}
-	demo_stop(&d);
+	th_demo_stop(&d);
 	free(cmd);
 	th_rmdir(dir);
 }
@@ -471,32 +402,32 @@ Test(demo_profile, a_default_dotnet_trace_session_has_the_process_info_event, .t
 	char *extra[] = { "--duration", "100", NULL };
 	struct bytebuf dump = { 0 };
 	char *dir, *trace, *cmdline;
-	struct demo d;
+	struct th_demo d;
 
 	TH_NEED_DOTNET_TOOL("dotnet-trace");
 	dir = th_tmpdir();
-	trace = fmt("%s/t.nettrace", dir);
-	demo_start(&d, dir, extra);
+	trace = th_fmt("%s/t.nettrace", dir);
+	th_demo_start(&d, dir, extra);
 	dotnet_trace(&d, "", 2, trace);
-	demo_stop(&d);
+	th_demo_stop(&d);
 	tracedump(dll, "dump", trace, &dump);
-	cmdline = fmt("\"CommandLine\":\"ringpipe-demo --duration 100\"");
+	cmdline = th_fmt("\"CommandLine\":\"ringpipe-demo --duration 100\"");
 	cr_assert_eq(count_events(text(&dump), "Microsoft-DotNETCore-EventPipe", "ProcessInfo",
 				  cmdline), 1,
 		     "expected one ProcessInfo with %s in the trace of a default dotnet-trace "
 		     "session", cmdline);
 	/* which TraceLog names the process by, as PerfView and speedscope show it */
 	free(cmdline);
-	cmdline = fmt("cd '%s' && %s/dotnet-trace convert --format speedscope '%s' -o t 2>&1", dir,
+	cmdline = th_fmt("cd '%s' && %s/dotnet-trace convert --format speedscope '%s' -o t 2>&1", dir,
 		      th_dotnet_tools(), trace);
 	dump.len = 0;
 	run_ok(cmdline, &dump);
 	free(cmdline);
-	cmdline = fmt("%s/t.speedscope.json", dir);
+	cmdline = th_fmt("%s/t.speedscope.json", dir);
 	dump.len = 0;
 	cr_assert_eq(th_read_file(cmdline, &dump), 0, "no speedscope file");
 	free(cmdline);
-	cmdline = fmt("\"Process64 ringpipe-demo (%d) Args: --duration 100\"", (int)d.pid);
+	cmdline = th_fmt("\"Process64 ringpipe-demo (%d) Args: --duration 100\"", (int)d.pid);
 	cr_assert(strstr(text(&dump), cmdline), "the process is not named %s: %.300s", cmdline,
 		  text(&dump));
 	free(cmdline);
@@ -512,14 +443,14 @@ Test(demo_profile, the_process_info_event_carries_command_line_os_and_arch, .tim
 	struct bytebuf dump = { 0 };
 	char *dir, *trace;
 	const char *line;
-	struct demo d;
+	struct th_demo d;
 
 	TH_NEED_DOTNET_TOOL("dotnet-trace");
 	dir = th_tmpdir();
-	trace = fmt("%s/t.nettrace", dir);
-	demo_start(&d, dir, extra);
+	trace = th_fmt("%s/t.nettrace", dir);
+	th_demo_start(&d, dir, extra);
 	dotnet_trace(&d, "--providers Microsoft-DotNETCore-EventPipe,Ringpipe-Demo", 2, trace);
-	demo_stop(&d);
+	th_demo_stop(&d);
 	tracedump(dll, "dump", trace, &dump);
 	cr_assert_eq(count_events(text(&dump), "Microsoft-DotNETCore-EventPipe", "ProcessInfo",
 				  NULL), 1, "expected one ProcessInfo: %.3000s", text(&dump));
@@ -541,14 +472,14 @@ Test(demo_profile, rundown_names_the_imitated_runtime_10_0, .timeout = 180)
 	char *extra[] = { "--duration", "100", "--alloc-threads", "0", NULL };
 	struct bytebuf clr = { 0 };
 	char *dir, *trace;
-	struct demo d;
+	struct th_demo d;
 
 	TH_NEED_DOTNET_TOOL("dotnet-trace");
 	dir = th_tmpdir();
-	trace = fmt("%s/t.nettrace", dir);
-	demo_start(&d, dir, extra);
+	trace = th_fmt("%s/t.nettrace", dir);
+	th_demo_start(&d, dir, extra);
 	dotnet_trace(&d, "--providers Ringpipe-Demo", 2, trace);	/* rundown is on */
-	demo_stop(&d);
+	th_demo_stop(&d);
 	tracedump(dll, "clr", trace, &clr);
 	cr_assert(strstr(text(&clr), "Runtime/Start\tClrInstanceID=0\tSku=2\tBclMajorVersion=10\t"
 				     "BclMinorVersion=0\tBclBuildNumber=0\tBclQfeNumber=0\t"
@@ -569,13 +500,13 @@ Test(demo_profile, process_info2_reports_the_imitated_runtime_version, .timeout 
 	struct bytebuf out = { 0 };
 	char *args, want[64];
 	const char *p;
-	struct demo d;
+	struct th_demo d;
 	char *dir = th_tmpdir();
 
-	demo_start(&d, dir, extra);
-	args = fmt("ps -v");
+	th_demo_start(&d, dir, extra);
+	args = th_fmt("ps -v");
 	cr_assert_eq(th_tool_run(args, &out), 0, "ringpipe ps -v: %s", text(&out));
-	demo_stop(&d);
+	th_demo_stop(&d);
 	snprintf(want, sizeof(want), "%d ", (int)d.pid);
 	p = strstr(text(&out), want);
 	cr_assert(p, "ringpipe ps -v does not list %d: %s", (int)d.pid, text(&out));
@@ -591,7 +522,7 @@ Test(demo_profile, process_info2_reports_the_imitated_runtime_version, .timeout 
 /* ---- JIT -------------------------------------------------------------------------- */
 
 /* The base of the published methods' code, which the demo printed. */
-static uint64_t code_base(const struct demo *d)
+static uint64_t code_base(const struct th_demo *d)
 {
 	struct bytebuf err = { 0 };
 	const char *p;
@@ -625,15 +556,15 @@ Test(demo_profile, the_jit_keyword_gets_live_method_load_events, .timeout = 180)
 	char *dir, *trace, *line, *save = NULL;
 	size_t loads = 0, started = 0, unloads = 0;
 	uint64_t base;
-	struct demo d;
+	struct th_demo d;
 
 	TH_NEED_DOTNET_TOOL("dotnet-trace");
 	dir = th_tmpdir();
-	trace = fmt("%s/t.nettrace", dir);
-	demo_start(&d, dir, extra);
+	trace = th_fmt("%s/t.nettrace", dir);
+	th_demo_start(&d, dir, extra);
 	/* JIT (0x10) at Verbose: MethodJittingStarted is a verbose event */
 	dotnet_trace(&d, "--providers Microsoft-Windows-DotNETRuntime:0x10:5", 3, trace);
-	demo_stop(&d);
+	th_demo_stop(&d);
 	base = code_base(&d);
 	tracedump(dll, "clr", trace, &clr);
 	for (line = strtok_r((char *)clr.p, "\n", &save); line;
@@ -677,16 +608,16 @@ Test(demo_profile, the_rundown_stays_bounded_while_methods_keep_being_jitted, .t
 	char *dir, *trace, *line, *save = NULL;
 	size_t methods = 0;
 	const char *p;
-	struct demo d;
+	struct th_demo d;
 	int sid;
 
 	TH_NEED_DOTNET_TOOL("dotnet-trace");
 	dir = th_tmpdir();
-	trace = fmt("%s/t.nettrace", dir);
-	demo_start(&d, dir, extra);
+	trace = th_fmt("%s/t.nettrace", dir);
+	th_demo_start(&d, dir, extra);
 	sleep(3);
 	dotnet_trace(&d, "--providers Microsoft-Windows-DotNETRuntime:0x1:4", 2, trace);
-	demo_stop(&d);
+	th_demo_stop(&d);
 	base = code_base(&d);
 	cr_assert_eq(th_read_file(d.err, &err), 0);
 	p = strstr(text(&err), "rundown session ");

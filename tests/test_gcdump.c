@@ -355,48 +355,10 @@ Test(gcdump, report_without_a_snapshot_says_only_that)
 
 /* ---- against a real .NET runtime ------------------------------------------ */
 
-#define APP_DLL_DEFAULT ".output/interop-app/DotnetApp.dll"
 
 static uint64_t now_ms(void)
 {
 	return rp_clock_mono_ns() / 1000000u;
-}
-
-#define SKIP_OR_FAIL(...)                                                       \
-	do {                                                                    \
-		if (th_require_interop())                                       \
-			cr_assert_fail("RINGPIPE_REQUIRE_INTEROP=1 but " __VA_ARGS__); \
-		cr_skip_test(__VA_ARGS__);                                      \
-	} while (0)
-
-/* The DotnetApp assembly, built on first use as test_collect builds it. */
-static const char *need_app(void)
-{
-	const char *dll = th_env("RINGPIPE_DOTNET_APP", APP_DLL_DEFAULT);
-	struct bytebuf out = { 0 };
-	int lock, rc;
-
-	if (system("command -v dotnet >/dev/null 2>&1") != 0)
-		SKIP_OR_FAIL("the .NET SDK (dotnet) is not installed, so there is no .NET "
-			     "process to take a heap snapshot of");
-	if (access(dll, R_OK) == 0)
-		return dll;
-	if (strcmp(dll, APP_DLL_DEFAULT))
-		SKIP_OR_FAIL("RINGPIPE_DOTNET_APP=%s does not exist", dll);
-	mkdir(".output", 0755);
-	lock = open(".output/interop-app.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-	cr_assert_geq(lock, 0);
-	flock(lock, LOCK_EX);
-	rc = access(dll, R_OK) == 0 ? 0 :
-		th_run("dotnet build -nologo -v q -c Release tests/interop/DotnetApp "
-		       "-o .output/interop-app 2>&1", &out);
-	flock(lock, LOCK_UN);
-	close(lock);
-	if (rc != 0)
-		SKIP_OR_FAIL("tests/interop/DotnetApp does not build (exit %d): %.400s", rc,
-			     out.p ? (char *)out.p : "");
-	bb_free(&out);
-	return dll;
 }
 
 /* Starts DotnetApp; returns its pid once its diagnostic socket exists. */
@@ -570,7 +532,7 @@ static void expect_same_heap(const char *rep, const char *theirs)
 Test(gcdump_interop, collect_works_on_dotnet_and_agrees_with_dotnet_gcdump, .timeout = 300)
 {
 	TH_NEED_DOTNET_TOOL("dotnet-gcdump");
-	const char *dll = need_app();
+	const char *dll = th_dotnet_app();
 	char *dir = th_tmpdir(), file[512];
 	struct bytebuf out = { 0 }, rep = { 0 }, before = { 0 }, after = { 0 };
 	pid_t app = app_start(dll);

@@ -20,8 +20,6 @@
 #include "helpers.h"
 #include "symbolize.h"
 
-#define APP_DLL_DEFAULT ".output/interop-app/DotnetApp.dll"
-#define APP_SRC "tests/interop/DotnetApp/Program.cs"
 
 /* What dotnet-trace's default profile asks for (dotnet-common plus
  * dotnet-sampled-thread-time): the runtime's GC, Loader, Jit and related
@@ -44,56 +42,6 @@ static uint64_t now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-#define SKIP_OR_FAIL(...)                                                       \
-	do {                                                                    \
-		if (th_require_interop())                                       \
-			cr_assert_fail("RINGPIPE_REQUIRE_INTEROP=1 but " __VA_ARGS__); \
-		cr_skip_test(__VA_ARGS__);                                      \
-	} while (0)
-
-static bool older_than(const char *a, const char *b)
-{
-	struct stat sa, sb;
-
-	return stat(a, &sa) || stat(b, &sb) || sa.st_mtim.tv_sec < sb.st_mtim.tv_sec ||
-	       (sa.st_mtim.tv_sec == sb.st_mtim.tv_sec && sa.st_mtim.tv_nsec < sb.st_mtim.tv_nsec);
-}
-
-/*
- * The DotnetApp assembly with its --spin mode: the default one is rebuilt
- * (one build at a time, as test_collect and scripts/deps.sh do) when it is
- * older than its source.
- */
-static const char *need_app(void)
-{
-	const char *dll = th_env("RINGPIPE_DOTNET_APP", APP_DLL_DEFAULT);
-	struct bytebuf out = { 0 };
-	int lock, rc = 0;
-
-	if (system("command -v dotnet >/dev/null 2>&1") != 0)
-		SKIP_OR_FAIL("the .NET SDK (dotnet) is not installed, so there is no .NET "
-			     "process to profile");
-	if (strcmp(dll, APP_DLL_DEFAULT)) {
-		if (access(dll, R_OK))
-			SKIP_OR_FAIL("RINGPIPE_DOTNET_APP=%s does not exist", dll);
-		return dll;
-	}
-	mkdir(".output", 0755);
-	lock = open(".output/interop-app.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-	cr_assert_geq(lock, 0);
-	flock(lock, LOCK_EX);
-	if (access(dll, R_OK) || older_than(dll, APP_SRC))
-		rc = th_run("dotnet build -nologo -v q -c Release tests/interop/DotnetApp "
-			    "-o .output/interop-app 2>&1", &out);
-	flock(lock, LOCK_UN);
-	close(lock);
-	if (rc != 0)
-		SKIP_OR_FAIL("tests/interop/DotnetApp does not build (exit %d): %.400s", rc,
-			     text(&out));
-	bb_free(&out);
-	return dll;
-}
-
 static char *dotnet_trace(void)
 {
 	char *p;
@@ -113,7 +61,7 @@ struct app {
  * waits for its "pid N" line. */
 static void app_start(struct app *a, bool perf_map)
 {
-	const char *dll = need_app();
+	const char *dll = th_dotnet_app();
 	char line[64];
 	size_t n = 0;
 	uint64_t deadline;

@@ -22,86 +22,15 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <sys/wait.h>
 
 #include "helpers.h"
 
-static const char *demo_bin(void)
-{
-	return th_env("RINGPIPE_DEMO", ".output/default/ringpipe-demo");
-}
-
-struct demo {
-	pid_t pid;
-	char *dir;
-	char out[512], err[512];
-};
-
-static char *fmt(const char *f, ...) __attribute__((format(printf, 1, 2)));
-static char *fmt(const char *f, ...)
-{
-	va_list ap;
-	char *s = NULL;
-
-	va_start(ap, f);
-	cr_assert(vasprintf(&s, f, ap) > 0);
-	va_end(ap);
-	return s;
-}
-
-/* Starts the demo with argv (NULL-terminated); returns once its socket exists. */
-static void demo_start(struct demo *d, const char *dir, char *const extra[])
-{
-	char *argv[40];
-	int n = 0, i;
-
-	d->dir = (char *)dir;
-	snprintf(d->out, sizeof(d->out), "%s/demo.out", dir);
-	snprintf(d->err, sizeof(d->err), "%s/demo.err", dir);
-	argv[n++] = (char *)"ringpipe-demo";
-	for (i = 0; extra[i] && n < 38; i++)
-		argv[n++] = extra[i];
-	argv[n] = NULL;
-	d->pid = fork();
-	if (d->pid == 0) {
-		int fo = open(d->out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-		int fe = open(d->err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-
-		dup2(fo, 1);
-		dup2(fe, 2);
-		execv(demo_bin(), argv);
-		_exit(127);
-	}
-	cr_assert_gt(d->pid, 0);
-	for (i = 0; i < 1000; i++) {
-		struct bytebuf b = { 0 };
-		bool up;
-
-		th_read_file(d->out, &b);
-		up = b.p && strstr((char *)b.p, "socket ");
-		bb_free(&b);
-		if (up)
-			return;
-		usleep(10000);
-	}
-	cr_assert_fail("ringpipe-demo did not start its diagnostics server");
-}
-
-static void demo_stop(struct demo *d)
-{
-	int st;
-
-	kill(d->pid, SIGTERM);
-	waitpid(d->pid, &st, 0);
-	cr_assert(WIFEXITED(st), "ringpipe-demo did not exit cleanly");
-}
-
 /* `ringpipe collect` from the demo into path, with rundown. */
-static void collect(struct demo *d, const char *providers, int seconds, const char *path)
+static void collect(struct th_demo *d, const char *providers, int seconds, const char *path)
 {
 	struct bytebuf out = { 0 };
-	char *cmd = fmt("'%s' collect -p %d --providers '%s' --duration %d -o '%s' 2>&1", th_tool(),
+	char *cmd = th_fmt("'%s' collect -p %d --providers '%s' --duration %d -o '%s' 2>&1", th_tool(),
 			(int)d->pid, providers, seconds, path);
 	int rc = th_run(cmd, &out);
 
@@ -112,7 +41,7 @@ static void collect(struct demo *d, const char *providers, int seconds, const ch
 
 static void tracedump(const char *dll, const char *mode, const char *path, struct bytebuf *out)
 {
-	char *cmd = fmt("dotnet '%s' %s '%s'", dll, mode, path);
+	char *cmd = th_fmt("dotnet '%s' %s '%s'", dll, mode, path);
 	int rc = th_run(cmd, out);
 
 	cr_assert_eq(rc, 0, "TraceDump %s %s failed (exit %d): %.2000s", mode, path, rc,
@@ -222,7 +151,7 @@ Test(runtime, traceevent_decodes_gc_heap_dump_and_rundown_as_written, .timeout =
 	TH_NEED_TRACEDUMP(dll);
 	struct bytebuf clr = { 0 }, heap = { 0 }, expect = { 0 }, report = { 0 };
 	struct lines got, want;
-	struct demo d;
+	struct th_demo d;
 	char *dir = th_tmpdir(), *trace, *exp, *rep;
 	char *args[] = { "--heap-nodes", "3000", "--alloc-threads", "1", "--jit-threads", "1",
 			 "--jit-rate", "50", "--rate", "20", "--duration", "120",
@@ -239,16 +168,16 @@ Test(runtime, traceevent_decodes_gc_heap_dump_and_rundown_as_written, .timeout =
 	const char *dig, *end;
 
 	cr_assert(dir);
-	trace = fmt("%s/t.nettrace", dir);
-	exp = fmt("%s/expect.txt", dir);
-	rep = fmt("%s/heap-report.txt", dir);
+	trace = th_fmt("%s/t.nettrace", dir);
+	exp = th_fmt("%s/expect.txt", dir);
+	rep = th_fmt("%s/heap-report.txt", dir);
 	args[13] = exp;
 	args[15] = rep;
-	demo_start(&d, dir, args);
+	th_demo_start(&d, dir, args);
 	/* GCHeapSnapshot at Verbose, as dotnet-gcdump asks; Verbose also brings
 	 * GCAllocationTick (level 5) */
 	collect(&d, "Microsoft-Windows-DotNETRuntime:0x1980001:5,Ringpipe-Demo:0:4", 4, trace);
-	demo_stop(&d);
+	th_demo_stop(&d);
 
 	tracedump(dll, "clr", trace, &clr);
 	cr_assert(strstr(text(&clr), "#lost\t0\n"), "events lost: %.300s", text(&clr));
@@ -349,16 +278,16 @@ static void rundown_run(const char *dll, struct rundown_run *r)
 	 * prefix must then be complete (test_demo_profile.c checks reuse) */
 	char *args[] = { "--heap-nodes", "1000", "--alloc-threads", "0", "--jit-threads", "8",
 			 "--jit-rate", "2000", "--jit-live", "65536", "--duration", "120", NULL };
-	struct demo d;
+	struct th_demo d;
 	const char *p;
 	int sid;
 
 	cr_assert(dir);
 	memset(r, 0, sizeof(*r));
-	trace = fmt("%s/t.nettrace", dir);
-	demo_start(&d, dir, args);
+	trace = th_fmt("%s/t.nettrace", dir);
+	th_demo_start(&d, dir, args);
 	collect(&d, "Microsoft-Windows-DotNETRuntime:0x1:4", 2, trace);
-	demo_stop(&d);
+	th_demo_stop(&d);
 	cr_assert_eq(th_read_file(d.err, &r->err), 0);
 	p = strstr(text(&r->err), "jit-code-base 0x");
 	cr_assert(p, "the demo printed no jit-code-base: %s", text(&r->err));
@@ -598,7 +527,7 @@ static uint64_t gcdump_count(const char *report, const char *type)
 
 static void run_ok(const char *cmd, const char *cwd, struct bytebuf *out)
 {
-	char *full = fmt("cd '%s' && %s 2>&1", cwd, cmd);
+	char *full = th_fmt("cd '%s' && %s 2>&1", cwd, cmd);
 	int rc = th_run(full, out);
 
 	bb_append(out, "", 1);
@@ -618,19 +547,19 @@ Test(runtime, dotnet_gcdump_and_ringpipe_gcdump_agree_on_a_2m_node_heap_at_1mb_b
 	TH_NEED_DOTNET_TOOL("dotnet-gcdump");
 	struct bytebuf out = { 0 }, rep = { 0 };
 	struct heap_truth h;
-	struct demo d;
-	char *dir = th_tmpdir(), *hr = fmt("%s/heap.txt", dir), *cmd;
+	struct th_demo d;
+	char *dir = th_tmpdir(), *hr = th_fmt("%s/heap.txt", dir), *cmd;
 	char *args[] = { "--heap-nodes", HEAP_NODES, "--max-buffer-mb", "1", "--alloc-threads", "2",
 			 "--duration", "600", "--heap-report", hr, NULL };
 	size_t i;
 
-	demo_start(&d, dir, args);
-	cmd = fmt("'%s/dotnet-gcdump' collect -p %d -o heap.gcdump", th_dotnet_tools(), (int)d.pid);
+	th_demo_start(&d, dir, args);
+	cmd = th_fmt("'%s/dotnet-gcdump' collect -p %d -o heap.gcdump", th_dotnet_tools(), (int)d.pid);
 	run_ok(cmd, dir, &out);
 	free(cmd);
 	read_heap_report(hr, &h);
 	cr_assert_eq(h.nodes, strtoull(HEAP_NODES, NULL, 10));
-	cmd = fmt("'%s/dotnet-gcdump' report heap.gcdump", th_dotnet_tools());
+	cmd = th_fmt("'%s/dotnet-gcdump' report heap.gcdump", th_dotnet_tools());
 	run_ok(cmd, dir, &rep);
 	free(cmd);
 	for (i = 0; i < h.nrows; i++) {
@@ -645,7 +574,7 @@ Test(runtime, dotnet_gcdump_and_ringpipe_gcdump_agree_on_a_2m_node_heap_at_1mb_b
 
 	/* ringpipe gcdump, on the next snapshot (the heap changed in between) */
 	out.len = 0;
-	cmd = fmt("'%s' gcdump collect -p %d -o heap.nettrace", th_tool(), (int)d.pid);
+	cmd = th_fmt("'%s' gcdump collect -p %d -o heap.nettrace", th_tool(), (int)d.pid);
 	run_ok(cmd, dir, &out);
 	free(cmd);
 	read_heap_report(hr, &h);
@@ -665,7 +594,7 @@ Test(runtime, dotnet_gcdump_and_ringpipe_gcdump_agree_on_a_2m_node_heap_at_1mb_b
 					   line, (char *)out.p);
 		}
 	}
-	demo_stop(&d);
+	th_demo_stop(&d);
 	bb_free(&out);
 	bb_free(&rep);
 	free(hr);
@@ -677,14 +606,14 @@ Test(runtime, dotnet_gcdump_and_ringpipe_gcdump_agree_on_a_2m_node_heap_at_1mb_b
 Test(runtime, ringpipe_gcdump_reports_the_loss_of_a_drop_mode_snapshot, .timeout = 600)
 {
 	struct bytebuf out = { 0 };
-	struct demo d;
+	struct th_demo d;
 	char *dir = th_tmpdir(), *cmd;
 	char *args[] = { "--heap-nodes", HEAP_NODES, "--max-buffer-mb", "1", "--duration", "600",
 			 NULL };
 	int rc;
 
-	demo_start(&d, dir, args);
-	cmd = fmt("cd '%s' && '%s' gcdump collect -p %d --buffering-mode drop -o heap.nettrace 2>&1",
+	th_demo_start(&d, dir, args);
+	cmd = th_fmt("cd '%s' && '%s' gcdump collect -p %d --buffering-mode drop -o heap.nettrace 2>&1",
 		  dir, th_tool(), (int)d.pid);
 	rc = th_run(cmd, &out);
 	bb_append(&out, "", 1);
@@ -702,7 +631,7 @@ Test(runtime, ringpipe_gcdump_reports_the_loss_of_a_drop_mode_snapshot, .timeout
 	cr_assert_not_null(strstr((char *)out.p, "no graph printed"), "%.3000s", (char *)out.p);
 	cr_assert_null(strstr((char *)out.p, "\ntypes "), "no type table: %.3000s", (char *)out.p);
 	free(cmd);
-	demo_stop(&d);
+	th_demo_stop(&d);
 	bb_free(&out);
 	th_rmdir(dir);
 }
@@ -735,18 +664,18 @@ static bool tid_in(const uint64_t *set, size_t n, uint64_t tid)
 Test(runtime, thread_samples_are_shown_on_the_sampled_threads, .timeout = 120)
 {
 	TH_NEED_TRACEDUMP(dll);
-	char *dir = th_tmpdir(), *path = fmt("%s/samples.nettrace", dir);
+	char *dir = th_tmpdir(), *path = th_fmt("%s/samples.nettrace", dir);
 	char *extra[] = { "--duration", "60", "--threads", "2", "--rate", "100", "--alloc-threads",
 			  "0", "--jit-threads", "0", NULL };
 	uint64_t ticks[8], managed[8];
 	size_t nt = 0, nm = 0, samples = 0, i;
 	struct bytebuf out = { 0 };
-	struct demo d;
+	struct th_demo d;
 	char *line, *save = NULL;
 
-	demo_start(&d, dir, extra);
+	th_demo_start(&d, dir, extra);
 	collect(&d, "Ringpipe-Demo,Microsoft-DotNETCore-SampleProfiler", 2, path);
-	demo_stop(&d);
+	th_demo_stop(&d);
 	tracedump(dll, "dump", path, &out);
 	for (line = strtok_r((char *)out.p, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
 		uint64_t tid = line_tid(line);
