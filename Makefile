@@ -73,10 +73,10 @@ LIB_OBJS  := $(patsubst user/%.c,$(OUT)/user/%.o,$(LIB_SRCS))
 # several commands (and the host agent) share: tools/ringpipe/lib/.
 TOOL_SRCS := $(sort $(wildcard tools/ringpipe/*.c))
 TOOL_OBJS := $(patsubst tools/%.c,$(OUT)/tools/%.o,$(TOOL_SRCS))
-TLIB_SRCS := $(sort $(wildcard tools/ringpipe/lib/*.c))
+TLIB_SRCS := $(sort $(wildcard tools/ringpipe/lib/*.c tools/ringpipe/agent/*.c))
 TLIB_OBJS := $(patsubst tools/%.c,$(OUT)/tools/%.o,$(TLIB_SRCS))
 TOOL_LIB  := $(OUT)/libringpipe-tool.a
-TOOL_INC  := -Itools/ringpipe/lib
+TOOL_INC  := -Itools/ringpipe/lib -Itools/ringpipe/agent
 # The demo runtime: demo.c is its main; the rest is a library the
 # benchmarks link too.
 DEMO_SRCS := $(sort $(wildcard tools/demo/*.c))
@@ -228,6 +228,13 @@ $(OUT)/tests/progs/busy-pie: tests/progs/busy.c | $(OUT)/tests
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D) && $(CC) -O1 -g -fno-omit-frame-pointer -fPIE -pie -o $@ $<
 
+# test_agent: a program on the host, linked against the shared library,
+# that joins the agent
+$(OUT)/tests/test_agent: $(OUT)/tests/agent_producer
+$(OUT)/tests/agent_producer: tests/agent_producer.c $(SHARED_LIB) | $(OUT)/tests
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< -L$(OUT) -lringpipe -Wl,-rpath,$(abspath $(OUT)) -lpthread
+
 # test_usdt traces a writer linked against libringpipe.so and one linked
 # against libringpipe.a (ringpipe:event must work in both)
 $(OUT)/tests/test_usdt: $(OUT)/tests/usdt_writer $(OUT)/tests/usdt_writer_static
@@ -314,7 +321,7 @@ test: deps
 	$(Q)$(MAKE) --no-print-directory interop
 	$(Q)OUT=$(OUT) OUTPUT=$(OUTPUT) SAN=$(SAN) scripts/run-tests.sh
 
-bench-bins: $(BENCH_BINS) $(LTTNG_BENCH)
+bench-bins: $(BENCH_BINS) $(LTTNG_BENCH) $(OUT)/tests/agent_producer $(TOOL)
 
 eventpipe-bench:
 	$(Q)mkdir -p $(OUTPUT)

@@ -325,6 +325,29 @@ END {
 			if (num(sv("rps", "block", B[b], T[i], "incomplete_max")) != 0) bad = 1
 	printf "- ringpipe Block, zero loss (every event of every run in the trace, once): %s\n", bad ? "**missed**" : "met"
 }' "$OUTPUT/bench-last.kv"
+# ---- the host agent: its own table (scripts/bench-agent.sh)
+if [ $sweep_only = 0 ]; then
+	echo "bench: the host agent ..." >&2
+	OUT=$OUT scripts/bench-agent.sh "${qarg[@]}" >"$work/agent.kv" 2>>"$work/agent.err" ||
+		echo "skip failed: $(tail -1 "$work/agent.err")" >>"$work/agent.kv"
+	awk '
+	$1 == "skip" { $1 = ""; skip = $0 }
+	{ v[$1] = $2 }
+	END {
+		printf "\n### The host agent (`ringpipe agent`)\n\n"
+		if (skip != "") { printf "Not measured:%s\n", skip; exit }
+		printf "| measure | value |\n|---|---|\n"
+		printf "| agent CPU at idle, %s processes joined | %s %% of one CPU |\n", v["agent_idle_joined"], v["agent_idle_cpu_pct"]
+		printf "| agent resident memory, same | %.1f MB |\n", v["agent_idle_rss_kb"] / 1024
+		printf "| a joined process at idle (its join thread) | %s %% of one CPU |\n", v["process_idle_cpu_pct"]
+		printf "| one process, 2 writers, Drop, 64 MiB: events/s | %.2f M (dropped %s) |\n", v["drain_events_per_s"] / 1e6, v["drain_dropped"]
+		printf "| agent CPU per million events drained | %s s |\n", v["drain_agent_cpu_s_per_M"]
+		printf "| write, 1 writer, agent as drainer | %s ns |\n", v["write_ns_agent"]
+		printf "| write, 1 writer, in-process drainer | %s ns |\n", v["write_ns_inprocess"]
+		printf "| ratio agent / in-process | %s× |\n", v["write_ratio_agent_to_inprocess"]
+	}' "$work/agent.kv"
+fi
+
 rc=0
 grep -q '^skip failed' "$work"/*.kv && rc=1
 # a ringpipe Block run of the sweep that lost or duplicated an event

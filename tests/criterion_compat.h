@@ -68,9 +68,16 @@ static void mini_fail(const char *file, int line, const char *expr, const char *
 #define cr_skip_test(...)	(fprintf(stderr, "[SKIP] " __VA_ARGS__), fputc('\n', stderr), _exit(77))
 #define cr_log_info(...)	(fprintf(stderr, "[----] " __VA_ARGS__), fputc('\n', stderr))
 
+/* the library's agent-join thread (user/session/agent_join.c) */
+void rp_agent_join_disable(void);
+
 int main(int argc, char **argv)
 {
 	int failed = 0;
+
+	/* TSan cannot follow a fork of a process with threads: the runner
+	 * stops the library's one thread before it forks the tests */
+	rp_agent_join_disable();
 
 	for (int i = 0; i < mini_ntests; i++) {
 		const struct mini_test *t = &mini_tests[i];

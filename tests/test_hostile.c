@@ -280,7 +280,7 @@ static void mapper_op(struct ctl *c, struct rp_shm *v, uint64_t *rng)
 
 		switch (y % 14) {
 		case 0: put32(&sh->abort, w | 1); break;
-		case 1: put32(&sh->waiter_tail, w); break;
+		case 1: put32(&sh->space_freed, w); break;
 		case 2: put32(&sh->waiter_head, w); break;
 		case 3: {
 			struct rp_shm_waiter *wt = &sh->waiters[(y >> 8) % RP_SHM_WAITER_SLOTS];

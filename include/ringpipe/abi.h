@@ -31,7 +31,7 @@
 #define RP_ABI_MAGIC		0x45504950474e4952ULL
 /* 2: records may carry the thread they are about (RP_REC_F_THREAD) */
 /* 3: records up to 67664 bytes; Block mode's waiter queue left shared memory */
-#define RP_ABI_VERSION		3u
+#define RP_ABI_VERSION		4u
 /* "RPRG": first word of every ring header, catches a mis-computed offset. */
 #define RP_SHM_RING_MAGIC	0x47525052u
 
@@ -65,13 +65,19 @@
 #define RP_DROP_ALLOC_FAIL	4u	/* allocation failure (never parks) */
 #define RP_DROP_OUTPUT		5u	/* the session's output failed */
 #define RP_DROP_NR		6u
+
+/* space_watch: the watcher sleeps on space_freed and wants a wake from the
+ * drainer when it frees space (its process has waiters), or from a producer
+ * of its process that starts to wait (it has none yet). */
+#define RP_SPACE_WATCH_FREED	1u
+#define RP_SPACE_WATCH_PARKED	2u
 #define RP_DROP_SLOTS		8u	/* slots reserved in the ABI */
 
 /*
  * Block-mode waiter slot. Unused since ABI version 3: a session's producers
  * wait in a queue of their own process (user/producer/park.h), which no
  * other process can touch, so no shared word can keep a producer asleep or
- * end a session. The slots, waiter_tail, waiter_head and abort stay in the
+ * end a session. The slots, waiter_head and abort stay in the
  * layout, zero.
  */
 struct rp_shm_waiter {
@@ -124,9 +130,13 @@ struct rp_shm_session {
 	__u32 drainer_idle;
 	__u8 __pad4[56];
 
-	/* 0x140: unused since version 3 (was the waiter ticket dispenser) */
-	__u32 waiter_tail;
-	__u8 __pad5[60];
+	/* 0x140: since version 4, bumped by a drainer in another process after
+	 * it handed ring space back, and FUTEX_WAKEd when space_watch is set:
+	 * the producers' process watches it to admit its Block waiters. A
+	 * hint: a scribbled value only wakes that watcher early. */
+	__u32 space_freed;
+	__u32 space_watch;	/* RP_SPACE_WATCH_*: who should wake the watcher */
+	__u8 __pad5[56];
 
 	/* 0x180: unused since version 3 (was the ticket served) */
 	__u32 waiter_head;
@@ -296,7 +306,7 @@ RP__PIN(RP__OFF(rp_shm_session, abort) == 0x80, "session.abort own line");
 RP__PIN(RP__OFF(rp_shm_session, drainer_pid) == 0xc0, "session.drainer_* own line");
 RP__PIN(RP__OFF(rp_shm_session, drainer_heartbeat_ns) == 0xc8, "session.heartbeat");
 RP__PIN(RP__OFF(rp_shm_session, drainer_wake) == 0x100, "session.drainer_wake own line");
-RP__PIN(RP__OFF(rp_shm_session, waiter_tail) == 0x140, "session.waiter_tail own line");
+RP__PIN(RP__OFF(rp_shm_session, space_freed) == 0x140, "session.space_freed own line");
 RP__PIN(RP__OFF(rp_shm_session, waiter_head) == 0x180, "session.waiter_head own line");
 RP__PIN(RP__OFF(rp_shm_session, waiters) == 0x1000, "session.waiters on page 1");
 RP__PIN(sizeof(struct rp_shm_ring) == RP_SHM_RING_HDR_SIZE, "ring header is one page");

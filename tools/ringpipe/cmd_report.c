@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "agent_report.h"
 #include "cmds.h"
 #include "hmap.h"
 #include "nettrace.h"
@@ -18,13 +19,23 @@
 
 static const char report_usage[] =
 "usage: ringpipe report FILE [--json]\n"
+"       ringpipe report DIR [--json]\n"
 "\n"
 "Reads a nettrace file (V4/V5 or V6) and prints its duration, events per\n"
 "provider, per event and per thread, EventsLost (counted as TraceEvent counts\n"
 "it), how many events carry stacks, and the events with the most payload bytes.\n"
 "--json prints one JSON object: {\"events\":N,\"lost\":N,\"providers\":{...},...}.\n"
 "A truncated or corrupt file is reported with the offset and what was expected\n"
-"there, after a summary of what could be read; the exit status is then 1.\n";
+"there, after a summary of what could be read; the exit status is then 1.\n"
+"\n"
+"DIR is a 'ringpipe agent' output directory: every process trace in it is read\n"
+"and listed (pid, comm, container, pod, source, how it ended, events,\n"
+"EventsLost, file), then every container (pod, runtime, QoS, processes,\n"
+"events, EventsLost) and the totals. Tags come from the agent's traces\n"
+"(ringpipe-agent_*.nettrace, all of them when the agent restarted); a trace\n"
+"the agent did not name is listed untagged. --json prints one JSON object:\n"
+"{\"processes\":[...],\"containers\":[...],\"totals\":{...}}. A file that cannot\n"
+"be read is listed with its error, and the exit status is then 1.\n";
 
 struct tcount {
 	int64_t pid, tid;
@@ -548,6 +559,8 @@ int cmd_report(int argc, char **argv)
 			fputs(report_usage, stdout);
 		return rc;
 	}
+	if (agent_report_is_dir(path))
+		return agent_report_dir(path, json);
 	rp.r = nt_reader_open(path);
 	if (!rp.r)
 		return tool_err("report", "%s: %s", path, strerror(errno));

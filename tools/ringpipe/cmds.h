@@ -18,5 +18,6 @@ int cmd_gcdump(int argc, char **argv);
 int cmd_sample(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
 int cmd_record(int argc, char **argv);
+int cmd_agent(int argc, char **argv);
 
 #endif

@@ -7,6 +7,7 @@
 
 #include "cmds.h"
 #include "ringpipe/ringpipe.h"
+#include "session.h"
 
 static const char usage[] =
 "usage: ringpipe <command> [options]\n"
@@ -36,6 +37,9 @@ static const char usage[] =
 "  convert --to speedscope|chrome|text FILE [-o OUT]\n"
 "                           samples and spans for speedscope, Perfetto, or as\n"
 "                           'perf script'-like text, symbolized\n"
+"  agent [options]          the host agent: libringpipe processes join over its socket,\n"
+"                           .NET processes are traced, containers are tagged; 'ringpipe\n"
+"                           agent status' shows what it sees; see 'ringpipe agent --help'\n"
 "\n"
 "  --help, -h               this text\n"
 "  --version                print the version\n"
@@ -47,6 +51,8 @@ int main(int argc, char **argv)
 {
 	const char *cmd = argc > 1 ? argv[1] : NULL;
 
+	/* the tool reads and records traces; it is not a program to trace */
+	rp_agent_join_disable();
 	if (!cmd || !strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
 		fputs(usage, cmd ? stdout : stderr);
 		return cmd ? 0 : 2;
@@ -77,6 +83,8 @@ int main(int argc, char **argv)
 		return cmd_sample(argc - 1, argv + 1);
 	if (!strcmp(cmd, "convert"))
 		return cmd_convert(argc - 1, argv + 1);
+	if (!strcmp(cmd, "agent"))
+		return cmd_agent(argc - 1, argv + 1);
 	fprintf(stderr, "ringpipe: unknown command '%s'\n\n%s", cmd, usage);
 	return 2;
 }

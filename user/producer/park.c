@@ -307,6 +307,14 @@ static struct rp_shm_record *park(struct wthread *t, int slot, struct rp_shm *sh
 		/* an idle drainer frees nothing and so admits nobody */
 		if (rp_load_relaxed(&h->drainer_idle))
 			rp_drainer_wake_idle(h);
+		/* drained from another process: what admits here is the
+		 * agent's watcher (agent_join.c), which may be asleep. A hint
+		 * word: scribbled, it costs a wake; missed, the next pass of
+		 * this loop wakes it */
+		if (rp_unlikely(rp_load_relaxed(&h->space_watch) == RP_SPACE_WATCH_PARKED)) {
+			rp_add_relaxed(&h->space_freed, 1);
+			rp_futex_wake(&h->space_freed, 1);
+		}
 		rp_futex_wait(w, word, PARK_POLL_NS);
 	}
 	rec = reserve_admitted(q, slot, shm, rp, size, &since, reason);

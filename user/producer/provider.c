@@ -449,6 +449,14 @@ RP_API struct rp_event *rp_event_new(struct rp_provider *p, const struct rp_even
 	p->events = ev;
 	if (p->ue)
 		rp_ue_register(ev);	/* failure leaves the event as it was */
+	/* the agent must know it before any record can name it */
+	for (s = 0; s < RP_MAX_SESSIONS; s++) {
+		struct rp_session *sess = rp_slots[s].session;
+		uint32_t state = rp_load_acquire(&rp_slots[s].state);
+
+		if (sess && sess->ext && (state == SLOT_STARTING || state == SLOT_RUNNING))
+			sess->ext->describe(sess->ext->ctx, ev);
+	}
 	/* sessions already running enable it right away */
 	for (s = 0; s < RP_MAX_SESSIONS; s++) {
 		struct rp_session *sess = rp_slots[s].session;
@@ -461,6 +469,21 @@ RP_API struct rp_event *rp_event_new(struct rp_provider *p, const struct rp_even
 	}
 	pthread_mutex_unlock(&rp_control_lock);
 	return ev;
+}
+
+int rp_events_describe(const struct rp_external_drainer *ext)
+{
+	struct rp_provider *p;
+	struct rp_event *ev;
+	int err;
+
+	for (p = providers; p; p = p->next)
+		for (ev = p->events; ev; ev = ev->next) {
+			err = ext->describe(ext->ctx, ev);
+			if (err)
+				return err;
+		}
+	return 0;
 }
 
 void rp_events_disable_all(void)

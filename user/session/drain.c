@@ -33,7 +33,8 @@
  * idle flag and its look at the rings, are a store-buffering pair: the
  * drainer's rp_fence_heavy() and the producers' rp_fence_light() close it
  * for producers in this process (fence.h). For any other writer the bound
- * of a missed wake is by design IDLE_SLEEP_NS: the drainer never sleeps
+ * of a missed wake is by design IDLE_SLEEP_NS (a remote session's own
+ * idle_sleep_ns, in the agent): the drainer never sleeps
  * longer before it looks again (test_drain shows both).
  */
 #include <errno.h>
@@ -149,6 +150,7 @@ struct drainer {
 	uint64_t unflushed_ns;	/* CLOCK_MONOTONIC when the open blocks got
 				 * their first event, 0: nothing unflushed */
 	uint64_t written;	/* events serialized (stats.events_written) */
+	uint64_t sp_written;	/* written at the last sequence point */
 	uint64_t lost;		/* events consumed but not written: output failed */
 	int running;		/* atomic: the thread runs (start order, private:
 				 * the shared drainer_tid is for other readers) */
@@ -206,7 +208,8 @@ static void set_output_error(struct drainer *d, int err)
 	 * enabled: every later attempt is a drop counted as RP_DROP_OUTPUT and
 	 * returns the error (write.c), and the drainer goes on emptying the
 	 * rings, counting what it cannot write, so nobody waits for it */
-	rp_store_relaxed(&rp_slots[s->slot].output_error, err);
+	if (s->slot >= 0)
+		rp_store_relaxed(&rp_slots[s->slot].output_error, err);
 	account_failed_output(d);
 }
 
@@ -272,13 +275,19 @@ static uint64_t win_min_pos(struct rqueue *q, uint64_t cons)
 
 static uint32_t meta_for(struct drainer *d, uint32_t index)
 {
+	const struct nt_event_desc *desc;
 	struct rp_event *ev;
 	uint32_t id;
 
 	if (index < d->nmeta_ids && d->meta_ids[index])
 		return d->meta_ids[index];
-	ev = rp_event_by_index(index);
-	if (!ev)
+	if (d->s->remote_lookup) {
+		desc = d->s->remote_lookup(d->s->remote_ctx, index);
+	} else {
+		ev = rp_event_by_index(index);
+		desc = ev ? &ev->desc : NULL;
+	}
+	if (!desc)
 		return 0;
 	if (index >= d->nmeta_ids) {
 		size_t nn = (size_t)index * 2 + 64;
@@ -290,7 +299,7 @@ static uint32_t meta_for(struct drainer *d, uint32_t index)
 		d->meta_ids = n;
 		d->nmeta_ids = nn;
 	}
-	if (nt_writer_define(d->w, &ev->desc, &id))
+	if (nt_writer_define(d->w, desc, &id))
 		return 0;
 	d->meta_ids[index] = id;
 	return id;
@@ -764,6 +773,7 @@ static size_t collect(struct drainer *d)
 /* Hands back the ring space of everything serialized (and skipped). */
 static void release(struct drainer *d)
 {
+	bool freed = false;
 	uint32_t i;
 
 	for (i = 0; i < d->nr; i++) {
@@ -776,8 +786,23 @@ static void release(struct drainer *d)
 			/* from what the drainer saw itself, never re-read */
 			uint64_t used = r->prod_seen > r->published ? r->prod_seen - r->published : 0;
 
-			rp_block_space_freed(d->s->slot, used < r->size ? r->size - used : 0);
+			freed = true;
+			if (d->s->slot >= 0)
+				rp_block_space_freed(d->s->slot, used < r->size ? r->size - used : 0);
 		}
+	}
+	if (freed && d->s->slot < 0) {
+		struct rp_shm_session *h = rp_shm_header(d->s->shm);
+
+		/* the producers' process admits its waiters when this moves.
+		 * A store-buffering pair with the watcher (agent_join.c): it
+		 * sets space_watch, fences, then sleeps only while space_freed
+		 * is the value it saw; the fence here orders the bump before
+		 * the look at space_watch, so one of the two sees the other */
+		rp_add_relaxed(&h->space_freed, 1);
+		rp_smp_mb();
+		if (rp_load_relaxed(&h->space_watch) == RP_SPACE_WATCH_FREED)
+			rp_futex_wake(&h->space_freed, 1);
 	}
 }
 
@@ -912,8 +937,13 @@ static void sleep_idle(struct drainer *d, int64_t ns)
 	/* pairs with rp_fence_light() between a producer's commit and its load
 	 * of drainer_idle (wake_drainer() in write.c): either that producer
 	 * sees the flag and wakes us, or its record is visible to the look at
-	 * the rings below */
-	rp_fence_heavy();
+	 * the rings below. The writers of a remote session are in another
+	 * process, which the fence does not reach: there a plain full fence
+	 * orders this thread, and idle_sleep_ns bounds a wake they miss */
+	if (d->s->slot >= 0)
+		rp_fence_heavy();
+	else
+		rp_smp_mb();
 	if (rings_empty(d) && !rp_load_relaxed(&d->s->stop_requested))
 		rp_futex_wait(&h->drainer_wake, word, (uint64_t)ns);
 	rp_store_relaxed(&h->drainer_idle, 0);
@@ -927,6 +957,11 @@ static void maybe_sequence_point(struct drainer *d, uint64_t now)
 	if (now - d->last_sp_ns < (uint64_t)d->s->sp_interval_ms * 1000000ull || d->failed)
 		return;
 	d->last_sp_ns = now;
+	/* the agent's many idle processes: a sequence point that would only
+	 * repeat the last one is not written */
+	if (d->s->slot < 0 && d->written == d->sp_written)
+		return;
+	d->sp_written = d->written;
 	d->unflushed_ns = 0;	/* the sequence point flushes every block */
 	err = nt_writer_sequence_point(d->w, d->last_ts);
 	if (!err)
@@ -969,7 +1004,8 @@ static void heartbeat(struct drainer *d)
 	struct rp_shm_session *h = rp_shm_header(d->s->shm);
 
 	rp_store_relaxed(&h->drainer_heartbeat_ns, rp_clock_mono_ns());
-	rp_block_heartbeat(d->s->slot);
+	if (d->s->slot >= 0)
+		rp_block_heartbeat(d->s->slot);
 }
 
 /* Starts the trace: the writer writes the stream header through the sink. */
@@ -979,7 +1015,7 @@ static int open_trace(struct drainer *d)
 
 	wo.format = d->s->format;
 	wo.pid = d->s->process_id ? d->s->process_id : (uint32_t)getpid();
-	wo.tick_freq = rp_clock_frequency();
+	wo.tick_freq = d->s->tick_freq ? d->s->tick_freq : rp_clock_frequency();
 	wo.sync_ticks = d->s->sync_ticks;
 	wo.sync_unix_ns = d->s->sync_unix_ns;
 	d->w = nt_writer_new(&d->usink->base, &wo);
@@ -1075,7 +1111,10 @@ static void *drainer_main(void *arg)
 
 				nanosleep(&ts, NULL);
 			} else {
-				sleep_idle(d, due < IDLE_SLEEP_NS ? due : IDLE_SLEEP_NS);
+				int64_t idle = d->s->idle_sleep_ns ? (int64_t)d->s->idle_sleep_ns :
+					       IDLE_SLEEP_NS;
+
+				sleep_idle(d, due < idle ? due : idle);
 			}
 		}
 	}
@@ -1143,7 +1182,9 @@ int rp_drainer_start(struct rp_session *s)
 
 		/* private copies: nothing a process mapping the rings writes
 		 * there can change how long a producer waits */
-		rp_block_reset(s->slot, h->drainer_timeout_ns, h->ring_data_size, h->nr_rings);
+		if (s->slot >= 0)
+			rp_block_reset(s->slot, h->drainer_timeout_ns, h->ring_data_size,
+				       h->nr_rings);
 	}
 	err = rp_thread_start(&s->drainer, "rp-drain", drainer_main, d);
 	if (err) {

@@ -149,7 +149,22 @@ void rp_session_release(struct rp_session *s)
 	s->nheld_cbs = 0;
 }
 
+static struct rp_session *session_start(const struct rp_session_opts *uopts, unsigned int flags,
+				       const struct rp_external_drainer *ext);
+
 struct rp_session *rp_session_start_ex(const struct rp_session_opts *uopts, unsigned int flags)
+{
+	return session_start(uopts, flags, NULL);
+}
+
+struct rp_session *rp_session_start_external(const struct rp_session_opts *opts,
+					     const struct rp_external_drainer *ext)
+{
+	return session_start(opts, 0, ext);
+}
+
+static struct rp_session *session_start(const struct rp_session_opts *uopts, unsigned int flags,
+				       const struct rp_external_drainer *ext)
 {
 	struct rp_session_opts o = { 0 };
 	struct rp_shm_opts so = { .sz = sizeof(so) };
@@ -188,7 +203,11 @@ struct rp_session *rp_session_start_ex(const struct rp_session_opts *uopts, unsi
 		rp_set_error("nproviders is %u but providers is NULL", o.nproviders);
 		return errno = EINVAL, NULL;
 	}
-	if (!o.path && o.fd < 0) {
+	if (ext && o.kind != RP_SESSION_STREAMING) {
+		rp_set_error("a session drained by the agent is a streaming one");
+		return errno = EINVAL, NULL;
+	}
+	if (!ext && !o.path && o.fd < 0) {
 		rp_set_error("no output: set path or fd");
 		return errno = EINVAL, NULL;
 	}
@@ -212,7 +231,10 @@ struct rp_session *rp_session_start_ex(const struct rp_session_opts *uopts, unsi
 	if (err)
 		goto err_free;
 
-	if (o.path) {
+	s->ext = ext;
+	if (ext) {
+		/* no output here: the agent writes the trace */
+	} else if (o.path) {
 		s->out_fd = open(o.path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 		if (s->out_fd < 0) {
 			err = -errno;
@@ -223,12 +245,12 @@ struct rp_session *rp_session_start_ex(const struct rp_session_opts *uopts, unsi
 	} else {
 		s->out_fd = o.fd;
 	}
-	if (fstat(s->out_fd, &st) < 0) {
+	if (!ext && fstat(s->out_fd, &st) < 0) {
 		err = -errno;
 		rp_set_error("output fd %d: %s", s->out_fd, strerror(errno));
 		goto err_free;
 	}
-	s->is_socket = S_ISSOCK(st.st_mode);
+	s->is_socket = !ext && S_ISSOCK(st.st_mode);
 
 	pthread_mutex_lock(&rp_control_lock);
 	for (i = 0; i < RP_MAX_SESSIONS; i++) {
@@ -247,6 +269,10 @@ struct rp_session *rp_session_start_ex(const struct rp_session_opts *uopts, unsi
 	 * session to check itself against; from here on rp_event_new() sees
 	 * this one (STARTING) and checks itself */
 	err = check_events(s);
+	/* the agent learns every event defined so far; rp_event_new() tells
+	 * it of later ones from here on, under the same lock */
+	if (!err && ext)
+		err = rp_events_describe(ext);
 	if (err) {
 		pthread_mutex_unlock(&rp_control_lock);
 		goto err_free;
@@ -278,7 +304,16 @@ struct rp_session *rp_session_start_ex(const struct rp_session_opts *uopts, unsi
 	}
 	s->deferred = o.kind == RP_SESSION_DEFERRED;
 	s->held = (flags & RP_START_HELD) && !s->deferred;
-	if (!s->deferred) {
+	if (ext) {
+		const struct rp_shm_session *h = rp_shm_header(s->shm);
+
+		/* waiters read the agent's heartbeat in shared memory: the
+		 * queue's private one stays 0 */
+		rp_block_reset(s->slot, h->drainer_timeout_ns, h->ring_data_size, h->nr_rings);
+		err = ext->ready(ext->ctx, s);
+		if (err)
+			goto err_slot;
+	} else if (!s->deferred) {
 		err = rp_drainer_start(s);
 		if (err)
 			goto err_slot;
@@ -321,6 +356,72 @@ err_free:
 	session_free(s);
 	errno = -err;
 	return NULL;
+}
+
+struct rp_session *rp_remote_session_start(struct rp_shm *shm, const struct rp_remote_opts *o)
+{
+	struct rp_session *s;
+	struct stat st;
+	int err;
+
+	if (!shm || !o || !o->lookup || o->out_fd < 0 ||
+	    (o->format != NT_FORMAT_V5 && o->format != NT_FORMAT_V6))
+		return errno = EINVAL, NULL;
+	if (rp_clock_init())
+		return errno = EINVAL, NULL;
+	if (fstat(o->out_fd, &st) < 0)
+		return NULL;
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return errno = ENOMEM, NULL;
+	pthread_mutex_init(&s->final_lock, NULL);
+	s->slot = -1;
+	s->shm = shm;
+	s->format = o->format;
+	s->process_id = o->process_id;
+	s->sync_ticks = o->sync_ticks;
+	s->sync_unix_ns = o->sync_unix_ns;
+	s->tick_freq = o->tick_freq;
+	s->out_fd = o->out_fd;
+	s->is_socket = S_ISSOCK(st.st_mode);
+	s->sp_interval_ms = 1000;
+	s->idle_sleep_ns = o->idle_sleep_ns;
+	s->remote_lookup = o->lookup;
+	s->remote_ctx = o->lookup_ctx;
+	err = rp_drainer_start(s);
+	if (err) {
+		s->shm = NULL;	/* still the caller's */
+		session_free(s);
+		errno = -err;
+		return NULL;
+	}
+	return s;
+}
+
+int rp_remote_session_end(struct rp_session *s, const struct thread_final *finals, size_t n,
+			  struct rp_session_stats *stats)
+{
+	int err;
+
+	if (!s)
+		return -EINVAL;
+	pthread_mutex_lock(&s->final_lock);
+	if (n) {
+		struct thread_final *f = realloc(s->finals, (s->nfinals + n) * sizeof(*f));
+
+		if (f) {
+			memcpy(f + s->nfinals, finals, n * sizeof(*f));
+			s->finals = f;
+			s->nfinals += n;
+			s->capfinals = s->nfinals;
+		}
+	}
+	pthread_mutex_unlock(&s->final_lock);
+	err = rp_drainer_stop(s);
+	if (stats)
+		rp_session_stats(s, stats);
+	session_free(s);
+	return err;
 }
 
 /*
@@ -387,7 +488,7 @@ RP_API int rp_session_stop(struct rp_session *s)
 	rp_writers_quiesce();
 	rp_writers_collect_finals(s);
 	if (!err)
-		err = rp_drainer_stop(s);
+		err = s->ext ? s->ext->stop(s->ext->ctx, s) : rp_drainer_stop(s);
 
 	pthread_mutex_lock(&rp_control_lock);
 	sl->session = NULL;

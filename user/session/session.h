@@ -60,8 +60,41 @@ struct thread_final {
 	uint32_t seq;
 };
 
+/*
+ * A session whose drainer is the host agent, in another process
+ * (agent_join.c): the rings are handed over instead of drained here.
+ */
+struct rp_external_drainer {
+	/* Under rp_control_lock, for every event defined before the session
+	 * and every one defined while it runs, before any record can name it:
+	 * the agent learns what the record's meta_id means. An error ends
+	 * nothing here: the agent counts records it cannot name as corrupt. */
+	int (*describe)(void *ctx, const struct rp_event *ev);
+	/* The rings exist and no writer can reach them yet: hand them over. */
+	int (*ready)(void *ctx, struct rp_session *s);
+	/* Every writer is out and s->finals holds their last numbers: the
+	 * agent drains the rest. Returns once it has, or within its bound. */
+	int (*stop)(void *ctx, struct rp_session *s);
+	void *ctx;
+};
+
+/* The other side: rings of another process drained here (the agent). Their
+ * events are named by lookup, not by this process's registry. */
+struct rp_remote_opts {
+	int format;			/* NT_FORMAT_V5 or NT_FORMAT_V6 */
+	uint32_t process_id;		/* every event's pid: the host pid */
+	uint64_t sync_ticks, sync_unix_ns;	/* the process's, from READY */
+	uint64_t tick_freq;		/* the process's clock */
+	int out_fd;			/* the trace goes here (not closed) */
+	/* an idle drainer looks again after this long, at most (0: 20 ms):
+	 * the bound of a wake the process's writers did not send */
+	uint64_t idle_sleep_ns;
+	const struct nt_event_desc *(*lookup)(void *ctx, uint32_t index);
+	void *lookup_ctx;
+};
+
 struct rp_session {
-	int slot;
+	int slot;			/* -1: a remote session (no slot here) */
 	uint32_t gen;
 	struct session_cfg cfg;
 	struct rp_shm *shm;
@@ -81,7 +114,13 @@ struct rp_session {
 	const struct rp_provider_config **held_cfgs;
 	size_t nheld_cbs;
 	uint32_t sp_interval_ms;
-	uint64_t rundown_keywords;	/* enables RP_RUNDOWN_PROVIDER at stop */
+	uint64_t rundown_keywords;
+	const struct rp_external_drainer *ext;	/* drained by the agent */
+	/* a remote session: how records' meta_ids are named, the clock */
+	const struct nt_event_desc *(*remote_lookup)(void *ctx, uint32_t index);
+	void *remote_ctx;
+	uint64_t tick_freq;		/* 0: this process's clock */
+	uint64_t idle_sleep_ns;		/* 0: drain.c's IDLE_SLEEP_NS */	/* enables RP_RUNDOWN_PROVIDER at stop */
 
 	/* drainer */
 	pthread_t drainer;
@@ -160,5 +199,24 @@ void rp_drainer_release(struct rp_session *s);
 struct rp_session *rp_session_start_ex(const struct rp_session_opts *opts, unsigned int flags);
 void rp_session_release(struct rp_session *s);
 void rp_drainer_kick(struct rp_session *s);
+struct rp_session *rp_session_start_external(const struct rp_session_opts *opts,
+					     const struct rp_external_drainer *ext);
+
+/* A remote session over shm (taken over: destroyed at the end), drained to
+ * o->out_fd from now on; NULL with errno. */
+struct rp_session *rp_remote_session_start(struct rp_shm *shm, const struct rp_remote_opts *o);
+/* Its end: the last sequence numbers (may be none, when the process died),
+ * drained to the end, trace finished. Returns the output's error or 0, and
+ * frees s. stats (may be NULL) receives the session's figures first. */
+int rp_remote_session_end(struct rp_session *s, const struct thread_final *finals, size_t n,
+			  struct rp_session_stats *stats);
+
+/* agent_join.c: once the process has a provider, look for the host agent
+ * (Documentation/agent.md); the agent itself stays out. */
+void rp_agent_join_start(void);
+void rp_agent_join_disable(void);
+
+/* provider.c: under rp_control_lock, ext->describe() for every event. */
+int rp_events_describe(const struct rp_external_drainer *ext);
 
 #endif /* RINGPIPE_SESSION_H */

@@ -144,4 +144,6 @@ out:
 __attribute__((constructor)) static void ringpipe_startup(void)
 {
 	rp_startup_session();
+	/* and the host agent, when there is one (Documentation/agent.md) */
+	rp_agent_join_start();
 }

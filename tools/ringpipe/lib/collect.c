@@ -233,15 +233,14 @@ static bool field_given(const char *spec, uint32_t n, int f)
 	return false;
 }
 
-static int build_providers(const char *providers, struct rp_provider_config **out,
-			   uint32_t *n)
+int collect_dotnet_providers(const char *providers, struct rp_provider_config **out, uint32_t *n,
+			     char *err, size_t errlen)
 {
 	const char *spec = providers ? providers : COLLECT_DEFAULT_PROVIDERS;
-	char err[256];
 	uint32_t i;
 
-	if (rp_providers_parse(spec, out, n, err, sizeof(err)))
-		return tool_err(co_tool, "--providers: %s", err), 2;
+	if (rp_providers_parse(spec, out, n, err, errlen))
+		return -EINVAL;
 	for (i = 0; i < *n; i++) {
 		/* A .NET runtime takes keywords 0 literally (only the events
 		 * without keywords), ringpipe's server as "all": an entry
@@ -252,6 +251,16 @@ static int build_providers(const char *providers, struct rp_provider_config **ou
 		if (!field_given(spec, i, 2))
 			(*out)[i].level = 4;	/* Informational, as dotnet-trace */
 	}
+	return 0;
+}
+
+static int build_providers(const char *providers, struct rp_provider_config **out,
+			   uint32_t *n)
+{
+	char err[256];
+
+	if (collect_dotnet_providers(providers, out, n, err, sizeof(err)))
+		return tool_err(co_tool, "--providers: %s", err), 2;
 	return 0;
 }
 

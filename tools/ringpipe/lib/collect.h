@@ -69,4 +69,14 @@ struct collect_opts {
 
 int collect_run(const struct collect_opts *o);
 
+struct rp_provider_config;
+/*
+ * A .NET session's providers as dotnet-trace spells them: SPEC (NULL:
+ * COLLECT_DEFAULT_PROVIDERS) parsed, an entry without keywords asking for
+ * all of them, one without a level for Informational. 0, or -EINVAL with a
+ * message in err; free with rp_providers_free().
+ */
+int collect_dotnet_providers(const char *spec, struct rp_provider_config **out, uint32_t *n,
+			     char *err, size_t errlen);
+
 #endif

@@ -1,0 +1,1018 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The host agent end to end: a real `ringpipe agent` on a private socket,
+ * real programs linked against libringpipe.so joining it (agent_producer.c),
+ * real pid namespaces and cgroups for containers. Every count is checked in
+ * the traces the agent wrote, read back with ringpipe's reader and, where
+ * the .NET SDK is here, with TraceEvent.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "agent_wire.h"
+#include "clock.h"
+#include "helpers.h"
+#include "identity.h"
+#include "nettrace.h"
+#include "ring.h"
+
+/*
+ * Several writers of one process into rings another process drains: each
+ * record's space is reused only after the agent read it and zeroed it, an
+ * order ThreadSanitizer cannot see (the agent is not its process), so it
+ * reports two writers' stores to the same bytes a lap apart as a race.
+ */
+#ifdef __SANITIZE_THREAD__
+#define SKIP_MANY_WRITERS_UNDER_TSAN()                                          \
+	cr_skip_test("ThreadSanitizer cannot see the agent, another process, order " \
+		     "a ring's reuse between this process's writers")
+#else
+#define SKIP_MANY_WRITERS_UNDER_TSAN() do { } while (0)
+#endif
+
+static char *test_dir(void)
+{
+	static char d[4096];
+	ssize_t n = readlink("/proc/self/exe", d, sizeof(d) - 1);
+
+	cr_assert_gt(n, 0);
+	d[n] = 0;
+	*strrchr(d, '/') = 0;
+	return d;
+}
+
+static char *producer_bin(void)
+{
+	return th_fmt("%s/agent_producer", test_dir());
+}
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void sleep_ms(int ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000 };
+
+	nanosleep(&ts, NULL);
+}
+
+struct env {
+	char *dir, *out, *sock;
+	pid_t agent;
+};
+
+static pid_t spawn(char *const argv[], char *const extra_env[], const char *log)
+{
+	pid_t pid = fork();
+
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		int i, fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+
+		if (fd >= 0) {
+			dup2(fd, 2);
+			close(fd);
+		}
+		for (i = 0; extra_env && extra_env[i]; i++)
+			putenv(extra_env[i]);
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	return pid;
+}
+
+static void agent_up_with(struct env *e, const char *mode, const char *buffer_mb,
+			  const char *providers)
+{
+	char *argv[] = { (char *)th_tool(), "agent", "--socket", e->sock, "--output-dir", e->out,
+			 "--providers", (char *)providers, "--buffering-mode", (char *)mode,
+			 "--buffer-mb", (char *)buffer_mb, NULL };
+	uint64_t end = now_ms() + 5000;
+	struct stat st;
+
+	e->agent = spawn(argv, NULL, th_fmt("%s/agent.log", e->dir));
+	while (stat(e->sock, &st) || !S_ISSOCK(st.st_mode)) {
+		cr_assert_lt(now_ms(), end, "the agent did not create %s", e->sock);
+		sleep_ms(10);
+	}
+	/* a socket left by an earlier agent: wait until this one answers */
+	for (;;) {
+		struct bytebuf b = { 0 };
+		int err = agent_status_query(e->sock, false, &b);
+
+		bb_free(&b);
+		if (!err)
+			break;
+		cr_assert_lt(now_ms(), end, "the agent does not answer on %s", e->sock);
+		sleep_ms(10);
+	}
+}
+
+static void agent_up(struct env *e, const char *mode, const char *buffer_mb)
+{
+	agent_up_with(e, mode, buffer_mb, "AgentTest");
+}
+
+static int agent_down(struct env *e)
+{
+	int st = 0;
+
+	if (e->agent <= 0)
+		return 0;
+	kill(e->agent, SIGTERM);
+	cr_assert_eq(waitpid(e->agent, &st, 0), e->agent);
+	e->agent = 0;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static void env_init(struct env *e)
+{
+	memset(e, 0, sizeof(*e));
+	e->dir = th_tmpdir();
+	cr_assert_not_null(e->dir);
+	e->out = th_fmt("%s/out", e->dir);
+	e->sock = th_fmt("%s/agent.sock", e->dir);
+}
+
+static void env_fini(struct env *e)
+{
+	if (e->agent > 0) {
+		kill(e->agent, SIGKILL);
+		waitpid(e->agent, NULL, 0);
+	}
+	if (!getenv("RINGPIPE_KEEP"))
+		th_rmdir(e->dir);
+}
+
+/* The trace the agent wrote for pid (the n-th join, from 1). */
+static char *file_of(const struct env *e, pid_t pid, int nth)
+{
+	char *pat = th_fmt("_%d_", pid), *best = NULL;
+	struct dirent *de;
+	DIR *d = opendir(e->out);
+	int seen = 0;
+	char *names[16];
+	int n = 0, i, j;
+
+	cr_assert_not_null(d, "%s", e->out);
+	while ((de = readdir(d)) && n < 16)
+		if (strstr(de->d_name, pat) && strstr(de->d_name, ".nettrace") &&
+		    strncmp(de->d_name, "ringpipe-agent_", 15))
+			names[n++] = strdup(de->d_name);
+	closedir(d);
+	/* joins number their files: NAME.nettrace, NAME.2.nettrace, ... */
+	for (i = 0; i < n; i++)
+		for (j = i + 1; j < n; j++)
+			if (strlen(names[j]) < strlen(names[i]) ||
+			    (strlen(names[j]) == strlen(names[i]) && strcmp(names[j], names[i]) < 0)) {
+				char *t = names[i];
+
+				names[i] = names[j];
+				names[j] = t;
+			}
+	for (i = 0; i < n; i++) {
+		if (++seen == nth)
+			best = th_fmt("%s/%s", e->out, names[i]);
+		free(names[i]);
+	}
+	return best;
+}
+
+static char *agent_trace(const struct env *e)
+{
+	struct dirent *de;
+	DIR *d = opendir(e->out);
+	char *f = NULL;
+
+	cr_assert_not_null(d);
+	while ((de = readdir(d)))
+		if (!strncmp(de->d_name, "ringpipe-agent_", 15))
+			f = th_fmt("%s/%s", e->out, de->d_name);
+	closedir(d);
+	cr_assert_not_null(f, "no agent trace in %s", e->out);
+	return f;
+}
+
+struct counts {
+	uint64_t ticks;
+	uint64_t bad_pid;
+	uint64_t gaps;		/* a thread's counter skipped ahead */
+	int64_t lost;
+	int err;
+};
+
+/* Tick events of provider AgentTest in file: all on pid, each thread's
+ * counters 0, 1, 2, ... */
+static struct counts count_ticks(const char *file, pid_t pid)
+{
+	struct counts c = { 0 };
+	uint64_t next[256] = { 0 };
+	struct nt_reader *r = nt_reader_open(file);
+	struct nt_rec rec;
+	int rc;
+
+	cr_assert_not_null(r, "%s does not open", file);
+	while ((rc = nt_reader_next(r, &rec)) > 0) {
+		uint32_t t;
+		uint64_t n;
+
+		if (strcmp(rec.meta->provider, "AgentTest") || strcmp(rec.meta->name, "Tick"))
+			continue;
+		c.ticks++;
+		if (rec.pid != pid)
+			c.bad_pid++;
+		cr_assert_eq(rec.payload_len, 12u);
+		memcpy(&t, rec.payload, 4);
+		memcpy(&n, rec.payload + 4, 8);
+		cr_assert_lt(t, 256u);
+		if (n != next[t])
+			c.gaps++;
+		next[t] = n + 1;
+	}
+	c.err = rc;
+	if (rc < 0)
+		fprintf(stderr, "%s: %s\n", file, nt_reader_errmsg(r));
+	c.lost = nt_reader_lost(r);
+	nt_reader_free(r);
+	return c;
+}
+
+/* `ringpipe dump` of the agent's trace: the lines of event NAME about pid. */
+static char *agent_events(const struct env *e, const char *name, pid_t pid)
+{
+	struct bytebuf out = { 0 }, sel = { 0 };
+	char *key = th_fmt("\"name\":\"%s\"", name), *pk = th_fmt("\"Pid\":%d,", pid), *line;
+
+	cr_assert_eq(th_tool_run(th_fmt("dump '%s'", agent_trace(e)), &out), 0, "%s", out.p);
+	for (line = strtok((char *)out.p, "\n"); line; line = strtok(NULL, "\n"))
+		if (strstr(line, key) && strstr(line, pk)) {
+			bb_append(&sel, line, strlen(line));
+			bb_append(&sel, "\n", 1);
+		}
+	bb_append(&sel, "", 1);
+	return (char *)sel.p;
+}
+
+static void tracedump_counts(const char *file, uint64_t ticks)
+{
+	const char *why = NULL, *dll = th_tracedump(&why);
+	struct bytebuf out = { 0 };
+	char *want;
+
+	if (!dll) {
+		if (th_require_interop())
+			cr_assert_fail("RINGPIPE_REQUIRE_INTEROP=1 but %s", why);
+		fprintf(stderr, "TraceEvent check skipped: %s\n", why);
+		return;
+	}
+	cr_assert_eq(th_run(th_fmt("dotnet '%s' counts '%s'", dll, file), &out), 0, "%s", out.p);
+	want = th_fmt("AgentTest/Tick\t%llu\n", (unsigned long long)ticks);
+	cr_assert(strstr((char *)out.p, want), "TraceEvent counts %s, not %s", out.p, want);
+	cr_assert(strstr((char *)out.p, "#lost\t0"), "%s", out.p);
+}
+
+/* TraceEvent reads the whole file without an error. */
+static void tracedump_ok(const char *file)
+{
+	const char *why = NULL, *dll = th_tracedump(&why);
+	struct bytebuf out = { 0 };
+
+	if (!dll) {
+		if (th_require_interop())
+			cr_assert_fail("RINGPIPE_REQUIRE_INTEROP=1 but %s", why);
+		fprintf(stderr, "TraceEvent check skipped: %s\n", why);
+		return;
+	}
+	cr_assert_eq(th_run(th_fmt("dotnet '%s' counts '%s' 2>&1", dll, file), &out), 0, "%s", out.p);
+}
+
+/* Runs the producer to its end: its JSON line's written and dropped. */
+static void run_producer(const struct env *e, int threads, long events, uint64_t *written,
+			 uint64_t *dropped, pid_t *pid)
+{
+	struct bytebuf out = { 0 };
+	unsigned long long w = 0, d = 0;
+	int p = 0;
+
+	cr_assert_eq(th_run(th_fmt("RINGPIPE_AGENT='%s' '%s' AgentTest %d %ld 2>>'%s/producer.log'",
+				   e->sock, producer_bin(), threads, events, e->dir), &out), 0,
+		     "the producer failed: %s", out.p);
+	cr_assert_eq(sscanf((char *)out.p, "{\"pid\":%d,\"written\":%llu,\"dropped\":%llu,", &p, &w, &d), 3,
+		     "%s", out.p);
+	*written = w;
+	*dropped = d;
+	*pid = p;
+}
+
+Test(agent, block_process_joins_and_every_event_arrives, .timeout = 120)
+{
+	struct env e;
+	uint64_t w, d;
+	pid_t pid;
+	struct counts c;
+	char *f, *ev;
+	struct bytebuf st = { 0 };
+
+	SKIP_MANY_WRITERS_UNDER_TSAN();
+
+	env_init(&e);
+	/* a 1 MiB ring shared by 4 writers on 2 CPUs: they park, and the
+	 * agent's drainer in another process is what admits them */
+	agent_up(&e, "block", "1");
+	run_producer(&e, 4, 100000, &w, &d, &pid);
+	cr_assert_eq(w, 400000u, "written %llu", (unsigned long long)w);
+	cr_assert_eq(d, 0u, "Block dropped %llu", (unsigned long long)d);
+	cr_assert_eq(agent_status_query(e.sock, true, &st), 0);
+	cr_assert(strstr((char *)st.p, th_fmt("\"pid\":%d,", pid)), "status: %s", st.p);
+	cr_assert(strstr((char *)st.p, "\"state\":\"stopped\""), "status: %s", st.p);
+	cr_assert_eq(agent_down(&e), 0);
+	f = file_of(&e, pid, 1);
+	cr_assert_not_null(f, "no trace for pid %d", pid);
+	c = count_ticks(f, pid);
+	cr_assert_eq(c.err, 0);
+	cr_assert_eq(c.ticks, 400000u, "the trace has %llu", (unsigned long long)c.ticks);
+	cr_assert_eq(c.bad_pid, 0u);
+	cr_assert_eq(c.gaps, 0u);
+	cr_assert_eq(c.lost, 0);
+	ev = agent_events(&e, "Process", pid);
+	cr_assert(strstr(ev, "\"Source\":\"ringpipe\""), "%s", ev);
+	ev = agent_events(&e, "ProcessEnd", pid);
+	cr_assert(strstr(ev, "\"How\":\"stopped\""), "%s", ev);
+	cr_assert(strstr(ev, "\"Events\":400000,"), "%s", ev);
+	tracedump_counts(f, 400000);
+	env_fini(&e);
+}
+
+Test(agent, a_process_started_before_the_agent_joins_when_it_comes, .timeout = 120)
+{
+	struct env e;
+	struct bytebuf out = { 0 };
+	unsigned long long w = 0, d = 0;
+	int p = 0;
+	FILE *pf;
+	char *f;
+	struct counts c;
+
+	env_init(&e);
+	pf = popen(th_fmt("RINGPIPE_AGENT='%s' '%s' AgentTest 2 20000 2>>'%s/producer.log'", e.sock,
+			  producer_bin(), e.dir), "r");
+	cr_assert_not_null(pf);
+	sleep_ms(1500);		/* no agent: the process goes on, and retries */
+	agent_up(&e, "drop", "4");
+	{
+		char buf[512];
+		size_t n = fread(buf, 1, sizeof(buf) - 1, pf);
+
+		buf[n] = 0;
+		bb_append(&out, buf, n + 1);
+	}
+	cr_assert_eq(pclose(pf), 0);
+	cr_assert_eq(sscanf((char *)out.p, "{\"pid\":%d,\"written\":%llu,\"dropped\":%llu,", &p, &w, &d), 3);
+	cr_assert_eq(w + d, 40000u);
+	cr_assert_eq(agent_down(&e), 0);
+	f = file_of(&e, p, 1);
+	cr_assert_not_null(f);
+	c = count_ticks(f, p);
+	cr_assert_eq(c.err, 0);
+	/* Drop: what was written is in the trace, what was not is lost, exactly */
+	cr_assert_eq(c.ticks, w);
+	cr_assert_eq((uint64_t)c.lost, d);
+	env_fini(&e);
+}
+
+static uint64_t progress(const char *file)
+{
+	unsigned long long w = 0, d = 0;
+	FILE *f = fopen(file, "r");
+
+	if (!f)
+		return 0;
+	if (fscanf(f, "%llu %llu", &w, &d) != 2)
+		w = d = 0;
+	fclose(f);
+	return w + d;
+}
+
+static pid_t producer_forever(const struct env *e, const char *prog, const char *pre)
+{
+	char *cmd = th_fmt("%s RINGPIPE_AGENT='%s' '%s' AgentTest 2 0 forever '%s' 2>>'%s/producer.log'",
+			   pre ? pre : "exec env", e->sock, producer_bin(), prog, e->dir);
+	char *argv[] = { "/bin/sh", "-c", cmd, NULL };
+	pid_t pid = spawn(argv, NULL, th_fmt("%s/producer.log", e->dir));
+	uint64_t end = now_ms() + 10000;
+
+	while (progress(prog) < 1000) {
+		cr_assert_lt(now_ms(), end, "the producer never wrote (did it join?)");
+		sleep_ms(20);
+	}
+	return pid;
+}
+
+Test(agent, a_killed_process_is_drained_and_its_end_recorded, .timeout = 120)
+{
+	struct env e;
+	char *prog, *f, *ev;
+	pid_t pid;
+	struct counts c;
+	uint64_t end;
+	int st;
+
+	env_init(&e);
+	prog = th_fmt("%s/progress", e.dir);
+	agent_up(&e, "block", "4");
+	pid = producer_forever(&e, prog, NULL);
+	sleep_ms(300);
+	kill(pid, SIGKILL);
+	/* not reaped yet: the agent reads how it ended from the zombie */
+	end = now_ms() + 10000;
+	for (;;) {
+		struct bytebuf b = { 0 };
+
+		cr_assert_eq(agent_status_query(e.sock, true, &b), 0);
+		if (strstr((char *)b.p, "killed by signal 9"))
+			break;
+		cr_assert_lt(now_ms(), end, "status never shows the kill: %s", b.p);
+		bb_free(&b);
+		sleep_ms(50);
+	}
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	cr_assert_eq(agent_down(&e), 0);
+	f = file_of(&e, pid, 1);
+	cr_assert_not_null(f);
+	c = count_ticks(f, pid);
+	cr_assert_eq(c.err, 0);
+	cr_assert_gt(c.ticks, 1000u);
+	/* what it committed is there, in order, nothing in between lost */
+	cr_assert_eq(c.gaps, 0u);
+	cr_assert_eq(c.lost, 0);
+	ev = agent_events(&e, "ProcessEnd", pid);
+	cr_assert(strstr(ev, "\"How\":\"killed by signal 9\""), "%s", ev);
+	env_fini(&e);
+}
+
+Test(agent, a_killed_agent_frees_block_producers_and_a_new_one_rejoins, .timeout = 120)
+{
+	struct env e;
+	char *prog, *f;
+	pid_t pid;
+	uint64_t a, b;
+	struct counts c;
+
+	env_init(&e);
+	prog = th_fmt("%s/progress", e.dir);
+	agent_up(&e, "block", "1");
+	pid = producer_forever(&e, prog, NULL);
+	kill(e.agent, SIGKILL);
+	waitpid(e.agent, NULL, 0);
+	e.agent = 0;
+	/* Block producers with a dead drainer: they go on writing (dropping,
+	 * counted) within the bound, they do not hang */
+	sleep_ms(1500);
+	a = progress(prog);
+	sleep_ms(1000);
+	b = progress(prog);
+	cr_assert_gt(b, a + 1000, "the producer hangs without its agent: %llu then %llu",
+		     (unsigned long long)a, (unsigned long long)b);
+	/* a new agent on the same socket: the running process joins it */
+	agent_up(&e, "block", "1");
+	{
+		uint64_t end = now_ms() + 10000;
+
+		while (!(f = file_of(&e, pid, 2))) {
+			cr_assert_lt(now_ms(), end, "the process did not join the new agent");
+			sleep_ms(50);
+		}
+	}
+	sleep_ms(500);
+	kill(pid, SIGKILL);
+	sleep_ms(300);
+	waitpid(pid, NULL, 0);
+	cr_assert_eq(agent_down(&e), 0);
+	c = count_ticks(f, pid);
+	cr_assert_eq(c.err, 0);
+	cr_assert_gt(c.ticks, 100u);
+	env_fini(&e);
+}
+
+/* ---- hostile peers ---------------------------------------------------------- */
+
+static int connect_to(const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0, "%s", strerror(errno));
+	return fd;
+}
+
+static int hello(const char *path, uint32_t claimed)
+{
+	struct rp_am_hello h = { .h = rp_agent_hdr(RP_AM_HELLO, sizeof(h), 0) };
+	uint8_t buf[4096];
+	int fd = connect_to(path);
+
+	h.abi_version = RP_ABI_VERSION;
+	h.pid_claimed = claimed;
+	cr_assert_eq(rp_agent_send(fd, &h, sizeof(h), -1, 1000), 0);
+	cr_assert_gt(rp_agent_recv(fd, buf, sizeof(buf), NULL, 2000), 0, "no CONFIG");
+	return fd;
+}
+
+static void send_ready(int fd, int memfd)
+{
+	struct rp_am_ready r = { .h = rp_agent_hdr(RP_AM_READY, sizeof(r), 0) };
+
+	r.tick_freq = rp_clock_frequency();
+	r.sync_ticks = rp_clock_now();
+	/* the agent may have dropped the connection already: that is fine */
+	rp_agent_send(fd, &r, sizeof(r), memfd, 1000);
+}
+
+Test(agent, hostile_peers_cannot_crash_hang_or_mislead_it, .timeout = 120)
+{
+	struct env e;
+	uint64_t w, d, end, rng = 0x9e3779b97f4a7c15ull;
+	pid_t pid;
+	struct counts c;
+	struct bytebuf st = { 0 };
+	int fd, i;
+
+	env_init(&e);
+	cr_assert_eq(rp_clock_init(), 0);
+	agent_up(&e, "drop", "4");
+	/* garbage instead of a hello */
+	fd = connect_to(e.sock);
+	cr_assert_eq(send(fd, "garbage!garbage!garbage!", 24, 0), 24);
+	close(fd);
+	/* a silent peer that stays connected */
+	int silent = connect_to(e.sock);
+	/* claims to be pid 1, sends a description that is garbage, then a
+	 * regular file (not a sealed memfd) as its rings */
+	fd = hello(e.sock, 1);
+	{
+		uint8_t m[64] = { 0 };
+		struct rp_am_meta *mh = (struct rp_am_meta *)m;
+		char *path = th_fmt("%s/notmemfd", e.dir);
+		int ff = open(path, O_RDWR | O_CREAT, 0600);
+
+		mh->h = rp_agent_hdr(RP_AM_META, sizeof(m), 0);
+		mh->index = 1;
+		mh->desc_len = sizeof(m) - sizeof(*mh);
+		memset(m + sizeof(*mh), 0xff, sizeof(m) - sizeof(*mh));
+		cr_assert_eq(rp_agent_send(fd, m, sizeof(m), -1, 1000), 0);
+		cr_assert_eq(ftruncate(ff, 1 << 20), 0);
+		send_ready(fd, ff);
+		close(ff);
+		close(fd);
+	}
+	/* real rings, then a scribbler over them: records the agent was never
+	 * told of, positions that lie */
+	fd = hello(e.sock, 1);
+	{
+		struct rp_shm_opts so = { .sz = sizeof(so), .nr_rings = 2, .data_size = 1 << 16 };
+		struct rp_shm *shm = rp_shm_create(&so);
+		uint64_t *words;
+		size_t nwords;
+
+		cr_assert_not_null(shm);
+		send_ready(fd, rp_shm_fd(shm));
+		words = (uint64_t *)rp_shm_ring(shm, 0)->hdr;
+		nwords = (4096 + 2 * (1 << 16)) / 8;
+		end = now_ms() + 500;
+		while (now_ms() < end) {
+			for (i = 0; i < 1000; i++) {
+				rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+				/* the ring header's immutable line, then positions
+				 * and data, of ring 0 */
+				words[8 + rng % (nwords - 8)] = rng;
+			}
+			sleep_ms(1);
+		}
+		close(fd);
+		rp_shm_destroy(shm);
+	}
+	/* and through all that, an honest process is served in full */
+	run_producer(&e, 2, 50000, &w, &d, &pid);
+	cr_assert_eq(agent_status_query(e.sock, true, &st), 0);
+	/* nobody is taken for pid 1: identities come from the kernel */
+	cr_assert_null(strstr((char *)st.p, "{\"pid\":1,"), "%s", st.p);
+	close(silent);
+	end = now_ms();
+	cr_assert_eq(agent_down(&e), 0);
+	cr_assert_lt(now_ms() - end, 5000u, "the agent took %llu ms to stop",
+		     (unsigned long long)(now_ms() - end));
+	c = count_ticks(file_of(&e, pid, 1), pid);
+	cr_assert_eq(c.err, 0);
+	cr_assert_eq(c.ticks, w);
+	cr_assert_eq((uint64_t)c.lost, d);
+	env_fini(&e);
+}
+
+/* ---- containers -------------------------------------------------------------- */
+
+/* What a container test made, undone by its .fini also when an assertion
+ * failed half-way: the processes first, then the cgroups, deepest first
+ * (a parent another test still uses stays). */
+static struct env *made_env;
+static char *made_cg;
+static size_t made_mnt_len;
+static pid_t made_pids[4];
+
+static void containers_fini(void)
+{
+	size_t i;
+
+	for (i = 0; i < 4; i++)
+		if (made_pids[i] > 0) {
+			kill(made_pids[i], SIGKILL);
+			waitpid(made_pids[i], NULL, WNOHANG);
+		}
+	if (made_env && made_env->dir)
+		env_fini(made_env);
+	made_env = NULL;
+	while (made_cg && strlen(made_cg) > made_mnt_len + 1) {
+		struct timespec ts = { 0, 10000000 };
+		int k;
+
+		/* a killed process leaves its cgroup a moment later */
+		for (k = 0; k < 100 && rmdir(made_cg) && errno == EBUSY; k++)
+			nanosleep(&ts, NULL);
+		*strrchr(made_cg, '/') = 0;
+	}
+	free(made_cg);
+	made_cg = NULL;
+	memset(made_pids, 0, sizeof(made_pids));
+}
+
+static void made(struct env *e, char *cg, const char *mnt)
+{
+	made_env = e;
+	made_cg = cg;
+	made_mnt_len = strlen(mnt);
+}
+
+Test(agent, a_process_in_a_container_is_tagged_and_on_its_host_pid, .timeout = 120,
+     .fini = containers_fini)
+{
+	static const char id[] = "7e2f1c9b4a5d6e8f0a1b2c3d4e5f60718293a4b5c6d7e8f9a0b1c2d3e4f5a6b7";
+	const char *mnt = agent_cgroup2_mount();
+	char uid[37], uid_[37], *cg, *cgpath, *prog, *f, *ev;
+	static struct env e;	/* the fini undoes it */
+	pid_t sh, host_pid = 0;
+	struct counts c;
+	uint64_t end;
+	size_t i;
+
+	if (geteuid() != 0 || !mnt || system("command -v unshare >/dev/null 2>&1"))
+		cr_skip_test("needs root, a cgroup2 mount and unshare(1) to make a container");
+	snprintf(uid, sizeof(uid), "%08x-1111-4222-8333-%012llx", (unsigned)getpid(),
+		 (unsigned long long)now_ms());
+	for (i = 0; i < sizeof(uid); i++)
+		uid_[i] = uid[i] == '-' ? '_' : uid[i];
+	cgpath = th_fmt("/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod%s.slice/"
+			"cri-containerd-%s.scope", uid_, id);
+	cg = th_fmt("%s%s", mnt, cgpath);
+	cr_assert_eq(system(th_fmt("mkdir -p '%s'", cg)), 0);
+	env_init(&e);
+	made(&e, strdup(cg), mnt);
+	prog = th_fmt("%s/progress", e.dir);
+	agent_up(&e, "block", "4");
+	/* into the cgroup first, then a pid and mount namespace of its own */
+	sh = producer_forever(&e, prog, th_fmt("echo $$ > '%s/cgroup.procs'; exec unshare -p -m -f "
+					       "--mount-proc env ", cg));
+	made_pids[0] = sh;
+	/* the producer is unshare's child: find it by its cgroup */
+	end = now_ms() + 5000;
+	while (!host_pid) {
+		struct bytebuf b = { 0 };
+
+		th_read_file(th_fmt("%s/cgroup.procs", cg), &b);
+		{
+			char *line;
+
+			for (line = strtok((char *)b.p, "\n"); line; line = strtok(NULL, "\n")) {
+				struct agent_identity idn;
+
+				if (!agent_identity_read((uint32_t)atoi(line), &idn) &&
+				    !strcmp(idn.comm, "agent_producer"))
+					host_pid = atoi(line);
+			}
+		}
+		bb_free(&b);
+		cr_assert_lt(now_ms(), end);
+		sleep_ms(20);
+	}
+	made_pids[1] = host_pid;
+	sleep_ms(300);
+	/* pid 1 of its namespace: only SIGKILL ends it from outside */
+	kill(host_pid, SIGKILL);
+	kill(sh, SIGKILL);
+	waitpid(sh, NULL, 0);
+	sleep_ms(500);
+	cr_assert_eq(agent_down(&e), 0);
+	f = file_of(&e, host_pid, 1);
+	cr_assert_not_null(f, "no trace for host pid %d", host_pid);
+	c = count_ticks(f, host_pid);
+	cr_assert_eq(c.err, 0);
+	cr_assert_gt(c.ticks, 1000u);
+	cr_assert_eq(c.bad_pid, 0u, "events not on the host pid");
+	ev = agent_events(&e, "Process", host_pid);
+	cr_assert(strstr(ev, th_fmt("\"ContainerId\":\"%s\"", id)), "%s", ev);
+	cr_assert(strstr(ev, th_fmt("\"PodUid\":\"%s\"", uid)), "%s", ev);
+	cr_assert(strstr(ev, "\"Runtime\":\"containerd\""), "%s", ev);
+	cr_assert(strstr(ev, "\"QosClass\":\"burstable\""), "%s", ev);
+	cr_assert(strstr(ev, th_fmt("\"NsPids\":\"%d,", host_pid)), "%s", ev);
+	{
+		/* ringpipe report over the directory: the process and its container */
+		struct bytebuf out = { 0 };
+
+		cr_assert_eq(th_tool_run(th_fmt("report '%s' --json", e.out), &out), 0, "%s", out.p);
+		cr_assert(strstr((char *)out.p, th_fmt("{\"pid\":%d,", host_pid)), "%s", out.p);
+		cr_assert(strstr((char *)out.p, th_fmt("\"container_id\":\"%s\"", id)), "%s", out.p);
+		cr_assert(strstr((char *)out.p, th_fmt("\"events\":%llu,", (unsigned long long)c.ticks)),
+			  "%s", out.p);
+	}
+	{
+		struct bytebuf out = { 0 };
+
+		cr_assert_eq(th_tool_run(th_fmt("dump '%s'", agent_trace(&e)), &out), 0);
+		cr_assert(strstr((char *)out.p, th_fmt("\"name\":\"Container\",")), "%s", out.p);
+		cr_assert(strstr((char *)out.p, th_fmt("\"fields\":{\"ContainerId\":\"%s\"", id)),
+			  "%s", out.p);
+	}
+	containers_fini();
+}
+
+/* A pid of a process in cgroup dir whose comm is comm, or 0. */
+static pid_t find_in_cgroup(const char *dir, const char *comm)
+{
+	struct bytebuf b = { 0 };
+	pid_t found = 0;
+	char *line;
+
+	th_read_file(th_fmt("%s/cgroup.procs", dir), &b);
+	for (line = strtok((char *)b.p, "\n"); line && b.p; line = strtok(NULL, "\n")) {
+		struct agent_identity idn;
+
+		if (!agent_identity_read((uint32_t)atoi(line), &idn) && !strcmp(idn.comm, comm))
+			found = atoi(line);
+	}
+	bb_free(&b);
+	return found;
+}
+
+Test(agent, the_demo_in_a_crio_container_loses_no_tick, .timeout = 120, .fini = containers_fini)
+{
+	static const char id[] = "c0ffee00112233445566778899aabbccddeeff00112233445566778899aabbcc";
+	const char *mnt = agent_cgroup2_mount();
+	char *cg, *f, *ev, *cmd;
+	uint64_t max[8] = { 0 }, seen = 0, gaps = 0, prev[8] = { 0 }, end;
+	unsigned long long said = 0;
+	static struct env e;	/* the fini undoes it */
+	pid_t sh, host_pid = 0;
+	struct nt_reader *r;
+	struct nt_rec rec;
+	struct bytebuf out = { 0 };
+	int st, i;
+
+	SKIP_MANY_WRITERS_UNDER_TSAN();
+
+	if (geteuid() != 0 || !mnt || system("command -v unshare >/dev/null 2>&1"))
+		cr_skip_test("needs root, a cgroup2 mount and unshare(1) to make a container");
+	cg = th_fmt("%s/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod%08x_2222_4333_8444_%012llx.slice/crio-%s.scope",
+		    mnt, (unsigned)getpid(), (unsigned long long)now_ms(), id);
+	cr_assert_eq(system(th_fmt("mkdir -p '%s'", cg)), 0);
+	env_init(&e);
+	made(&e, strdup(cg), mnt);
+	/* a small ring for 4 writers at 20,000 ticks/s each: Block parks them */
+	agent_up_with(&e, "block", "1", "Ringpipe-Demo");
+	/* its own pid and mount namespaces, a /tmp of its own (where its
+	 * diagnostics socket goes), and the agent's socket mounted in, as a
+	 * pod mounts the host's /run/ringpipe */
+	cmd = th_fmt("echo $$ > '%s/cgroup.procs'; exec unshare -p -m -f --mount-proc sh -c "
+		     "'mount --bind %s /mnt && mount -t tmpfs tmpfs /tmp && "
+		     "exec env RINGPIPE_AGENT=/mnt/agent.sock %s --threads 4 --rate 20000 "
+		     "--duration 3 --alloc-threads 0 --jit-threads 0 --heap-nodes 1000'",
+		     cg, e.dir, realpath(th_demo_bin(), NULL));
+	{
+		char *argv[] = { "/bin/sh", "-c", cmd, NULL };
+		int fd = open(th_fmt("%s/demo.out", e.dir), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+
+		sh = fork();
+		cr_assert_geq(sh, 0);
+		if (sh == 0) {
+			dup2(fd, 1);
+			execv(argv[0], argv);
+			_exit(127);
+		}
+		close(fd);
+	}
+	made_pids[0] = sh;
+	end = now_ms() + 5000;
+	while (!(host_pid = find_in_cgroup(cg, "ringpipe-demo"))) {
+		cr_assert_lt(now_ms(), end, "the demo did not start");
+		sleep_ms(10);
+	}
+	cr_assert_eq(waitpid(sh, &st, 0), sh);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the demo failed: %d", st);
+	th_read_file(th_fmt("%s/demo.out", e.dir), &out);
+	cr_assert(strstr((char *)out.p, "ticks "), "%s", out.p);
+	sscanf(strstr((char *)out.p, "ticks "), "ticks %llu", &said);
+	cr_assert_gt(said, 1000u);
+	cr_assert_eq(agent_down(&e), 0);
+	f = file_of(&e, host_pid, 1);
+	cr_assert_not_null(f, "no trace for the demo's host pid %d", host_pid);
+	/* every thread's ticks count 1, 2, ... ; those before the demo joined
+	 * are not in the trace, every one after is, up to its last */
+	r = nt_reader_open(f);
+	cr_assert_not_null(r);
+	while ((i = nt_reader_next(r, &rec)) > 0) {
+		uint64_t n;
+		uint32_t t;
+
+		if (strcmp(rec.meta->name, "Tick"))
+			continue;
+		cr_assert_eq(rec.pid, host_pid);
+		memcpy(&n, rec.payload, 8);
+		memcpy(&t, rec.payload + 8, 4);
+		cr_assert_lt(t, 8u);
+		if (prev[t] && n != prev[t] + 1)
+			gaps++;
+		prev[t] = n;
+		if (n > max[t])
+			max[t] = n;
+		seen++;
+	}
+	cr_assert_eq(i, 0, "%s", nt_reader_errmsg(r));
+	cr_assert_eq(nt_reader_lost(r), 0);
+	nt_reader_free(r);
+	cr_assert_eq(gaps, 0u);
+	cr_assert_eq(max[0] + max[1] + max[2] + max[3], said,
+		     "the demo wrote %llu ticks, the last ones in the trace add up to %llu", said,
+		     (unsigned long long)(max[0] + max[1] + max[2] + max[3]));
+	cr_assert_gt(seen, said / 2, "only %llu of %llu ticks in the trace", (unsigned long long)seen, said);
+	ev = agent_events(&e, "Process", host_pid);
+	cr_assert(strstr(ev, th_fmt("\"ContainerId\":\"%s\"", id)), "%s", ev);
+	cr_assert(strstr(ev, "\"Runtime\":\"cri-o\""), "%s", ev);
+	cr_assert(strstr(ev, "\"QosClass\":\"besteffort\""), "%s", ev);
+	ev = agent_events(&e, "ProcessEnd", host_pid);
+	cr_assert(strstr(ev, "\"How\":\"stopped\""), "%s", ev);
+	tracedump_ok(f);
+	containers_fini();
+}
+
+Test(agent, the_command_checks_its_options_and_stops_on_time, .timeout = 60)
+{
+	struct env e;
+	struct bytebuf out = { 0 };
+	uint64_t t0;
+
+	env_init(&e);
+	cr_assert_eq(th_tool_run("agent --socket /nonexistent/x.sock", &out), 2);
+	cr_assert(strstr((char *)out.p, "nothing to collect"), "%s", out.p);
+	out.len = 0;
+	cr_assert_eq(th_tool_run("agent --providers X --kernel exec", &out), 2);
+	cr_assert(strstr((char *)out.p, "--kernel is not available"), "%s", out.p);
+	out.len = 0;
+	cr_assert_eq(th_tool_run("agent --providers X --duration soon", &out), 2);
+	out.len = 0;
+	cr_assert_eq(th_tool_run(th_fmt("agent status --socket '%s/none.sock'", e.dir), &out), 1);
+	cr_assert(strstr((char *)out.p, "is 'ringpipe agent' running?"), "%s", out.p);
+	out.len = 0;
+	t0 = now_ms();
+	cr_assert_eq(th_tool_run(th_fmt("agent --quiet --providers AgentTest --duration 1s --socket '%s' "
+					"--output-dir '%s'", e.sock, e.out), &out), 0, "%s", out.p);
+	cr_assert_lt(now_ms() - t0, 4000u);
+	cr_assert_geq(now_ms() - t0, 1000u);
+	/* its socket is gone, its trace is there */
+	cr_assert_neq(access(e.sock, F_OK), 0);
+	agent_trace(&e);
+	env_fini(&e);
+}
+
+Test(agent, a_dotnet_app_in_a_container_is_traced_on_its_host_pid, .timeout = 240,
+     .fini = containers_fini)
+{
+	static const char id[] = "d07e70000000000000000000000000000000000000000000000000000000abcd";
+	static struct env e;	/* the fini undoes it */
+	const char *mnt = agent_cgroup2_mount(), *dll = th_dotnet_app(), *why = NULL;
+	char *cg, *cmd, *f = NULL, *ev, dllabs[4096];
+	struct bytebuf out = { 0 }, counts = { 0 };
+	unsigned long long said = 0;
+	pid_t sh, host_pid = 0;
+	uint64_t end;
+	int st;
+
+	if (!th_tracedump(&why))
+		TH_SKIP_OR_FAIL("%s", why);
+	if (geteuid() != 0 || !mnt || system("command -v unshare >/dev/null 2>&1"))
+		cr_skip_test("needs root, a cgroup2 mount and unshare(1) to make a container");
+	cr_assert_not_null(realpath(dll, dllabs), "%s", dll);
+	cg = th_fmt("%s/kubepods.slice/kubepods-pod%08x_3333_4444_8555_%012llx.slice/cri-containerd-%s.scope",
+		    mnt, (unsigned)getpid(), (unsigned long long)now_ms(), id);
+	cr_assert_eq(system(th_fmt("mkdir -p '%s'", cg)), 0);
+	env_init(&e);
+	made(&e, strdup(cg), mnt);
+	{
+		char *argv[] = { (char *)th_tool(), "agent", "--socket", e.sock, "--output-dir", e.out,
+				 "--providers", "AgentTest", "--dotnet", "--dotnet-providers",
+				 "Ringpipe-DotnetApp", NULL };
+
+		e.agent = spawn(argv, NULL, th_fmt("%s/agent.log", e.dir));
+	}
+	/* in a Guaranteed pod's container: its own pids, its own /tmp (where
+	 * its diagnostics socket goes); it waits for the agent to resume it */
+	cmd = th_fmt("echo $$ > '%s/cgroup.procs'; exec unshare -p -m -f --mount-proc --kill-child sh -c "
+		     "'mount -t tmpfs tmpfs /tmp && export TMPDIR=/tmp DOTNET_DefaultDiagnosticPortSuspend=1 "
+		     "&& exec dotnet %s --rate 100 --duration 2'", cg, dllabs);
+	{
+		char *argv[] = { "/bin/sh", "-c", cmd, NULL };
+		int fd = open(th_fmt("%s/app.out", e.dir), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+
+		sh = fork();
+		cr_assert_geq(sh, 0);
+		if (sh == 0) {
+			dup2(fd, 1);
+			execv(argv[0], argv);
+			_exit(127);
+		}
+		close(fd);
+	}
+	made_pids[0] = sh;
+	end = now_ms() + 60000;
+	while (!host_pid || waitpid(sh, &st, WNOHANG) != sh) {
+		if (!host_pid)
+			host_pid = find_in_cgroup(cg, "dotnet");
+		cr_assert_lt(now_ms(), end, "the app did not finish (never resumed?)");
+		sleep_ms(20);
+	}
+	made_pids[0] = 0;
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the app ended with 0x%x", st);
+	th_read_file(th_fmt("%s/app.out", e.dir), &out);
+	cr_assert(strstr((char *)out.p, "ticks "), "%s", out.p);
+	sscanf(strstr((char *)out.p, "ticks "), "ticks %llu", &said);
+	cr_assert_gt(said, 100u);
+	/* the stream ends with the process; the agent then writes the file */
+	end = now_ms() + 20000;
+	while (!f) {
+		struct dirent *de;
+		DIR *d = opendir(e.out);
+		char *want = th_fmt("-%d-", host_pid);
+
+		while (d && (de = readdir(d)))
+			if (!strncmp(de->d_name, "dotnet-", 7) && strstr(de->d_name, want) &&
+			    strstr(de->d_name, ".nettrace"))
+				f = th_fmt("%s/%s", e.out, de->d_name);
+		if (d)
+			closedir(d);
+		cr_assert_lt(now_ms(), end, "no .NET trace for host pid %d", host_pid);
+		if (!f)
+			sleep_ms(50);
+	}
+	cr_assert_eq(agent_down(&e), 0);
+	cr_assert_eq(th_run(th_fmt("dotnet '%s' counts '%s'", th_tracedump(&why), f), &counts), 0,
+		     "%s", counts.p);
+	cr_assert(strstr((char *)counts.p, th_fmt("Ringpipe-DotnetApp/Tick\t%llu\n", said)),
+		  "the app wrote %llu ticks: %s", said, counts.p);
+	cr_assert(strstr((char *)counts.p, "#lost\t0"), "%s", counts.p);
+	{
+		struct counts c = { 0 };
+		struct nt_reader *r = nt_reader_open(f);
+		struct nt_rec rec;
+
+		cr_assert_not_null(r);
+		while (nt_reader_next(r, &rec) > 0) {
+			c.ticks++;
+			if (rec.pid != host_pid)
+				c.bad_pid++;
+		}
+		nt_reader_free(r);
+		cr_assert_gt(c.ticks, said);
+		cr_assert_eq(c.bad_pid, 0u, "events not on the host pid %d", host_pid);
+	}
+	ev = agent_events(&e, "Process", host_pid);
+	cr_assert(strstr(ev, "\"Source\":\"dotnet\""), "%s", ev);
+	cr_assert(strstr(ev, th_fmt("\"ContainerId\":\"%s\"", id)), "%s", ev);
+	cr_assert(strstr(ev, "\"QosClass\":\"guaranteed\""), "%s", ev);
+	cr_assert(strstr(ev, th_fmt("\"NsPids\":\"%d,1\"", host_pid)), "%s", ev);
+	containers_fini();
+}

@@ -1,0 +1,1173 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The host agent (agent.h). One thread serves the socket: it accepts,
+ * takes each peer's identity from SO_PEERCRED and /proc (never from what
+ * the peer says), answers HELLO with the host's configuration, and on READY
+ * maps the process's memfd (rp_shm_open_fd() checks it as untrusted) and
+ * starts a remote session: the library's own drainer, in this process,
+ * reading the rings another process writes, writing that process's trace.
+ * The drainer names records through lookup(), which reads the events the
+ * process described; a description sent before a record was written is in
+ * the socket's queue by the time the record can be read, so a miss drains
+ * the queue once and looks again.
+ *
+ * A connection that ends without STOPPING is a process that exited or was
+ * killed: its remote session is ended all the same, which drains what it
+ * committed, and the ProcessEnd event says how it ended, from the zombie's
+ * /proc/PID/stat while there is one.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "agent_wire.h"
+#include "clock.h"
+#include "dotnet.h"
+#include "identity.h"
+#include "ringpipe/abi.h"
+#include "ringpipe/ringpipe.h"
+#include "session.h"
+#include "thread.h"
+#include "utf.h"
+
+#define MAX_CONNS 4096u
+#define KEEP_ENDED 1024u	/* ended processes remembered for status */
+#define STOP_WAIT_MS 3000	/* agent_stop(): processes answer STOP within this */
+#define FREQ_TOLERANCE 100	/* a process's clock may differ by 1/100 */
+#define IDLE_LOOK_MS 100
+
+enum conn_kind { CONN_NEW, CONN_PROC, CONN_STATUS };
+
+struct conn {
+	int fd;
+	enum conn_kind kind;
+	uint32_t pid, uid;
+	struct agent_identity id;
+	bool have_id;
+	uint32_t pid_claimed;
+	pthread_mutex_t lock;		/* metas, and reads of fd */
+	struct rp_agent_desc **metas;	/* by event index */
+	size_t nmetas;
+	uint64_t metas_refused;
+	uint8_t *buf;			/* one packet */
+	struct rp_session *rs;
+	int out_fd;
+	char file[512];
+	struct thread_final *finals;
+	size_t nfinals;
+	bool stopping;			/* STOPPING arrived */
+	bool source_dotnet;
+	char how[64];
+	int exit_status;
+	struct rp_session_stats st;
+	struct conn *next;
+};
+
+struct agent {
+	struct agent_opts o;
+	char socket_path[108];
+	int listen_fd;
+	int wake_fd;
+	int quit;			/* atomic */
+	pthread_t thread;
+	pthread_mutex_t lock;		/* the lists, for status */
+	struct conn *live, *ended;
+	size_t nlive, nended;
+	uint64_t joined_total;
+	int output_failed;
+	/* the agent's own trace */
+	struct rp_provider *prov;
+	struct rp_event *ev_process, *ev_end, *ev_container;
+	struct rp_session *trace;
+	char trace_file[512];
+	char **containers;		/* ids seen, for one Container event each */
+	size_t ncontainers;
+	struct agent_dotnet *dn;
+	struct dn_seen { uint32_t pid; uint64_t start; bool ended; } *dn_seen;
+	size_t ndn_seen;
+	uint64_t last_dn_ns;
+};
+
+static void say(const struct agent *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void say(const struct agent *a, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (a->o.quiet)
+		return;
+	va_start(ap, fmt);
+	fputs("ringpipe agent: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+}
+
+/* ---- the agent's own events ---------------------------------------------- */
+
+static const struct rp_field process_fields[] = {
+	{ "Pid", RP_TYPE_U32, 0, 0, NULL },
+	{ "NsPids", RP_TYPE_STRING, 0, 0, NULL },
+	{ "StartTime", RP_TYPE_U64, 0, 0, NULL },
+	{ "Comm", RP_TYPE_STRING, 0, 0, NULL },
+	{ "CgroupId", RP_TYPE_U64, 0, 0, NULL },
+	{ "CgroupPath", RP_TYPE_STRING, 0, 0, NULL },
+	{ "ContainerId", RP_TYPE_STRING, 0, 0, NULL },
+	{ "PodUid", RP_TYPE_STRING, 0, 0, NULL },
+	{ "Runtime", RP_TYPE_STRING, 0, 0, NULL },
+	{ "QosClass", RP_TYPE_STRING, 0, 0, NULL },
+	{ "Uid", RP_TYPE_U32, 0, 0, NULL },
+	{ "Source", RP_TYPE_STRING, 0, 0, NULL },
+	{ "TraceFile", RP_TYPE_STRING, 0, 0, NULL },
+};
+
+static const struct rp_field end_fields[] = {
+	{ "Pid", RP_TYPE_U32, 0, 0, NULL },
+	{ "StartTime", RP_TYPE_U64, 0, 0, NULL },
+	{ "How", RP_TYPE_STRING, 0, 0, NULL },
+	{ "ExitStatus", RP_TYPE_I32, 0, 0, NULL },
+	{ "Events", RP_TYPE_U64, 0, 0, NULL },
+	{ "LostFull", RP_TYPE_U64, 0, 0, NULL },
+	{ "LostAborted", RP_TYPE_U64, 0, 0, NULL },
+	{ "LostOutput", RP_TYPE_U64, 0, 0, NULL },
+	{ "LostOther", RP_TYPE_U64, 0, 0, NULL },
+	{ "Corrupt", RP_TYPE_U64, 0, 0, NULL },
+};
+
+static const struct rp_field container_fields[] = {
+	{ "ContainerId", RP_TYPE_STRING, 0, 0, NULL },
+	{ "PodUid", RP_TYPE_STRING, 0, 0, NULL },
+	{ "Runtime", RP_TYPE_STRING, 0, 0, NULL },
+	{ "QosClass", RP_TYPE_STRING, 0, 0, NULL },
+	{ "CgroupPath", RP_TYPE_STRING, 0, 0, NULL },
+};
+
+static int open_trace(struct agent *a)
+{
+	struct rp_provider_opts po = { .sz = sizeof(po), .name = "Ringpipe-Agent" };
+	struct rp_event_opts eo = { .sz = sizeof(eo), .level = 4 };
+	struct rp_provider_config pc = { .name = "Ringpipe-Agent", .level = 5 };
+	struct rp_session_opts so = { .sz = sizeof(so), .fd = -1 };
+	char when[32];
+	time_t now = time(NULL);
+
+	/* the agent drains others; it does not join itself */
+	rp_agent_join_disable();
+	a->prov = rp_provider_new(&po);
+	if (!a->prov)
+		return -errno;
+	eo.id = 1, eo.name = "Process", eo.fields = process_fields;
+	eo.nfields = sizeof(process_fields) / sizeof(process_fields[0]);
+	a->ev_process = rp_event_new(a->prov, &eo);
+	eo.id = 2, eo.name = "ProcessEnd", eo.fields = end_fields;
+	eo.nfields = sizeof(end_fields) / sizeof(end_fields[0]);
+	a->ev_end = rp_event_new(a->prov, &eo);
+	eo.id = 3, eo.name = "Container", eo.fields = container_fields;
+	eo.nfields = sizeof(container_fields) / sizeof(container_fields[0]);
+	a->ev_container = rp_event_new(a->prov, &eo);
+	if (!a->ev_process || !a->ev_end || !a->ev_container)
+		return -errno;
+	strftime(when, sizeof(when), "%Y%m%d_%H%M%S", localtime(&now));
+	snprintf(a->trace_file, sizeof(a->trace_file), "%s/ringpipe-agent_%d_%s.nettrace", a->o.out_dir,
+		 getpid(), when);
+	so.path = a->trace_file;
+	so.format = 6;
+	so.providers = &pc;
+	so.nproviders = 1;
+	a->trace = rp_session_start(&so);
+	if (!a->trace) {
+		fprintf(stderr, "ringpipe agent: %s: %s\n", a->trace_file, rp_last_error());
+		return -EIO;
+	}
+	return 0;
+}
+
+static void put_str(struct bytebuf *b, const char *s)
+{
+	utf8_to_utf16z(b, s ? s : "");
+}
+
+static void emit_container(struct agent *a, const struct agent_identity *id)
+{
+	struct bytebuf b = { 0 };
+	char **n;
+	size_t i;
+
+	if (!id->tags.container_id[0])
+		return;
+	for (i = 0; i < a->ncontainers; i++)
+		if (!strcmp(a->containers[i], id->tags.container_id))
+			return;
+	n = realloc(a->containers, (a->ncontainers + 1) * sizeof(*n));
+	if (!n)
+		return;
+	a->containers = n;
+	n[a->ncontainers] = strdup(id->tags.container_id);
+	if (!n[a->ncontainers])
+		return;
+	a->ncontainers++;
+	put_str(&b, id->tags.container_id);
+	put_str(&b, id->tags.pod_uid);
+	put_str(&b, id->tags.runtime);
+	put_str(&b, id->tags.qos);
+	put_str(&b, id->cgroup_path);
+	if (!b.oom)
+		rp_event_write(a->ev_container, b.p, b.len);
+	bb_free(&b);
+}
+
+static void emit_process(struct agent *a, const struct agent_identity *id, uint32_t uid,
+			 const char *source, const char *file)
+{
+	struct bytebuf b = { 0 };
+	char nspids[256];
+
+	emit_container(a, id);
+	agent_identity_nspids_str(id, nspids, sizeof(nspids));
+	bb_append_u32(&b, id->pid);
+	put_str(&b, nspids);
+	bb_append_u64(&b, id->start_time);
+	put_str(&b, id->comm);
+	bb_append_u64(&b, id->cgroup_id);
+	put_str(&b, id->cgroup_path);
+	put_str(&b, id->tags.container_id);
+	put_str(&b, id->tags.pod_uid);
+	put_str(&b, id->tags.runtime);
+	put_str(&b, id->tags.qos);
+	bb_append_u32(&b, uid);
+	put_str(&b, source);
+	put_str(&b, file);
+	if (!b.oom)
+		rp_event_write(a->ev_process, b.p, b.len);
+	bb_free(&b);
+}
+
+static void emit_end(struct agent *a, uint32_t pid, uint64_t start, const char *how, int status,
+		     const struct rp_session_stats *st)
+{
+	struct bytebuf b = { 0 };
+	uint64_t other = 0;
+	int i;
+
+	for (i = 0; i < RP_DROP_REASON_NR; i++)
+		if (i != RP_DROP_REASON_FULL && i != RP_DROP_REASON_ABORTED &&
+		    i != RP_DROP_REASON_OUTPUT)
+			other += st->dropped[i];
+	bb_append_u32(&b, pid);
+	bb_append_u64(&b, start);
+	put_str(&b, how);
+	bb_append_u32(&b, (uint32_t)status);
+	bb_append_u64(&b, st->events_written);
+	bb_append_u64(&b, st->dropped[RP_DROP_REASON_FULL]);
+	bb_append_u64(&b, st->dropped[RP_DROP_REASON_ABORTED]);
+	bb_append_u64(&b, st->dropped[RP_DROP_REASON_OUTPUT]);
+	bb_append_u64(&b, other);
+	bb_append_u64(&b, st->corrupt_records);
+	if (!b.oom)
+		rp_event_write(a->ev_end, b.p, b.len);
+	bb_free(&b);
+}
+
+/* ---- connections ------------------------------------------------------------ */
+
+static void wake(struct agent *a)
+{
+	uint64_t one = 1;
+
+	if (write(a->wake_fd, &one, sizeof(one)) < 0)
+		return;	/* the counter is full: the loop is awake anyway */
+}
+
+static int send_hdr(int fd, uint16_t type)
+{
+	struct rp_agent_hdr h = rp_agent_hdr(type, sizeof(h), 0);
+
+	return rp_agent_send(fd, &h, sizeof(h), -1, 100);
+}
+
+static void send_text(int fd, uint16_t type, const char *s, size_t n, uint32_t more_flag)
+{
+	size_t off = 0, room = RP_AGENT_MAX_MSG - sizeof(struct rp_agent_hdr);
+	uint8_t *p = malloc(RP_AGENT_MAX_MSG);
+
+	if (!p)
+		return;
+	do {
+		size_t k = n - off < room ? n - off : room;
+		uint32_t fl = off + k < n ? more_flag : 0;
+
+		*(struct rp_agent_hdr *)p = rp_agent_hdr(type, (uint32_t)(sizeof(struct rp_agent_hdr) + k), fl);
+		memcpy(p + sizeof(struct rp_agent_hdr), s + off, k);
+		if (rp_agent_send(fd, p, sizeof(struct rp_agent_hdr) + k, -1, 1000))
+			break;
+		off += k;
+	} while (off < n);
+	free(p);
+}
+
+static const struct nt_event_desc *lookup(void *ctx, uint32_t index);
+
+/* A packet from a process, under c->lock. Returns false when the
+ * connection must end (a packet no honest process sends). */
+static bool handle(struct agent *a, struct conn *c, const uint8_t *p, size_t n)
+{
+	const struct rp_agent_hdr *h = (const void *)p;
+	char why[256];
+
+	(void)a;
+	if (rp_agent_hdr_check(p, n))
+		return false;
+	switch (h->type) {
+	case RP_AM_META: {
+		const struct rp_am_meta *m = (const void *)p;
+		struct rp_agent_desc *d;
+
+		if (n < sizeof(*m) || m->desc_len != n - sizeof(*m) || !m->index ||
+		    m->index > (1u << 24))
+			return false;
+		d = rp_agent_desc_decode(m + 1, m->desc_len, NT_FORMAT_V6, why, sizeof(why));
+		if (!d) {
+			/* its records will be refused as corrupt and counted */
+			c->metas_refused++;
+			return true;
+		}
+		if (m->index >= c->nmetas) {
+			size_t nn = (size_t)m->index * 2 + 16;
+			struct rp_agent_desc **v = realloc(c->metas, nn * sizeof(*v));
+
+			if (!v) {
+				free(d);
+				return true;
+			}
+			memset(v + c->nmetas, 0, (nn - c->nmetas) * sizeof(*v));
+			c->metas = v;
+			c->nmetas = nn;
+		}
+		/* a described index keeps its first description: the
+		 * drainer may hold a pointer to it */
+		if (c->metas[m->index])
+			free(d);
+		else
+			c->metas[m->index] = d;
+		return true;
+	}
+	case RP_AM_FINALS: {
+		const struct rp_am_finals *f = (const void *)p;
+		struct thread_final *v;
+
+		if (n < sizeof(*f) || f->n > RP_AM_FINALS_PER_MSG ||
+		    n != sizeof(*f) + (size_t)f->n * sizeof(struct rp_am_final) ||
+		    c->nfinals + f->n > (1u << 22))
+			return false;
+		v = realloc(c->finals, (c->nfinals + f->n + 1) * sizeof(*v));
+		if (!v)
+			return true;
+		c->finals = v;
+		memcpy(v + c->nfinals, f + 1, (size_t)f->n * sizeof(*v));
+		c->nfinals += f->n;
+		return true;
+	}
+	case RP_AM_STOPPING:
+		c->stopping = true;
+		return true;
+	default:
+		return false;
+	}
+}
+
+static const struct nt_event_desc *lookup(void *ctx, uint32_t index)
+{
+	struct conn *c = ctx;
+	const struct nt_event_desc *d = NULL;
+
+	pthread_mutex_lock(&c->lock);
+	if (index >= c->nmetas || !c->metas[index]) {
+		/* described before it was written: the description waits in
+		 * the socket's queue. Read what is there, without waiting */
+		for (;;) {
+			int fd;
+			ssize_t n = rp_agent_recv(c->fd, c->buf, RP_AGENT_MAX_MSG, &fd, 0);
+
+			if (fd >= 0)
+				close(fd);
+			if (n <= 0)
+				break;
+			if (!handle(NULL, c, c->buf, (size_t)n))
+				break;
+		}
+	}
+	if (index < c->nmetas && c->metas[index])
+		d = &c->metas[index]->desc;
+	pthread_mutex_unlock(&c->lock);
+	return d;
+}
+
+static void file_name(struct agent *a, struct conn *c)
+{
+	char comm[17];
+	size_t i;
+
+	snprintf(comm, sizeof(comm), "%s", c->have_id && c->id.comm[0] ? c->id.comm : "process");
+	for (i = 0; comm[i]; i++)
+		if (comm[i] == '/' || comm[i] == ' ' || comm[i] < 32)
+			comm[i] = '_';
+	snprintf(c->file, sizeof(c->file), "%s/%s_%u_%llu.nettrace", a->o.out_dir, comm, c->pid,
+		 (unsigned long long)c->id.start_time);
+}
+
+/* The process's trace file, new: a process that joins again (it restarted
+ * its session, or the agent restarted) gets NAME.2.nettrace, and so on. */
+static int open_file(struct agent *a, struct conn *c)
+{
+	char base[480];
+	int n, fd;
+
+	file_name(a, c);
+	snprintf(base, sizeof(base), "%.*s", (int)(strlen(c->file) - strlen(".nettrace")) & 0x1ff,
+		 c->file);
+	for (n = 1; n < 10000; n++) {
+		if (n > 1)
+			snprintf(c->file, sizeof(c->file), "%s.%d.nettrace", base, n);
+		fd = open(c->file, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+		if (fd >= 0 || errno != EEXIST)
+			return fd;
+	}
+	return -1;
+}
+
+/* READY: the rings. 0, or the connection ends. */
+static int adopt(struct agent *a, struct conn *c, const struct rp_am_ready *r, int fd)
+{
+	char err[200] = "";
+	struct rp_shm_open_opts oo = { .sz = sizeof(oo), .errbuf = err, .errbuf_len = sizeof(err) };
+	struct rp_remote_opts ro = { 0 };
+	uint64_t mine = rp_clock_frequency();
+	struct rp_shm *shm;
+
+	if (c->rs || fd < 0)
+		return -EPROTO;
+	if (r->tick_freq < mine - mine / FREQ_TOLERANCE || r->tick_freq > mine + mine / FREQ_TOLERANCE) {
+		say(a, "pid %u: its clock runs at %llu Hz, ours at %llu (RINGPIPE_CLOCK differs?): "
+		    "refused", c->pid, (unsigned long long)r->tick_freq, (unsigned long long)mine);
+		return -EPROTO;
+	}
+	shm = rp_shm_open_fd(fd, &oo);
+	if (!shm) {
+		say(a, "pid %u: its rings are refused: %s", c->pid, err);
+		return -EPROTO;
+	}
+	c->out_fd = open_file(a, c);
+	if (c->out_fd < 0) {
+		say(a, "%s: %s", c->file, strerror(errno));
+		rp_shm_destroy(shm);
+		return -errno;
+	}
+	ro.format = NT_FORMAT_V6;
+	ro.process_id = c->pid;
+	ro.sync_ticks = r->sync_ticks;
+	ro.sync_unix_ns = r->sync_unix_ns;
+	ro.tick_freq = r->tick_freq;
+	ro.out_fd = c->out_fd;
+	/* fifty idle processes cost fifty drainers' wakes: each looks every
+	 * IDLE_LOOK_MS when nothing wakes it, which bounds how late a
+	 * trickle below the wake watermark is read */
+	ro.idle_sleep_ns = IDLE_LOOK_MS * 1000000ull;
+	ro.lookup = lookup;
+	ro.lookup_ctx = c;
+	c->rs = rp_remote_session_start(shm, &ro);
+	if (!c->rs) {
+		say(a, "pid %u: cannot drain its rings: %s", c->pid, strerror(errno));
+		rp_shm_destroy(shm);
+		close(c->out_fd);
+		c->out_fd = -1;
+		return -EIO;
+	}
+	emit_process(a, &c->id, c->uid, "ringpipe", c->file);
+	say(a, "pid %u (%s) joined%s%s", c->pid, c->id.comm, c->id.tags.container_id[0] ? ", container " : "",
+	    c->id.tags.container_id);
+	return 0;
+}
+
+/* How a process that left without STOPPING ended, from its zombie. */
+static void how_it_ended(struct conn *c)
+{
+	char path[64], buf[2048], *p;
+	int fd, n;
+
+	snprintf(c->how, sizeof(c->how), "disconnected");
+	c->exit_status = -1;
+	snprintf(path, sizeof(path), "/proc/%u/stat", c->pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		snprintf(c->how, sizeof(c->how), "exited");
+		return;
+	}
+	n = (int)read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return;
+	buf[n] = 0;
+	p = strrchr(buf, ')');
+	if (!p || p[1] != ' ')
+		return;
+	{
+		/* fields after the comm: 3 state ... 22 starttime ... 52 exit_code */
+		unsigned long long v[64] = { 0 };
+		char state = p[2];
+		int i = 3;
+		char *q = p + 4;
+
+		while (i < 52 && *q) {
+			i++;
+			v[i] = strtoull(q, &q, 10);
+			while (*q == ' ')
+				q++;
+		}
+		if (c->have_id && v[22] != c->id.start_time) {
+			snprintf(c->how, sizeof(c->how), "exited");
+			return;
+		}
+		if (state != 'Z' || i < 52)
+			return;
+		c->exit_status = (int)v[52];
+		if (v[52] & 0x7f)
+			snprintf(c->how, sizeof(c->how), "killed by signal %llu", v[52] & 0x7f);
+		else
+			snprintf(c->how, sizeof(c->how), "exited with status %llu", (v[52] >> 8) & 0xff);
+	}
+}
+
+static void conn_free(struct conn *c)
+{
+	size_t i;
+
+	for (i = 0; i < c->nmetas; i++)
+		free(c->metas[i]);
+	free(c->metas);
+	free(c->finals);
+	free(c->buf);
+	pthread_mutex_destroy(&c->lock);
+	free(c);
+}
+
+/* The end of a process's connection: its session drained to the end. */
+static void conn_end(struct agent *a, struct conn *c, bool answer)
+{
+	struct conn **pp;
+
+	if (c->rs) {
+		c->st.sz = sizeof(c->st);
+		if (!c->stopping)
+			how_it_ended(c);
+		else
+			snprintf(c->how, sizeof(c->how), "stopped");
+		if (rp_remote_session_end(c->rs, c->finals, c->nfinals, &c->st))
+			a->output_failed = 1;
+		c->rs = NULL;
+		if (c->out_fd >= 0 && close(c->out_fd))
+			a->output_failed = 1;
+		c->out_fd = -1;
+		if (answer && c->stopping)
+			send_hdr(c->fd, RP_AM_DRAINED);
+		emit_end(a, c->pid, c->id.start_time, c->how, c->exit_status, &c->st);
+		say(a, "pid %u (%s) %s: %llu events", c->pid, c->id.comm, c->how,
+		    (unsigned long long)c->st.events_written);
+	}
+	close(c->fd);
+	c->fd = -1;
+	pthread_mutex_lock(&a->lock);
+	for (pp = &a->live; *pp; pp = &(*pp)->next)
+		if (*pp == c) {
+			*pp = c->next;
+			a->nlive--;
+			break;
+		}
+	if (c->kind == CONN_PROC && c->have_id) {
+		c->next = a->ended;
+		a->ended = c;
+		a->nended++;
+		c = NULL;
+		if (a->nended > KEEP_ENDED) {
+			struct conn *e = a->ended;
+
+			while (e->next && e->next->next)
+				e = e->next;
+			conn_free(e->next);
+			e->next = NULL;
+			a->nended--;
+		}
+	}
+	pthread_mutex_unlock(&a->lock);
+	if (c)
+		conn_free(c);
+}
+
+static void status_text(struct agent *a, bool json, struct bytebuf *out);
+
+/* One packet on a connection that is not a process yet. */
+static bool first_packet(struct agent *a, struct conn *c, const uint8_t *p, size_t n)
+{
+	const struct rp_agent_hdr *h = (const void *)p;
+
+	if (rp_agent_hdr_check(p, n))
+		return false;
+	if (h->type == RP_AM_STATUS) {
+		struct bytebuf b = { 0 };
+
+		c->kind = CONN_STATUS;
+		status_text(a, h->flags & RP_AM_F_JSON, &b);
+		send_text(c->fd, RP_AM_STATUS_REPLY, (const char *)b.p, b.len, RP_AM_F_MORE);
+		bb_free(&b);
+		return false;	/* answered: the connection ends */
+	}
+	if (h->type == RP_AM_HELLO && n == sizeof(struct rp_am_hello)) {
+		const struct rp_am_hello *hello = (const void *)p;
+		const char *spec = a->o.providers ? a->o.providers : "";
+		size_t sl = strlen(spec);
+		uint8_t *q;
+		struct rp_am_config *cf;
+
+		if (hello->abi_version != RP_ABI_VERSION) {
+			char why[128];
+			int k = snprintf(why, sizeof(why), "ring ABI %u, the agent reads %u",
+					 hello->abi_version, RP_ABI_VERSION);
+
+			send_text(c->fd, RP_AM_REFUSE, why, (size_t)k, 0);
+			return false;
+		}
+		c->kind = CONN_PROC;
+		c->pid_claimed = hello->pid_claimed;
+		c->have_id = !agent_identity_read(c->pid, &c->id);
+		if (!c->have_id) {
+			memset(&c->id, 0, sizeof(c->id));
+			c->id.pid = c->pid;
+		}
+		q = calloc(1, sizeof(*cf) + sl);
+		if (!q)
+			return false;
+		cf = (struct rp_am_config *)q;
+		cf->h = rp_agent_hdr(RP_AM_CONFIG, (uint32_t)(sizeof(*cf) + sl), 0);
+		cf->buffering = (uint32_t)a->o.buffering;
+		cf->format = NT_FORMAT_V6;
+		cf->buffer_bytes = a->o.buffer_bytes;
+		cf->spec_len = (uint32_t)sl;
+		memcpy(cf + 1, spec, sl);
+		if (rp_agent_send(c->fd, q, sizeof(*cf) + sl, -1, 1000)) {
+			free(q);
+			return false;
+		}
+		free(q);
+		a->joined_total++;
+		return true;
+	}
+	return false;
+}
+
+/* Readable: one packet. False when the connection is over. */
+static bool conn_read(struct agent *a, struct conn *c)
+{
+	int fd = -1;
+	ssize_t n;
+	bool ok;
+
+	pthread_mutex_lock(&c->lock);
+	n = rp_agent_recv(c->fd, c->buf, RP_AGENT_MAX_MSG, &fd, 0);
+	if (n == -ETIMEDOUT) {
+		/* lookup() took it first */
+		pthread_mutex_unlock(&c->lock);
+		return true;
+	}
+	if (n <= 0) {
+		pthread_mutex_unlock(&c->lock);
+		if (fd >= 0)
+			close(fd);
+		return false;
+	}
+	if (c->kind == CONN_NEW) {
+		ok = first_packet(a, c, c->buf, (size_t)n);
+	} else if (n == sizeof(struct rp_am_ready) && !rp_agent_hdr_check(c->buf, (size_t)n) &&
+		   ((struct rp_agent_hdr *)c->buf)->type == RP_AM_READY) {
+		struct rp_am_ready r;
+
+		memcpy(&r, c->buf, sizeof(r));
+		pthread_mutex_unlock(&c->lock);
+		ok = !adopt(a, c, &r, fd);
+		close(fd);	/* mapped (or refused): the fd is not needed */
+		return ok;
+	} else {
+		ok = handle(a, c, c->buf, (size_t)n);
+	}
+	pthread_mutex_unlock(&c->lock);
+	if (fd >= 0)
+		close(fd);
+	return ok;
+}
+
+static void conn_accept(struct agent *a)
+{
+	struct ucred cr;
+	socklen_t len = sizeof(cr);
+	struct conn *c;
+	int fd = accept4(a->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+
+	if (fd < 0)
+		return;
+	if (a->nlive >= MAX_CONNS || getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len)) {
+		close(fd);
+		return;
+	}
+	c = calloc(1, sizeof(*c));
+	if (!c || !(c->buf = malloc(RP_AGENT_MAX_MSG))) {
+		free(c);
+		close(fd);
+		return;
+	}
+	pthread_mutex_init(&c->lock, NULL);
+	c->fd = fd;
+	c->out_fd = -1;
+	c->exit_status = -1;	/* unknown, unless its zombie tells */
+	/* who it is: the kernel says, not the peer */
+	c->pid = (uint32_t)cr.pid;
+	c->uid = (uint32_t)cr.uid;
+	pthread_mutex_lock(&a->lock);
+	c->next = a->live;
+	a->live = c;
+	a->nlive++;
+	pthread_mutex_unlock(&a->lock);
+}
+
+/* ---- .NET processes ------------------------------------------------------- */
+
+static void dotnet_poll(struct agent *a)
+{
+	struct agent_dotnet_proc v[256];
+	size_t n, i, k;
+
+	if (!a->dn)
+		return;
+	n = agent_dotnet_list(a->dn, v, 256);
+	if (n > 256)
+		n = 256;
+	for (i = 0; i < n; i++) {
+		struct dn_seen *s = NULL;
+
+		for (k = 0; k < a->ndn_seen; k++)
+			if (a->dn_seen[k].pid == v[i].pid && a->dn_seen[k].start == v[i].start_time)
+				s = &a->dn_seen[k];
+		if (!s) {
+			struct dn_seen *ns = realloc(a->dn_seen, (a->ndn_seen + 1) * sizeof(*ns));
+			struct agent_identity id;
+
+			if (!ns)
+				continue;
+			a->dn_seen = ns;
+			s = &ns[a->ndn_seen++];
+			s->pid = v[i].pid;
+			s->start = v[i].start_time;
+			s->ended = false;
+			if (agent_identity_read(v[i].pid, &id)) {
+				memset(&id, 0, sizeof(id));
+				id.pid = v[i].pid;
+				id.start_time = v[i].start_time;
+				id.nnspids = 1;
+				id.nspids[0] = v[i].pid;
+				snprintf(id.comm, sizeof(id.comm), "%s", v[i].comm);
+			}
+			emit_process(a, &id, 0, "dotnet", v[i].file);
+			say(a, ".NET pid %u (%s) traced through %s", v[i].pid, v[i].comm, v[i].socket);
+		}
+		if (!s->ended && v[i].state == AGENT_DN_ENDED) {
+			struct rp_session_stats st = { 0 };
+
+			s->ended = true;
+			st.events_written = v[i].events;
+			emit_end(a, v[i].pid, v[i].start_time, "exited", -1, &st);
+		}
+	}
+}
+
+/* ---- the loop -------------------------------------------------------------- */
+
+static void *agent_main(void *arg)
+{
+	struct agent *a = arg;
+	struct pollfd *p = NULL;
+	struct conn **cs = NULL;
+	size_t cap = 0;
+
+	while (!rp_load_relaxed(&a->quit)) {
+		struct conn *c;
+		size_t n = 2, i;
+		uint64_t now;
+
+		pthread_mutex_lock(&a->lock);
+		if (a->nlive + 2 > cap) {
+			size_t nc = (a->nlive + 2) * 2;
+			struct pollfd *np = realloc(p, nc * sizeof(*np));
+			struct conn **ncs;
+
+			if (np)
+				p = np;
+			ncs = realloc(cs, nc * sizeof(*ncs));
+			if (ncs)
+				cs = ncs;
+			if (np && ncs)
+				cap = nc;
+		}
+		p[0] = (struct pollfd){ .fd = a->listen_fd, .events = POLLIN };
+		p[1] = (struct pollfd){ .fd = a->wake_fd, .events = POLLIN };
+		for (c = a->live; c && n < cap; c = c->next) {
+			p[n] = (struct pollfd){ .fd = c->fd, .events = POLLIN };
+			cs[n++] = c;
+		}
+		pthread_mutex_unlock(&a->lock);
+		if (poll(p, n, 200) < 0 && errno != EINTR)
+			break;
+		if (p[1].revents) {
+			uint64_t v;
+
+			if (read(a->wake_fd, &v, sizeof(v)) < 0)
+				v = 0;
+		}
+		for (i = 2; i < n; i++) {
+			c = cs[i];
+			if (!(p[i].revents & (POLLIN | POLLHUP | POLLERR)) && !c->stopping)
+				continue;
+			if (!conn_read(a, c) || c->stopping)
+				conn_end(a, c, true);
+		}
+		if (p[0].revents & POLLIN)
+			conn_accept(a);
+		now = rp_clock_mono_ns();
+		if (now - a->last_dn_ns > 500000000ull) {
+			a->last_dn_ns = now;
+			dotnet_poll(a);
+		}
+	}
+	free(p);
+	free(cs);
+	return NULL;
+}
+
+static int listen_on(struct agent *a)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	char dir[108], *slash;
+	int fd;
+
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", a->socket_path);
+	snprintf(dir, sizeof(dir), "%s", a->socket_path);
+	slash = strrchr(dir, '/');
+	if (slash && slash != dir) {
+		*slash = 0;
+		if (mkdir(dir, 0755) && errno != EEXIST) {
+			fprintf(stderr, "ringpipe agent: %s: %s\n", dir, strerror(errno));
+			return -errno;
+		}
+	}
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return -errno;
+	/* a socket left by an agent that died: take it over, unless one
+	 * still answers there */
+	if (!access(sa.sun_path, F_OK)) {
+		int probe = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+
+		if (probe >= 0 && !connect(probe, (struct sockaddr *)&sa, sizeof(sa))) {
+			close(probe);
+			close(fd);
+			fprintf(stderr, "ringpipe agent: another agent serves %s\n", sa.sun_path);
+			return -EADDRINUSE;
+		}
+		if (probe >= 0)
+			close(probe);
+		unlink(sa.sun_path);
+	}
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) || listen(fd, 128)) {
+		fprintf(stderr, "ringpipe agent: %s: %s\n", sa.sun_path, strerror(errno));
+		close(fd);
+		return -errno;
+	}
+	/* any process may join: who it is comes from the kernel */
+	chmod(sa.sun_path, 0666);
+	a->listen_fd = fd;
+	return 0;
+}
+
+struct agent *agent_start(const struct agent_opts *uo)
+{
+	struct agent *a = calloc(1, sizeof(*a));
+
+	if (!a)
+		return NULL;
+	memcpy(&a->o, uo, uo->sz < sizeof(a->o) ? uo->sz : sizeof(a->o));
+	a->listen_fd = a->wake_fd = -1;
+	pthread_mutex_init(&a->lock, NULL);
+	snprintf(a->socket_path, sizeof(a->socket_path), "%s",
+		 a->o.socket_path ? a->o.socket_path : RP_AGENT_DEFAULT_SOCKET);
+	if (rp_clock_init()) {
+		fprintf(stderr, "ringpipe agent: cannot initialise the clock\n");
+		goto fail;
+	}
+	if (mkdir(a->o.out_dir, 0755) && errno != EEXIST) {
+		fprintf(stderr, "ringpipe agent: %s: %s\n", a->o.out_dir, strerror(errno));
+		goto fail;
+	}
+	if (open_trace(a))
+		goto fail;
+	a->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (a->wake_fd < 0 || listen_on(a))
+		goto fail;
+	if (a->o.dotnet) {
+		struct agent_dotnet_opts d = { .sz = sizeof(d) };
+
+		d.providers = a->o.dotnet_providers;
+		d.buffering = a->o.buffering;
+		d.out_dir = a->o.out_dir;
+		d.scan_ms = a->o.scan_ms;
+		a->dn = agent_dotnet_start(&d);
+		if (!a->dn) {
+			fprintf(stderr, "ringpipe agent: cannot trace .NET processes: %s\n",
+				strerror(errno));
+			goto fail;
+		}
+	}
+	if (rp_thread_start(&a->thread, "rp-agent", agent_main, a))
+		goto fail;
+	say(a, "serving %s, writing to %s", a->socket_path, a->o.out_dir);
+	return a;
+fail:
+	if (a->dn)
+		agent_dotnet_stop(a->dn);
+	if (a->listen_fd >= 0) {
+		close(a->listen_fd);
+		unlink(a->socket_path);
+	}
+	if (a->wake_fd >= 0)
+		close(a->wake_fd);
+	if (a->trace)
+		rp_session_stop(a->trace);
+	free(a);
+	return NULL;
+}
+
+int agent_stop(struct agent *a)
+{
+	uint64_t end;
+	struct conn *c, *next;
+	int rc;
+
+	if (!a)
+		return 0;
+	rp_store_relaxed(&a->quit, 1);
+	wake(a);
+	pthread_join(a->thread, NULL);
+	close(a->listen_fd);
+	unlink(a->socket_path);
+	/* every process ends its session and sends the rest */
+	pthread_mutex_lock(&a->lock);
+	for (c = a->live; c; c = c->next)
+		if (c->kind == CONN_PROC)
+			send_hdr(c->fd, RP_AM_STOP);
+	pthread_mutex_unlock(&a->lock);
+	end = rp_clock_mono_ns() + STOP_WAIT_MS * 1000000ull;
+	while (a->live && rp_clock_mono_ns() < end) {
+		for (c = a->live; c; c = next) {
+			struct pollfd p = { .fd = c->fd, .events = POLLIN };
+
+			next = c->next;
+			if (poll(&p, 1, 10) <= 0)
+				continue;
+			if (!conn_read(a, c) || c->stopping)
+				conn_end(a, c, true);
+		}
+	}
+	while (a->live)
+		conn_end(a, a->live, false);
+	if (a->dn) {
+		agent_dotnet_stop(a->dn);
+		a->dn = NULL;
+	}
+	rp_session_stop(a->trace);
+	rc = a->output_failed ? 1 : 0;
+	say(a, "stopped; the agent's trace is %s", a->trace_file);
+	while (a->ended) {
+		c = a->ended;
+		a->ended = c->next;
+		conn_free(c);
+	}
+	while (a->ncontainers)
+		free(a->containers[--a->ncontainers]);
+	free(a->containers);
+	free(a->dn_seen);
+	close(a->wake_fd);
+	free(a);
+	return rc;
+}
+
+/* ---- status ------------------------------------------------------------------ */
+
+static void json_str(struct bytebuf *b, const char *s)
+{
+	nt_json_string(b, s, strlen(s));
+}
+
+static uint64_t lost_of(const struct rp_session_stats *st)
+{
+	uint64_t n = 0;
+	int i;
+
+	for (i = 0; i < RP_DROP_REASON_NR; i++)
+		n += st->dropped[i];
+	return n;
+}
+
+static void proc_line(struct bytebuf *b, bool json, const struct conn *c, bool live, bool *first)
+{
+	struct rp_session_stats st = { .sz = sizeof(st) };
+
+	if (live && c->rs)
+		rp_session_stats(c->rs, &st);
+	else if (!live)
+		st = c->st;
+	if (json) {
+		bb_printf(b, "%s{\"pid\":%u,\"start_time\":%llu,\"comm\":", *first ? "" : ",", c->pid,
+			  (unsigned long long)c->id.start_time);
+		json_str(b, c->id.comm);
+		bb_printf(b, ",\"source\":\"ringpipe\",\"container_id\":");
+		json_str(b, c->id.tags.container_id);
+		bb_printf(b, ",\"pod_uid\":");
+		json_str(b, c->id.tags.pod_uid);
+		bb_printf(b, ",\"state\":\"%s\",\"events\":%llu,\"lost\":%llu,\"lost_full\":%llu,"
+			  "\"lost_aborted\":%llu,\"corrupt\":%llu,\"file\":",
+			  live ? "joined" : c->how, (unsigned long long)st.events_written,
+			  (unsigned long long)lost_of(&st),
+			  (unsigned long long)st.dropped[RP_DROP_REASON_FULL],
+			  (unsigned long long)st.dropped[RP_DROP_REASON_ABORTED],
+			  (unsigned long long)st.corrupt_records);
+		json_str(b, c->file);
+		bb_printf(b, "}");
+	} else {
+		bb_printf(b, "%8u  %-16s %-12.12s %-22s %12llu %10llu  %s\n", c->pid, c->id.comm,
+			  c->id.tags.container_id[0] ? c->id.tags.container_id : "-",
+			  live ? "joined" : c->how, (unsigned long long)st.events_written,
+			  (unsigned long long)lost_of(&st), c->file);
+	}
+	*first = false;
+}
+
+static void status_text(struct agent *a, bool json, struct bytebuf *b)
+{
+	struct agent_dotnet_proc v[256];
+	size_t ndn = 0, i;
+	bool first = true;
+	struct conn *c;
+
+	if (a->dn) {
+		ndn = agent_dotnet_list(a->dn, v, 256);
+		if (ndn > 256)
+			ndn = 256;
+	}
+	pthread_mutex_lock(&a->lock);
+	if (json) {
+		bb_printf(b, "{\"pid\":%d,\"socket\":", getpid());
+		json_str(b, a->socket_path);
+		bb_printf(b, ",\"output_dir\":");
+		json_str(b, a->o.out_dir);
+		bb_printf(b, ",\"trace\":");
+		json_str(b, a->trace_file);
+		bb_printf(b, ",\"joined_total\":%llu,\"containers\":%zu,\"processes\":[",
+			  (unsigned long long)a->joined_total, a->ncontainers);
+	} else {
+		bb_printf(b, "agent pid %d, socket %s, output %s\n", getpid(), a->socket_path,
+			  a->o.out_dir);
+		bb_printf(b, "processes: %zu joined now, %llu in all, %zu .NET; containers: %zu\n",
+			  a->nlive, (unsigned long long)a->joined_total, ndn, a->ncontainers);
+		bb_printf(b, "%8s  %-16s %-12s %-22s %12s %10s  %s\n", "PID", "COMM", "CONTAINER",
+			  "STATE", "EVENTS", "LOST", "FILE");
+	}
+	for (c = a->live; c; c = c->next)
+		if (c->kind == CONN_PROC && c->rs)
+			proc_line(b, json, c, true, &first);
+	for (c = a->ended; c; c = c->next)
+		proc_line(b, json, c, false, &first);
+	pthread_mutex_unlock(&a->lock);
+	for (i = 0; i < ndn; i++) {
+		const char *st = v[i].state == AGENT_DN_TRACING ? "tracing" :
+				 v[i].state == AGENT_DN_STARTING ? "starting" :
+				 v[i].state == AGENT_DN_ENDED ? "exited" : "failed";
+
+		if (json) {
+			bb_printf(b, "%s{\"pid\":%u,\"start_time\":%llu,\"comm\":", first ? "" : ",",
+				  v[i].pid, (unsigned long long)v[i].start_time);
+			json_str(b, v[i].comm);
+			bb_printf(b, ",\"source\":\"dotnet\",\"state\":\"%s\",\"bytes\":%llu,\"events\":%llu,"
+				  "\"lost\":%lld,\"file\":", st, (unsigned long long)v[i].bytes,
+				  (unsigned long long)v[i].events, (long long)v[i].lost);
+			json_str(b, v[i].file);
+			bb_printf(b, "}");
+			first = false;
+		} else {
+			bb_printf(b, "%8u  %-16s %-12s %-22s %12llu %10lld  %s\n", v[i].pid, v[i].comm,
+				  "(.NET)", st, (unsigned long long)v[i].events, (long long)v[i].lost,
+				  v[i].file);
+		}
+	}
+	if (json)
+		bb_printf(b, "]}\n");
+}
+
+int agent_status_query(const char *path, bool json, struct bytebuf *out)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct rp_agent_hdr h = rp_agent_hdr(RP_AM_STATUS, sizeof(h), json ? RP_AM_F_JSON : 0);
+	uint8_t *buf;
+	int fd, err = 0;
+
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path ? path : RP_AGENT_DEFAULT_SOCKET);
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa))) {
+		err = -errno;
+		close(fd);
+		return err;
+	}
+	buf = malloc(RP_AGENT_MAX_MSG);
+	err = buf ? rp_agent_send(fd, &h, sizeof(h), -1, 2000) : -ENOMEM;
+	while (!err) {
+		ssize_t n = rp_agent_recv(fd, buf, RP_AGENT_MAX_MSG, NULL, 5000);
+		const struct rp_agent_hdr *r = (const void *)buf;
+
+		if (n < 0) {
+			err = (int)n;
+			break;
+		}
+		if (n == 0 || rp_agent_hdr_check(buf, (size_t)n) || r->type != RP_AM_STATUS_REPLY) {
+			err = n == 0 && out->len ? 0 : -EPROTO;
+			break;
+		}
+		bb_append(out, buf + sizeof(*r), (size_t)n - sizeof(*r));
+		if (!(r->flags & RP_AM_F_MORE))
+			break;
+	}
+	free(buf);
+	close(fd);
+	/* text: NUL-terminated for the caller, not counted */
+	bb_append(out, "", 1);
+	if (out->len)
+		out->len--;
+	return out->oom ? -ENOMEM : err;
+}

@@ -1,0 +1,169 @@
+// SPDX-License-Identifier: MIT
+/*
+ * ringpipe agent: the host-wide session (agent/agent.h), and
+ * ringpipe agent status: what it sees.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "agent.h"
+#include "agent_wire.h"
+#include "cmds.h"
+#include "collect.h"
+#include "config.h"
+#include "tool_util.h"
+
+static const char agent_usage[] =
+"usage: ringpipe agent [options]          serve the host: processes join, .NET is traced\n"
+"       ringpipe agent status [--json] [--socket PATH]\n"
+"\n"
+"  --providers SPEC        what every libringpipe process on the host collects:\n"
+"                          Name[:Keywords[:Level[:args]]],... as for 'collect'\n"
+"  --buffering-mode M      drop (default) or block, for every joined process\n"
+"  --buffer-mb N           ring memory per process (default: the library's 16 MiB)\n"
+"  --dotnet                also trace every .NET process through its diagnostics\n"
+"                          socket, in containers too (found by its innermost NSpid)\n"
+"  --dotnet-providers SPEC what .NET processes collect (default: dotnet-trace's profile)\n"
+"  --output-dir DIR        where the traces go (default: ./ringpipe-agent)\n"
+"  --socket PATH           the socket processes join (default " RP_AGENT_DEFAULT_SOCKET ";\n"
+"                          a process finds another one through RINGPIPE_AGENT=PATH)\n"
+"  --duration D            stop after D (30s, 5m, ...); default: at SIGINT or SIGTERM\n"
+"  --quiet                 no progress lines\n"
+"\n"
+"Output: one nettrace V6 file per process, every event on its host pid\n"
+"(COMM_PID_STARTTIME.nettrace, dotnet-COMM-PID-STARTTIME.nettrace for .NET), and the\n"
+"agent's own trace (ringpipe-agent_PID_DATE.nettrace) with one Ringpipe-Agent/Process event per\n"
+"process (pid, NSpid chain, start time, cgroup, container id, pod uid, runtime, QoS),\n"
+"a ProcessEnd (how it ended, events, losses by reason) and one Container event per\n"
+"container. 'ringpipe report' reads each. See Documentation/agent.md.\n";
+
+static volatile sig_atomic_t stop_signal;
+
+static void on_signal(int sig)
+{
+	stop_signal = sig;
+}
+
+static int cmd_status(int argc, char **argv)
+{
+	const char *sock = NULL;
+	struct bytebuf b = { 0 };
+	bool json = false;
+	int i, err;
+
+	for (i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--json"))
+			json = true;
+		else if (!strcmp(argv[i], "--socket") && i + 1 < argc)
+			sock = argv[++i];
+		else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
+			return fputs(agent_usage, stdout), 0;
+		else
+			return tool_err("agent status", "unknown option '%s' (see --help)", argv[i]), 2;
+	}
+	err = agent_status_query(sock, json, &b);
+	if (err) {
+		tool_err("agent status", "%s: %s%s", sock ? sock : RP_AGENT_DEFAULT_SOCKET,
+			 strerror(-err), err == -ENOENT || err == -ECONNREFUSED ?
+			 " (is 'ringpipe agent' running? --socket names another)" : "");
+		bb_free(&b);
+		return 1;
+	}
+	fwrite(b.p, 1, b.len, stdout);
+	bb_free(&b);
+	return 0;
+}
+
+int cmd_agent(int argc, char **argv)
+{
+	struct agent_opts o = { .sz = sizeof(o), .out_dir = "ringpipe-agent" };
+	uint64_t duration = 0, mb;
+	struct sigaction sa = { .sa_handler = on_signal };
+	struct agent *a;
+	struct timespec t0;
+	int i;
+
+	if (argc > 1 && !strcmp(argv[1], "status"))
+		return cmd_status(argc - 1, argv + 1);
+	for (i = 1; i < argc; i++) {
+		const char *opt = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+
+		if (!strcmp(opt, "--help") || !strcmp(opt, "-h"))
+			return fputs(agent_usage, stdout), 0;
+		if (!strcmp(opt, "--dotnet")) {
+			o.dotnet = true;
+			continue;
+		}
+		if (!strcmp(opt, "--quiet")) {
+			o.quiet = true;
+			continue;
+		}
+		if (!strcmp(opt, "--kernel") || !strcmp(opt, "--sample") || !strcmp(opt, "--usdt") ||
+		    !strcmp(opt, "--rotate-mb") || !strcmp(opt, "--rotate-s"))
+			return tool_err("agent", "%s is not available in the agent yet; 'ringpipe record' "
+					"and 'ringpipe sample' capture kernel events, samples and USDT "
+					"beside it", opt), 2;
+		if (strcmp(opt, "--providers") && strcmp(opt, "--buffering-mode") &&
+		    strcmp(opt, "--buffer-mb") && strcmp(opt, "--output-dir") && strcmp(opt, "--socket") &&
+		    strcmp(opt, "--duration") && strcmp(opt, "--dotnet-providers"))
+			return tool_err("agent", "unknown option '%s' (see --help)", opt), 2;
+		if (!v)
+			return tool_err("agent", "option '%s' needs a value (see --help)", opt), 2;
+		i++;
+		if (!strcmp(opt, "--providers") || !strcmp(opt, "--dotnet-providers")) {
+			struct rp_provider_config *p = NULL;
+			uint32_t n = 0;
+			char err[256];
+
+			if (rp_providers_parse(v, &p, &n, err, sizeof(err)))
+				return tool_err("agent", "%s: %s", opt, err), 2;
+			rp_providers_free(p, n);
+			if (!strcmp(opt, "--providers"))
+				o.providers = v;
+			else
+				o.dotnet_providers = v;
+		} else if (!strcmp(opt, "--buffering-mode")) {
+			if (rp_buffering_parse(v, &o.buffering))
+				return tool_err("agent", "--buffering-mode must be drop or block, not '%s'", v), 2;
+		} else if (!strcmp(opt, "--buffer-mb")) {
+			if (tool_parse_u64(v, 65536, &mb) || !mb)
+				return tool_err("agent", "--buffer-mb must be 1 to 65536, not '%s'", v), 2;
+			o.buffer_bytes = mb << 20;
+		} else if (!strcmp(opt, "--output-dir")) {
+			if (!*v)
+				return tool_err("agent", "--output-dir needs a directory"), 2;
+			o.out_dir = v;
+		} else if (!strcmp(opt, "--socket")) {
+			if (!*v || strlen(v) >= 108)
+				return tool_err("agent", "--socket needs a path of 1 to 107 bytes"), 2;
+			o.socket_path = v;
+		} else if (tool_parse_duration(v, UINT64_MAX, &duration) || !duration) {
+			return tool_err("agent", "--duration must be a time such as 30s or 5m, not '%s'", v), 2;
+		}
+	}
+	if (!o.providers && !o.dotnet)
+		return tool_err("agent", "nothing to collect: give --providers, --dotnet, or both "
+				"(see --help)"), 2;
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	a = agent_start(&o);
+	if (!a)
+		return 1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	while (!stop_signal) {
+		struct timespec now, d = { 0, 50000000 };
+
+		nanosleep(&d, NULL);
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if (duration && (uint64_t)(now.tv_sec - t0.tv_sec) * 1000000000ull + (uint64_t)now.tv_nsec -
+				(uint64_t)t0.tv_nsec >= duration)
+			break;
+	}
+	return agent_stop(a);
+}
