@@ -22,6 +22,7 @@
 
 #include "agent.h"
 #include "agent_wire.h"
+#include "bpf_capture.h"
 #include "clock.h"
 #include "helpers.h"
 #include "identity.h"
@@ -890,8 +891,11 @@ Test(agent, the_command_checks_its_options_and_stops_on_time, .timeout = 60)
 	cr_assert_eq(th_tool_run("agent --socket /nonexistent/x.sock", &out), 2);
 	cr_assert(strstr((char *)out.p, "nothing to collect"), "%s", out.p);
 	out.len = 0;
-	cr_assert_eq(th_tool_run("agent --providers X --kernel exec", &out), 2);
-	cr_assert(strstr((char *)out.p, "--kernel is not available"), "%s", out.p);
+	cr_assert_eq(th_tool_run("agent --providers X --rotate-mb 64", &out), 2);
+	cr_assert(strstr((char *)out.p, "--rotate-mb is not available"), "%s", out.p);
+	out.len = 0;
+	cr_assert_eq(th_tool_run("agent --kernel fork", &out), 2);
+	cr_assert(strstr((char *)out.p, "--kernel takes exec and/or sched"), "%s", out.p);
 	out.len = 0;
 	cr_assert_eq(th_tool_run("agent --providers X --duration soon", &out), 2);
 	out.len = 0;
@@ -1014,5 +1018,80 @@ Test(agent, a_dotnet_app_in_a_container_is_traced_on_its_host_pid, .timeout = 24
 	cr_assert(strstr(ev, th_fmt("\"ContainerId\":\"%s\"", id)), "%s", ev);
 	cr_assert(strstr(ev, "\"QosClass\":\"guaranteed\""), "%s", ev);
 	cr_assert(strstr(ev, th_fmt("\"NsPids\":\"%d,1\"", host_pid)), "%s", ev);
+	containers_fini();
+}
+
+Test(agent, cpython_in_a_container_through_its_usdt_probes, .timeout = 120,
+     .fini = containers_fini)
+{
+	static const char id[] = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+	static struct env e;	/* the fini undoes it */
+	const char *mnt = agent_cgroup2_mount();
+	char *cg, *cmd, *line, msg[256];
+	struct bytebuf out = { 0 };
+	struct agent_identity idn;
+	uint64_t gcs = 0, execs = 0, end;
+	pid_t sh, host_pid = 0;
+	int st;
+
+	if (geteuid() != 0 || !mnt || system("command -v unshare >/dev/null 2>&1"))
+		cr_skip_test("needs root, a cgroup2 mount and unshare(1) to make a container");
+	if (access("/usr/bin/python3.11", X_OK))
+		cr_skip_test("/usr/bin/python3.11 is not installed (Debian's carries the USDT probes)");
+	if (rp_capture_check_privilege(msg, sizeof(msg)))
+		cr_skip_test("%s", msg);
+	cg = th_fmt("%s/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod%08x_5555_4666_8777_%012llx.slice/cri-containerd-%s.scope",
+		    mnt, (unsigned)getpid(), (unsigned long long)now_ms(), id);
+	cr_assert_eq(system(th_fmt("mkdir -p '%s'", cg)), 0);
+	env_init(&e);
+	made(&e, strdup(cg), mnt);
+	{
+		char *argv[] = { (char *)th_tool(), "agent", "--socket", e.sock, "--output-dir", e.out,
+				 "--usdt", "python", "--kernel", "exec", NULL };
+		struct stat sb;
+
+		e.agent = spawn(argv, NULL, th_fmt("%s/agent.log", e.dir));
+		end = now_ms() + 10000;
+		/* serving means the probes are attached */
+		while (stat(e.sock, &sb)) {
+			cr_assert_lt(now_ms(), end, "the agent did not start");
+			sleep_ms(20);
+		}
+	}
+	/* started after the agent, in its container: 40 collections */
+	cmd = th_fmt("echo $$ > '%s/cgroup.procs'; exec unshare -p -m -f --mount-proc /usr/bin/python3.11 "
+		     "-c 'import gc, time\ntime.sleep(0.3)\nfor _ in range(40): gc.collect()\ntime.sleep(0.3)'",
+		     cg);
+	{
+		char *argv[] = { "/bin/sh", "-c", cmd, NULL };
+
+		sh = spawn(argv, NULL, th_fmt("%s/python.log", e.dir));
+	}
+	made_pids[0] = sh;
+	end = now_ms() + 5000;
+	while (!(host_pid = find_in_cgroup(cg, "python3.11"))) {
+		cr_assert_lt(now_ms(), end, "python did not start");
+		sleep_ms(10);
+	}
+	cr_assert_eq(agent_identity_read((uint32_t)host_pid, &idn), 0);
+	cr_assert_eq(waitpid(sh, &st, 0), sh);
+	made_pids[0] = 0;
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "python ended with 0x%x", st);
+	cr_assert_eq(agent_down(&e), 0);
+	cr_assert_eq(th_tool_run(th_fmt("dump '%s'", agent_trace(&e)), &out), 0);
+	for (line = strtok((char *)out.p, "\n"); line; line = strtok(NULL, "\n")) {
+		if (!strstr(line, th_fmt("\"Pid\":%d,", host_pid)))
+			continue;
+		/* in its container, yet on the host's pid and its cgroup */
+		cr_assert(strstr(line, th_fmt("\"CgroupId\":%llu,", (unsigned long long)idn.cgroup_id)),
+			  "%s", line);
+		if (strstr(line, "\"provider\":\"Ringpipe-Usdt-CPython\"") &&
+		    strstr(line, "\"name\":\"GC/Start\""))
+			gcs++;
+		if (strstr(line, "\"provider\":\"Ringpipe-Kernel\"") && strstr(line, "\"name\":\"Exec\""))
+			execs++;
+	}
+	cr_assert_geq(gcs, 40u, "%llu GC/Start events of pid %d", (unsigned long long)gcs, host_pid);
+	cr_assert_eq(execs, 1u);
 	containers_fini();
 }

@@ -13,6 +13,7 @@
 
 #include "agent.h"
 #include "agent_wire.h"
+#include "bpf_capture.h"
 #include "cmds.h"
 #include "collect.h"
 #include "config.h"
@@ -33,6 +34,14 @@ static const char agent_usage[] =
 "  --socket PATH           the socket processes join (default " RP_AGENT_DEFAULT_SOCKET ";\n"
 "                          a process finds another one through RINGPIPE_AGENT=PATH)\n"
 "  --duration D            stop after D (30s, 5m, ...); default: at SIGINT or SIGTERM\n"
+"  --kernel exec,sched     process exec/fork/exit and context switches of every\n"
+"                          process, through BPF (needs CAP_BPF and CAP_PERFMON)\n"
+"  --usdt python,jvm,BINARY:PROVIDER:PROBE\n"
+"                          runtime USDT probes in every process (CPython GC,\n"
+"                          HotSpot, any probe), also in containers\n"
+"  --sample HZ             CPU samples with kernel and user stacks of every process\n"
+"                          (these three go to the agent's own trace; each event\n"
+"                          carries its Pid and CgroupId)\n"
 "  --quiet                 no progress lines\n"
 "\n"
 "Output: one nettrace V6 file per process, every event on its host pid\n"
@@ -41,6 +50,8 @@ static const char agent_usage[] =
 "process (pid, NSpid chain, start time, cgroup, container id, pod uid, runtime, QoS),\n"
 "a ProcessEnd (how it ended, events, losses by reason) and one Container event per\n"
 "container. 'ringpipe report' reads each. See Documentation/agent.md.\n";
+
+#define MAX_USDT 16
 
 static volatile sig_atomic_t stop_signal;
 
@@ -82,6 +93,8 @@ static int cmd_status(int argc, char **argv)
 int cmd_agent(int argc, char **argv)
 {
 	struct agent_opts o = { .sz = sizeof(o), .out_dir = "ringpipe-agent" };
+	struct rp_capture_opts co = { .sz = sizeof(co) };
+	const char *usdt[MAX_USDT];
 	uint64_t duration = 0, mb;
 	struct sigaction sa = { .sa_handler = on_signal };
 	struct agent *a;
@@ -103,14 +116,13 @@ int cmd_agent(int argc, char **argv)
 			o.quiet = true;
 			continue;
 		}
-		if (!strcmp(opt, "--kernel") || !strcmp(opt, "--sample") || !strcmp(opt, "--usdt") ||
-		    !strcmp(opt, "--rotate-mb") || !strcmp(opt, "--rotate-s"))
-			return tool_err("agent", "%s is not available in the agent yet; 'ringpipe record' "
-					"and 'ringpipe sample' capture kernel events, samples and USDT "
-					"beside it", opt), 2;
+		if (!strcmp(opt, "--rotate-mb") || !strcmp(opt, "--rotate-s"))
+			return tool_err("agent", "%s is not available in the agent yet: each process's "
+					"trace is one file", opt), 2;
 		if (strcmp(opt, "--providers") && strcmp(opt, "--buffering-mode") &&
 		    strcmp(opt, "--buffer-mb") && strcmp(opt, "--output-dir") && strcmp(opt, "--socket") &&
-		    strcmp(opt, "--duration") && strcmp(opt, "--dotnet-providers"))
+		    strcmp(opt, "--duration") && strcmp(opt, "--dotnet-providers") &&
+		    strcmp(opt, "--kernel") && strcmp(opt, "--usdt") && strcmp(opt, "--sample"))
 			return tool_err("agent", "unknown option '%s' (see --help)", opt), 2;
 		if (!v)
 			return tool_err("agent", "option '%s' needs a value (see --help)", opt), 2;
@@ -127,6 +139,19 @@ int cmd_agent(int argc, char **argv)
 				o.providers = v;
 			else
 				o.dotnet_providers = v;
+		} else if (!strcmp(opt, "--kernel") || !strcmp(opt, "--usdt")) {
+			char err[256];
+			int bad = !strcmp(opt, "--kernel") ?
+				  rp_capture_parse_kernel(&co, argv[i], err, sizeof(err)) :
+				  rp_capture_parse_usdt(&co, argv[i], usdt, MAX_USDT, err, sizeof(err));
+
+			if (bad)
+				return tool_err("agent", "%s", err), 2;
+			o.capture = &co;
+		} else if (!strcmp(opt, "--sample")) {
+			if (tool_parse_u64(v, 100000, &mb) || !mb)
+				return tool_err("agent", "--sample takes a rate in Hz (1..100000), not '%s'", v), 2;
+			o.sample_hz = (uint32_t)mb;
 		} else if (!strcmp(opt, "--buffering-mode")) {
 			if (rp_buffering_parse(v, &o.buffering))
 				return tool_err("agent", "--buffering-mode must be drop or block, not '%s'", v), 2;
@@ -146,9 +171,9 @@ int cmd_agent(int argc, char **argv)
 			return tool_err("agent", "--duration must be a time such as 30s or 5m, not '%s'", v), 2;
 		}
 	}
-	if (!o.providers && !o.dotnet)
-		return tool_err("agent", "nothing to collect: give --providers, --dotnet, or both "
-				"(see --help)"), 2;
+	if (!o.providers && !o.dotnet && !o.capture && !o.sample_hz)
+		return tool_err("agent", "nothing to collect: give --providers, --dotnet, --kernel, "
+				"--usdt or --sample (see --help)"), 2;
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);

@@ -115,37 +115,19 @@ struct record_cfg {
 
 static int add_usdt(struct record_cfg *c, char *list)
 {
-	char *save = NULL, *w;
+	char err[256];
 
-	for (w = strtok_r(list, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
-		if (!strcmp(w, "python")) {
-			c->co.python = true;
-		} else if (!strcmp(w, "jvm") || !strcmp(w, "java") || !strcmp(w, "hotspot")) {
-			c->co.jvm = true;
-		} else if (strchr(w, ':')) {
-			if (c->co.nusdt == RE_MAX_USDT)
-				return tool_err("record", "at most %d --usdt probes", RE_MAX_USDT), 2;
-			c->usdt[c->co.nusdt++] = w;
-		} else {
-			return tool_err("record", "--usdt takes python, jvm or BINARY:PROVIDER:PROBE, "
-					"not '%s'", w), 2;
-		}
-	}
+	if (rp_capture_parse_usdt(&c->co, list, c->usdt, RE_MAX_USDT, err, sizeof(err)))
+		return tool_err("record", "%s", err), 2;
 	return 0;
 }
 
 static int add_kernel(struct record_cfg *c, char *list)
 {
-	char *save = NULL, *w;
+	char err[256];
 
-	for (w = strtok_r(list, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
-		if (!strcmp(w, "exec") || !strcmp(w, "proc"))
-			c->co.kernel_proc = true;
-		else if (!strcmp(w, "sched"))
-			c->co.kernel_sched = true;
-		else
-			return tool_err("record", "--kernel takes exec and/or sched, not '%s'", w), 2;
-	}
+	if (rp_capture_parse_kernel(&c->co, list, err, sizeof(err)))
+		return tool_err("record", "%s", err), 2;
 	return 0;
 }
 

@@ -34,9 +34,13 @@
 
 #include "agent.h"
 #include "agent_wire.h"
+#include "bpf_capture.h"
 #include "clock.h"
 #include "dotnet.h"
 #include "identity.h"
+#include "record_sample.h"
+#include "sample_out.h"
+#include "symbolize.h"
 #include "ringpipe/abi.h"
 #include "ringpipe/ringpipe.h"
 #include "session.h"
@@ -96,6 +100,9 @@ struct agent {
 	char **containers;		/* ids seen, for one Container event each */
 	size_t ncontainers;
 	struct agent_dotnet *dn;
+	struct rp_capture_opts co;	/* a->o.capture's copy, with our session */
+	struct rp_capture *cap;
+	struct record_sampler *rs;
 	struct dn_seen { uint32_t pid; uint64_t start; bool ended; } *dn_seen;
 	size_t ndn_seen;
 	uint64_t last_dn_ns;
@@ -158,8 +165,9 @@ static int open_trace(struct agent *a)
 {
 	struct rp_provider_opts po = { .sz = sizeof(po), .name = "Ringpipe-Agent" };
 	struct rp_event_opts eo = { .sz = sizeof(eo), .level = 4 };
-	struct rp_provider_config pc = { .name = "Ringpipe-Agent", .level = 5 };
+	struct rp_provider_config pc[16] = { { .name = "Ringpipe-Agent", .level = 5 } };
 	struct rp_session_opts so = { .sz = sizeof(so), .fd = -1 };
+	uint32_t npc = 1;
 	char when[32];
 	time_t now = time(NULL);
 
@@ -182,16 +190,63 @@ static int open_trace(struct agent *a)
 	strftime(when, sizeof(when), "%Y%m%d_%H%M%S", localtime(&now));
 	snprintf(a->trace_file, sizeof(a->trace_file), "%s/ringpipe-agent_%d_%s.nettrace", a->o.out_dir,
 		 getpid(), when);
+	if (a->o.capture || a->o.sample_hz) {
+		/* kernel events, probes and samples of every process go into
+		 * this trace: each carries its Pid and CgroupId, to be joined
+		 * with the Process events */
+		const char *names[12];
+		char err[512];
+		size_t k, n = 0;
+
+		a->co = a->o.capture ? *a->o.capture : (struct rp_capture_opts){ .sz = sizeof(a->co) };
+		a->co.pid = 0;
+		if (rp_capture_check_privilege(err, sizeof(err)) ||
+		    rp_capture_define(&a->co, err, sizeof(err)) ||
+		    (a->o.sample_hz && record_sampler_define())) {
+			fprintf(stderr, "ringpipe agent: kernel capture: %s\n", err);
+			return -EPERM;
+		}
+		if (a->o.capture)
+			n = rp_capture_provider_names(&a->co, names, 12);
+		for (k = 0; k < n; k++)
+			pc[npc++] = (struct rp_provider_config){ .name = names[k] };
+		if (a->o.sample_hz) {
+			pc[npc++] = (struct rp_provider_config){ .name = SAMPLER_PROVIDER };
+			pc[npc++] = (struct rp_provider_config){ .name = SYM_PROVIDER };
+		}
+	}
 	so.path = a->trace_file;
 	so.format = 6;
-	so.providers = &pc;
-	so.nproviders = 1;
+	so.providers = pc;
+	so.nproviders = npc;
 	a->trace = rp_session_start(&so);
 	if (!a->trace) {
 		fprintf(stderr, "ringpipe agent: %s: %s\n", a->trace_file, rp_last_error());
 		return -EIO;
 	}
+	if (a->o.capture || a->o.sample_hz) {
+		char err[512] = "";
+
+		a->co.session = a->trace;
+		a->cap = rp_capture_open(&a->co, err, sizeof(err));
+		if (a->cap && a->o.sample_hz)
+			a->rs = record_sampler_open(a->cap, a->o.sample_hz, 0, err, sizeof(err));
+		if (!a->cap || (a->o.sample_hz && !a->rs) || rp_capture_start(a->cap)) {
+			fprintf(stderr, "ringpipe agent: kernel capture: %s\n",
+				err[0] ? err : "cannot start its consumer thread");
+			return -EIO;
+		}
+	}
 	return 0;
+}
+
+static void close_capture(struct agent *a)
+{
+	if (!a->cap)
+		return;
+	rp_capture_stop(a->cap);
+	record_sampler_close(a->rs, NULL);	/* the queued samples first */
+	a->rs = NULL;
 }
 
 static void put_str(struct bytebuf *b, const char *s)
@@ -957,8 +1012,10 @@ fail:
 	}
 	if (a->wake_fd >= 0)
 		close(a->wake_fd);
+	close_capture(a);
 	if (a->trace)
 		rp_session_stop(a->trace);
+	rp_capture_close(a->cap);
 	free(a);
 	return NULL;
 }
@@ -1000,7 +1057,10 @@ int agent_stop(struct agent *a)
 		agent_dotnet_stop(a->dn);
 		a->dn = NULL;
 	}
+	close_capture(a);
 	rp_session_stop(a->trace);
+	rp_capture_close(a->cap);
+	a->cap = NULL;
 	rc = a->output_failed ? 1 : 0;
 	say(a, "stopped; the agent's trace is %s", a->trace_file);
 	while (a->ended) {

@@ -28,7 +28,13 @@ struct agent_opts {
 	const char *dotnet_providers;	/* NULL: dotnet-trace's default profile */
 	uint32_t scan_ms;		/* .NET discovery period; 0: 1000 */
 	bool quiet;			/* no progress lines on stderr */
+	/* kernel events and USDT probes of every process (bpf_capture.h;
+	 * pid 0), into the agent's own trace; NULL: none */
+	const struct rp_capture_opts *capture;
+	uint32_t sample_hz;		/* CPU samples of every process; 0: none */
 };
+
+struct rp_capture_opts;
 
 struct agent;
 

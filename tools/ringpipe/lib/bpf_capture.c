@@ -1301,3 +1301,46 @@ void rp_capture_close(struct rp_capture *c)
 	bb_free(&c->payload);
 	free(c);
 }
+
+int rp_capture_parse_usdt(struct rp_capture_opts *o, char *list, const char **usdt, size_t max,
+			  char *err, size_t errlen)
+{
+	char *save = NULL, *w;
+
+	for (w = strtok_r(list, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
+		if (!strcmp(w, "python")) {
+			o->python = true;
+		} else if (!strcmp(w, "jvm") || !strcmp(w, "java") || !strcmp(w, "hotspot")) {
+			o->jvm = true;
+		} else if (strchr(w, ':')) {
+			if (o->nusdt == max) {
+				snprintf(err, errlen, "at most %zu --usdt probes", max);
+				return -EINVAL;
+			}
+			usdt[o->nusdt++] = w;
+		} else {
+			snprintf(err, errlen, "--usdt takes python, jvm or BINARY:PROVIDER:PROBE, "
+				 "not '%s'", w);
+			return -EINVAL;
+		}
+	}
+	o->usdt = usdt;
+	return 0;
+}
+
+int rp_capture_parse_kernel(struct rp_capture_opts *o, char *list, char *err, size_t errlen)
+{
+	char *save = NULL, *w;
+
+	for (w = strtok_r(list, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
+		if (!strcmp(w, "exec") || !strcmp(w, "proc")) {
+			o->kernel_proc = true;
+		} else if (!strcmp(w, "sched")) {
+			o->kernel_sched = true;
+		} else {
+			snprintf(err, errlen, "--kernel takes exec and/or sched, not '%s'", w);
+			return -EINVAL;
+		}
+	}
+	return 0;
+}

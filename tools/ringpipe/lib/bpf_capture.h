@@ -40,6 +40,16 @@ struct rp_capture_opts {
 	struct rp_session *session;
 };
 
+/*
+ * The options `record` and `agent` share, as users spell them: --usdt
+ * "python,jvm,BINARY:PROVIDER:PROBE,..." (specs point into list, which is
+ * cut up; at most max of them in usdt[], their count in o->nusdt) and
+ * --kernel "exec,sched". 0, or -EINVAL with a message in err.
+ */
+int rp_capture_parse_usdt(struct rp_capture_opts *o, char *list, const char **usdt, size_t max,
+			  char *err, size_t errlen);
+int rp_capture_parse_kernel(struct rp_capture_opts *o, char *list, char *err, size_t errlen);
+
 struct rp_capture_stats {
 	uint64_t records;		/* consumed from the BPF ring buffer */
 	uint64_t written;		/* written into the session(s) */
