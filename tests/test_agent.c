@@ -763,6 +763,24 @@ Test(agent, a_process_in_a_container_is_tagged_and_on_its_host_pid, .timeout = 1
 	containers_fini();
 }
 
+/* sh -c cmd, its stdout into out. */
+static pid_t spawn_sh(const char *cmd, const char *out)
+{
+	int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	pid_t pid;
+
+	cr_assert_geq(fd, 0, "%s", out);
+	pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		dup2(fd, 1);
+		execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+		_exit(127);
+	}
+	close(fd);
+	return pid;
+}
+
 /* A pid of a process in cgroup dir whose comm is comm, or 0. */
 static pid_t find_in_cgroup(const char *dir, const char *comm)
 {
@@ -814,19 +832,7 @@ Test(agent, the_demo_in_a_crio_container_loses_no_tick, .timeout = 120, .fini = 
 		     "exec env RINGPIPE_AGENT=/mnt/agent.sock %s --threads 4 --rate 20000 "
 		     "--duration 3 --alloc-threads 0 --jit-threads 0 --heap-nodes 1000'",
 		     cg, e.dir, realpath(th_demo_bin(), NULL));
-	{
-		char *argv[] = { "/bin/sh", "-c", cmd, NULL };
-		int fd = open(th_fmt("%s/demo.out", e.dir), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-
-		sh = fork();
-		cr_assert_geq(sh, 0);
-		if (sh == 0) {
-			dup2(fd, 1);
-			execv(argv[0], argv);
-			_exit(127);
-		}
-		close(fd);
-	}
+	sh = spawn_sh(cmd, th_fmt("%s/demo.out", e.dir));
 	made_pids[0] = sh;
 	end = now_ms() + 5000;
 	while (!(host_pid = find_in_cgroup(cg, "ringpipe-demo"))) {
@@ -948,19 +954,7 @@ Test(agent, a_dotnet_app_in_a_container_is_traced_on_its_host_pid, .timeout = 24
 	cmd = th_fmt("echo $$ > '%s/cgroup.procs'; exec unshare -p -m -f --mount-proc --kill-child sh -c "
 		     "'mount -t tmpfs tmpfs /tmp && export TMPDIR=/tmp DOTNET_DefaultDiagnosticPortSuspend=1 "
 		     "&& exec dotnet %s --rate 100 --duration 2'", cg, dllabs);
-	{
-		char *argv[] = { "/bin/sh", "-c", cmd, NULL };
-		int fd = open(th_fmt("%s/app.out", e.dir), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-
-		sh = fork();
-		cr_assert_geq(sh, 0);
-		if (sh == 0) {
-			dup2(fd, 1);
-			execv(argv[0], argv);
-			_exit(127);
-		}
-		close(fd);
-	}
+	sh = spawn_sh(cmd, th_fmt("%s/app.out", e.dir));
 	made_pids[0] = sh;
 	end = now_ms() + 60000;
 	while (!host_pid || waitpid(sh, &st, WNOHANG) != sh) {

@@ -48,6 +48,7 @@
 #include "collect.h"
 #include "config.h"
 #include "dotnet.h"
+#include "tool_util.h"
 #include "hmap.h"
 #include "ipc_client.h"
 #include "nettrace.h"
@@ -478,22 +479,6 @@ static bool dn_block_refused(int rc, uint32_t hr)
 	return rc == -EREMOTEIO && (hr == IPCC_HR_UNKNOWN_COMMAND || hr == IPCC_HR_BAD_ENCODING);
 }
 
-static int dn_write_all(int fd, const uint8_t *p, size_t n)
-{
-	while (n) {
-		ssize_t w = write(fd, p, n);
-
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
 /* StopTracing sent on a connection of its own; the fd its answer comes
  * on, or -errno. The answer is read by the loop that drains the stream:
  * the runtime writes rundown into the stream before it answers. */
@@ -596,7 +581,7 @@ static int dn_stream(struct dn_proc *p, int sfd, int out, uint64_t session, char
 		}
 		if (got == 0)
 			break;
-		rc = dn_write_all(out, buf, (size_t)got);
+		rc = tool_write_all(out, buf, (size_t)got);
 		if (rc) {
 			dn_fmt(why, whylen, "%s: %s", p->part, strerror(-rc));
 			break;

@@ -445,22 +445,6 @@ static int wait_first_connection(struct ipcc_endpoint *ep, struct child *ch, con
 
 /* ---- streaming ----------------------------------------------------------- */
 
-static int write_all(int fd, const uint8_t *p, size_t n)
-{
-	while (n) {
-		ssize_t w = write(fd, p, n);
-
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
 static void progress(bool stopping, uint64_t bytes, uint64_t elapsed_ms)
 {
 	unsigned long s = (unsigned long)(elapsed_ms / 1000);
@@ -612,7 +596,7 @@ static int stream(int sfd, int out_fd, struct ipcc_endpoint *ep, uint64_t sessio
 		if (got == 0)
 			break;
 		if (!res->write_err)
-			res->write_err = write_all(out_fd, buf, (size_t)got);
+			res->write_err = tool_write_all(out_fd, buf, (size_t)got);
 		res->bytes += (uint64_t)got;
 		if (res->write_err) {
 			tool_err(co_tool, "writing the trace: %s", strerror(-res->write_err));

@@ -171,3 +171,21 @@ void tool_output_name(const char *name, pid_t pid, const char *suffix, char *out
 		strftime(stamp, sizeof(stamp), "%Y%m%d_%H%M%S", &tm);
 	snprintf(out, len, "%s_%d_%s%s", name, (int)pid, stamp, suffix);
 }
+
+int tool_write_all(int fd, const void *buf, size_t n)
+{
+	const uint8_t *p = buf;
+
+	while (n) {
+		ssize_t w = write(fd, p, n);
+
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}

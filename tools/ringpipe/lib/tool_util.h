@@ -26,6 +26,9 @@ int tool_parse_pid(const char *cmd, const char *s, pid_t *pid);
  */
 int tool_parse_duration(const char *s, uint64_t max_ns, uint64_t *ns);
 
+/* Writes all n bytes (again after EINTR and short writes); 0 or -errno. */
+int tool_write_all(int fd, const void *p, size_t n);
+
 /*
  * Starts argv held at a pipe, so that probes and samplers attach before its
  * first instruction: it execs once a byte is written to *go_fd, and exits
