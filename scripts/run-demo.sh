@@ -10,6 +10,9 @@
 #     inside the enable callback, the walk waits for the drainer instead of
 #     dropping, rundown runs at the stop, and the heap graph is rebuilt from
 #     the trace. dotnet-gcdump does the same when make deps installed it.
+#  3. A host agent on a private socket: ringpipe-demo joins it by itself
+#     (RINGPIPE_AGENT), hands its rings over and is drained from the agent's
+#     process; `ringpipe agent status` and `ringpipe report DIR` show it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-.output/default}
@@ -49,3 +52,22 @@ if [ -x "$GCDUMP" ]; then
 	"$GCDUMP" collect -p "$DEMO" -o .output/demo.gcdump >/dev/null
 	"$GCDUMP" report .output/demo.gcdump | head -12
 fi
+
+echo
+echo "== ringpipe agent: the demo joins a host agent by itself (2 writer threads, Block, 2 s)"
+AGENT_DIR=.output/demo-agent
+rm -rf "$AGENT_DIR"
+mkdir -p "$AGENT_DIR"
+"$OUT"/ringpipe agent --quiet --socket "$AGENT_DIR/agent.sock" --output-dir "$AGENT_DIR" \
+	--providers Ringpipe-Demo --buffering-mode block --duration 30s &
+AGENT=$!
+trap 'kill $DEMO $AGENT 2>/dev/null; wait $DEMO $AGENT 2>/dev/null || true' EXIT
+for _ in $(seq 100); do [ -S "$AGENT_DIR/agent.sock" ] && break; sleep 0.05; done
+RINGPIPE_AGENT=$AGENT_DIR/agent.sock "$OUT"/ringpipe-demo --threads 2 --rate 50000 --duration 2 \
+	--alloc-threads 0 --jit-threads 0 --heap-nodes 1000 2>/dev/null | grep '^ticks'
+"$OUT"/ringpipe agent status --socket "$AGENT_DIR/agent.sock" | tail -n +3
+kill -TERM "$AGENT"
+wait "$AGENT" 2>/dev/null || true
+echo
+echo "== ringpipe report $AGENT_DIR (every process the agent drained, by container)"
+"$OUT"/ringpipe report "$AGENT_DIR"
