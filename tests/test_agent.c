@@ -1079,6 +1079,8 @@ Test(agent, cpython_in_a_container_through_its_usdt_probes, .timeout = 120,
 		/* in its container, yet on the host's pid and its cgroup */
 		cr_assert(strstr(line, th_fmt("\"CgroupId\":%llu,", (unsigned long long)idn.cgroup_id)),
 			  "%s", line);
+		/* the event itself is on python's process and thread, not the agent's */
+		cr_assert(strstr(line, th_fmt("\"pid\":%d,", host_pid)), "%s", line);
 		if (strstr(line, "\"provider\":\"Ringpipe-Usdt-CPython\"") &&
 		    strstr(line, "\"name\":\"GC/Start\""))
 			gcs++;
@@ -1087,5 +1089,6 @@ Test(agent, cpython_in_a_container_through_its_usdt_probes, .timeout = 120,
 	}
 	cr_assert_geq(gcs, 40u, "%llu GC/Start events of pid %d", (unsigned long long)gcs, host_pid);
 	cr_assert_eq(execs, 1u);
+	tracedump_ok(agent_trace(&e));
 	containers_fini();
 }

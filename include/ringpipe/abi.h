@@ -229,7 +229,10 @@ struct rp_shm_activity {
  */
 struct rp_shm_thread {
 	__u32 tid;		/* OS thread id */
-	__u32 __reserved;	/* 0; keeps what follows 8-byte aligned */
+	/* since version 4: the process of that thread when the writer
+	 * knows it is not its own (a BPF bridge writing for every process),
+	 * else 0. A drainer in another process never believes it. */
+	__u32 pid;
 };
 
 struct rp_shm_stack {

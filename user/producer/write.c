@@ -222,6 +222,12 @@ write_events(struct rp_event *ev, uint64_t mask, const struct iovec *iov, int io
 			flags |= RP_REC_F_THREAD;
 		}
 	}
+	/* an origin in another process: the thread block names it */
+	if (org && org->pid) {
+		if (!(flags & RP_REC_F_THREAD))
+			about = org->tid;
+		flags |= RP_REC_F_THREAD;
+	}
 
 	/* announce; stop's membarrier orders this store before its scan (see
 	 * session.h); without membarrier, a full fence does it here */
@@ -312,7 +318,7 @@ write_events(struct rp_event *ev, uint64_t mask, const struct iovec *iov, int io
 			struct rp_shm_thread *th = (void *)((char *)rec + rp_record_thread_off(flags));
 
 			th->tid = about;
-			th->__reserved = 0;
+			th->pid = org ? org->pid : 0;
 		}
 		if (flags & RP_REC_F_STACK) {
 			struct rp_shm_stack *st = (void *)((char *)rec + rp_record_stack_off(flags));

@@ -33,6 +33,7 @@
 struct rp_write_origin {
 	uint64_t ts;		/* rp_clock ticks */
 	uint32_t tid;		/* OS thread id the event belongs to */
+	uint32_t pid;		/* its process, when not the trace's; 0: the trace's */
 	uint32_t seq;		/* that thread's attempt number, >= 2, +1 per attempt */
 	uint32_t cpu;
 };

@@ -552,6 +552,15 @@ static void emit(struct drainer *d, const struct rp_ring *r, const struct held *
 		/* shown on the thread it is about, counted on its writer's */
 		ev.capture_tid = ev.tid;
 		ev.tid = about;
+		/* and on its process, when a writer of this process (the BPF
+		 * bridge) says which: a remote process's word is not taken,
+		 * V5 has one process only */
+		if (d->s->slot >= 0 && d->s->format == NT_FORMAT_V6) {
+			uint32_t pid = rp_load_relaxed(&th->pid);
+
+			if (pid && pid <= TID_MAX)
+				ev.pid = pid;
+		}
 	}
 	if (!seq_accept(d, hd->h.tid, hd->h.seq, &ev.seq)) {
 		refuse(d);

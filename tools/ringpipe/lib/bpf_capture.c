@@ -472,7 +472,7 @@ struct pending {
 	uint64_t ts_ns;
 	uint64_t order;		/* queue order: ties keep it */
 	struct rp_event *ev;
-	uint32_t tid, cpu;
+	uint32_t pid, tid, cpu;
 	size_t off;		/* payload, then the stack, in pend_bytes */
 	uint32_t len, nstack;
 	uint64_t *written, *drops;	/* the source's counters (atomic) */
@@ -738,7 +738,7 @@ static int on_record(void *ctx, void *data, size_t size)
 	if (b->len > PAYLOAD_MAX || !ev)
 		goto bad;
 	write_cgroup(c, h->cgroup_id);
-	rp_capture_queue(c, ev, h->ts_ns, h->tid, h->cpu, b->p, (uint32_t)b->len, NULL, 0,
+	rp_capture_queue(c, ev, h->ts_ns, h->pid, h->tid, h->cpu, b->p, (uint32_t)b->len, NULL, 0,
 			 &c->st.written, &c->st.write_drops);
 	return 0;
 bad:
@@ -775,9 +775,9 @@ static void publish_horizon(struct rp_capture *c, uint64_t mono_ns)
 	rp_store_release(&c->session->ext_horizon, t ? t : 1);
 }
 
-int rp_capture_queue(struct rp_capture *c, struct rp_event *ev, uint64_t ts_ns, uint32_t tid,
-		     uint32_t cpu, const void *payload, uint32_t len, const uint64_t *stack,
-		     uint32_t nstack, uint64_t *written, uint64_t *drops)
+int rp_capture_queue(struct rp_capture *c, struct rp_event *ev, uint64_t ts_ns, uint32_t pid,
+		     uint32_t tid, uint32_t cpu, const void *payload, uint32_t len,
+		     const uint64_t *stack, uint32_t nstack, uint64_t *written, uint64_t *drops)
 {
 	struct pending *p;
 
@@ -789,7 +789,7 @@ int rp_capture_queue(struct rp_capture *c, struct rp_event *ev, uint64_t ts_ns, 
 	while (c->pend_bytes.len % 8)
 		bb_append(&c->pend_bytes, "", 1);
 	p = &c->pend[c->npend];
-	*p = (struct pending){ .ts_ns = ts_ns, .order = c->npend, .ev = ev, .tid = tid,
+	*p = (struct pending){ .ts_ns = ts_ns, .order = c->npend, .ev = ev, .pid = pid, .tid = tid,
 			       .cpu = cpu, .off = c->pend_bytes.len, .len = len,
 			       .nstack = nstack, .written = written, .drops = drops };
 	bb_append(&c->pend_bytes, payload, len);
@@ -836,7 +836,7 @@ static void flush_before(struct rp_capture *c, uint64_t limit_ns)
 		int rc;
 
 		o.stack = (const uint64_t *)(const void *)(base + ((p->len + 7) & ~7u));
-		if (rp_capture_origin(c, p->ts_ns, p->tid, p->cpu, &org)) {
+		if (rp_capture_origin(c, p->ts_ns, p->pid, p->tid, p->cpu, &org)) {
 			rp_add_relaxed(p->drops, 1);
 			continue;
 		}
@@ -890,8 +890,8 @@ int rp_capture_add_source(struct rp_capture *c, rp_capture_source_fn poll,
 	return 0;
 }
 
-int rp_capture_origin(struct rp_capture *c, uint64_t ts_ns, uint32_t tid, uint32_t cpu,
-		      struct rp_write_origin *org)
+int rp_capture_origin(struct rp_capture *c, uint64_t ts_ns, uint32_t pid, uint32_t tid,
+		      uint32_t cpu, struct rp_write_origin *org)
 {
 	uint32_t *seq = seq_slot(c, tid);
 
@@ -901,6 +901,7 @@ int rp_capture_origin(struct rp_capture *c, uint64_t ts_ns, uint32_t tid, uint32
 	(*seq)++;
 	org->ts = rp_clock_from_mono_ns_at(ts_ns, &c->anchor);
 	org->tid = tid;
+	org->pid = pid;
 	org->seq = *seq;
 	org->cpu = cpu;
 	return 0;

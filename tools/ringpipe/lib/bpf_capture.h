@@ -118,12 +118,12 @@ struct rp_write_origin;
  * and stack are copied. written/drops are the caller's counters, bumped
  * atomically as the event is written or lost.
  */
-int rp_capture_queue(struct rp_capture *c, struct rp_event *ev, uint64_t ts_ns, uint32_t tid,
-		     uint32_t cpu, const void *payload, uint32_t len, const uint64_t *stack,
-		     uint32_t nstack, uint64_t *written, uint64_t *drops);
+int rp_capture_queue(struct rp_capture *c, struct rp_event *ev, uint64_t ts_ns, uint32_t pid,
+		     uint32_t tid, uint32_t cpu, const void *payload, uint32_t len,
+		     const uint64_t *stack, uint32_t nstack, uint64_t *written, uint64_t *drops);
 /* Writes what is queued (the consumer does at the end of each pass). */
 void rp_capture_flush(struct rp_capture *c);
-int rp_capture_origin(struct rp_capture *c, uint64_t ts_ns, uint32_t tid, uint32_t cpu,
-		      struct rp_write_origin *org);
+int rp_capture_origin(struct rp_capture *c, uint64_t ts_ns, uint32_t pid, uint32_t tid,
+		      uint32_t cpu, struct rp_write_origin *org);
 
 #endif

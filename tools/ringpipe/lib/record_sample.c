@@ -119,7 +119,7 @@ static void queue_thread_name(struct record_sampler *rs, const struct rp_sample_
 	rs->pl.len = 0;
 	sample_enc_thread(&rs->pl, r->pid, r->tid, name);
 	if (!rs->pl.oom)
-		rp_capture_queue(rs->cap, ev_thread, r->ts_ns, r->tid, r->cpu, rs->pl.p,
+		rp_capture_queue(rs->cap, ev_thread, r->ts_ns, r->pid, r->tid, r->cpu, rs->pl.p,
 				 (uint32_t)rs->pl.len, NULL, 0, &rs->written, &rs->write_drops);
 }
 
@@ -142,7 +142,7 @@ static int on_sample(void *ctx, const struct rp_sample_rec *r)
 	sample_payload(r, pl);
 	memcpy(stack, r->kstack, nk * 8);
 	memcpy(stack + nk, r->ustack, nu * 8);
-	rp_capture_queue(rs->cap, ev_sample, r->ts_ns, r->tid, r->cpu, pl, sizeof(pl), stack,
+	rp_capture_queue(rs->cap, ev_sample, r->ts_ns, r->pid, r->tid, r->cpu, pl, sizeof(pl), stack,
 			 nk + nu, &rs->samples, &rs->write_drops);
 	return 0;
 }
