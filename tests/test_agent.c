@@ -143,6 +143,8 @@ static int agent_down(struct env *e)
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
+static struct env *cur_env;	/* what agent_fini() undoes */
+
 static void env_init(struct env *e)
 {
 	memset(e, 0, sizeof(*e));
@@ -150,6 +152,28 @@ static void env_init(struct env *e)
 	cr_assert_not_null(e->dir);
 	e->out = th_fmt("%s/out", e->dir);
 	e->sock = th_fmt("%s/agent.sock", e->dir);
+	cur_env = e;
+}
+
+static void env_fini(struct env *e);
+
+static pid_t made_pids[4];	/* processes a test started: killed at its end */
+
+/* A test that failed half-way leaves its processes, its agent and its
+ * directory: gone. */
+static void agent_fini(void)
+{
+	size_t i;
+
+	for (i = 0; i < 4; i++)
+		if (made_pids[i] > 0) {
+			kill(made_pids[i], SIGKILL);
+			waitpid(made_pids[i], NULL, WNOHANG);
+		}
+	memset(made_pids, 0, sizeof(made_pids));
+	if (cur_env && cur_env->dir)
+		env_fini(cur_env);
+	cur_env = NULL;
 }
 
 static void env_fini(struct env *e)
@@ -160,6 +184,9 @@ static void env_fini(struct env *e)
 	}
 	if (!getenv("RINGPIPE_KEEP"))
 		th_rmdir(e->dir);
+	else
+		free(e->dir);
+	e->dir = NULL;
 }
 
 /* The trace the agent wrote for pid (the n-th join, from 1). */
@@ -322,9 +349,10 @@ static void run_producer(const struct env *e, int threads, long events, uint64_t
 	*pid = p;
 }
 
-Test(agent, block_process_joins_and_every_event_arrives, .timeout = 120)
+Test(agent, block_process_joins_and_every_event_arrives, .timeout = 120,
+     .fini = agent_fini)
 {
-	struct env e;
+	static struct env e;	/* the fini undoes it */
 	uint64_t w, d;
 	pid_t pid;
 	struct counts c;
@@ -361,9 +389,10 @@ Test(agent, block_process_joins_and_every_event_arrives, .timeout = 120)
 	env_fini(&e);
 }
 
-Test(agent, a_process_started_before_the_agent_joins_when_it_comes, .timeout = 120)
+Test(agent, a_process_started_before_the_agent_joins_when_it_comes, .timeout = 120,
+     .fini = agent_fini)
 {
-	struct env e;
+	static struct env e;	/* the fini undoes it */
 	struct bytebuf out = { 0 };
 	unsigned long long w = 0, d = 0;
 	int p = 0;
@@ -426,9 +455,10 @@ static pid_t producer_forever(const struct env *e, const char *prog, const char 
 	return pid;
 }
 
-Test(agent, a_killed_process_is_drained_and_its_end_recorded, .timeout = 120)
+Test(agent, a_killed_process_is_drained_and_its_end_recorded, .timeout = 120,
+     .fini = agent_fini)
 {
-	struct env e;
+	static struct env e;	/* the fini undoes it */
 	char *prog, *f, *ev;
 	pid_t pid;
 	struct counts c;
@@ -439,6 +469,7 @@ Test(agent, a_killed_process_is_drained_and_its_end_recorded, .timeout = 120)
 	prog = th_fmt("%s/progress", e.dir);
 	agent_up(&e, "block", "4");
 	pid = producer_forever(&e, prog, NULL);
+	made_pids[0] = pid;
 	sleep_ms(300);
 	kill(pid, SIGKILL);
 	/* not reaped yet: the agent reads how it ended from the zombie */
@@ -468,9 +499,10 @@ Test(agent, a_killed_process_is_drained_and_its_end_recorded, .timeout = 120)
 	env_fini(&e);
 }
 
-Test(agent, a_killed_agent_frees_block_producers_and_a_new_one_rejoins, .timeout = 120)
+Test(agent, a_killed_agent_frees_block_producers_and_a_new_one_rejoins, .timeout = 120,
+     .fini = agent_fini)
 {
-	struct env e;
+	static struct env e;	/* the fini undoes it */
 	char *prog, *f;
 	pid_t pid;
 	uint64_t a, b;
@@ -480,6 +512,7 @@ Test(agent, a_killed_agent_frees_block_producers_and_a_new_one_rejoins, .timeout
 	prog = th_fmt("%s/progress", e.dir);
 	agent_up(&e, "block", "1");
 	pid = producer_forever(&e, prog, NULL);
+	made_pids[0] = pid;
 	kill(e.agent, SIGKILL);
 	waitpid(e.agent, NULL, 0);
 	e.agent = 0;
@@ -548,9 +581,10 @@ static void send_ready(int fd, int memfd)
 	rp_agent_send(fd, &r, sizeof(r), memfd, 1000);
 }
 
-Test(agent, hostile_peers_cannot_crash_hang_or_mislead_it, .timeout = 120)
+Test(agent, hostile_peers_cannot_crash_hang_or_mislead_it, .timeout = 120,
+     .fini = agent_fini)
 {
-	struct env e;
+	static struct env e;	/* the fini undoes it */
 	uint64_t w, d, end, rng = 0x9e3779b97f4a7c15ull;
 	pid_t pid;
 	struct counts c;
@@ -633,23 +667,12 @@ Test(agent, hostile_peers_cannot_crash_hang_or_mislead_it, .timeout = 120)
 /* What a container test made, undone by its .fini also when an assertion
  * failed half-way: the processes first, then the cgroups, deepest first
  * (a parent another test still uses stays). */
-static struct env *made_env;
 static char *made_cg;
 static size_t made_mnt_len;
-static pid_t made_pids[4];
 
 static void containers_fini(void)
 {
-	size_t i;
-
-	for (i = 0; i < 4; i++)
-		if (made_pids[i] > 0) {
-			kill(made_pids[i], SIGKILL);
-			waitpid(made_pids[i], NULL, WNOHANG);
-		}
-	if (made_env && made_env->dir)
-		env_fini(made_env);
-	made_env = NULL;
+	agent_fini();
 	while (made_cg && strlen(made_cg) > made_mnt_len + 1) {
 		struct timespec ts = { 0, 10000000 };
 		int k;
@@ -661,12 +684,11 @@ static void containers_fini(void)
 	}
 	free(made_cg);
 	made_cg = NULL;
-	memset(made_pids, 0, sizeof(made_pids));
 }
 
 static void made(struct env *e, char *cg, const char *mnt)
 {
-	made_env = e;
+	(void)e;	/* env_init() named it already */
 	made_cg = cg;
 	made_mnt_len = strlen(mnt);
 }
@@ -887,9 +909,10 @@ Test(agent, the_demo_in_a_crio_container_loses_no_tick, .timeout = 120, .fini = 
 	containers_fini();
 }
 
-Test(agent, the_command_checks_its_options_and_stops_on_time, .timeout = 60)
+Test(agent, the_command_checks_its_options_and_stops_on_time, .timeout = 60,
+     .fini = agent_fini)
 {
-	struct env e;
+	static struct env e;	/* the fini undoes it */
 	struct bytebuf out = { 0 };
 	uint64_t t0;
 
