@@ -72,6 +72,44 @@ static inline int th_run(const char *cmd, struct bytebuf *out)
 	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+/* A buffer's text, "" when it holds nothing. */
+static inline const char *th_text(const struct bytebuf *b)
+{
+	return b->p ? (const char *)b->p : "";
+}
+
+/* th_run() of a formatted command. */
+static inline int th_run_fmt(struct bytebuf *out, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static inline int th_run_fmt(struct bytebuf *out, const char *fmt, ...)
+{
+	va_list ap;
+	char *cmd = NULL;
+	int rc;
+
+	va_start(ap, fmt);
+	rc = vasprintf(&cmd, fmt, ap);
+	va_end(ap);
+	if (rc < 0)
+		return -1;
+	rc = th_run(cmd, out);
+	free(cmd);
+	return rc;
+}
+
+/* The count of KEY in TraceDump's `counts` output ("KEY\tN" lines), or 0. */
+static inline uint64_t th_count_of(const char *counts, const char *key)
+{
+	char want[256];
+	const char *at;
+
+	snprintf(want, sizeof(want), "%s\t", key);
+	for (at = strstr(counts, want); at; at = strstr(at + 1, want))
+		if (at == counts || at[-1] == '\n')
+			return strtoull(at + strlen(want), NULL, 10);
+	return 0;
+}
+
 static inline int th_read_file(const char *path, struct bytebuf *out)
 {
 	FILE *f = fopen(path, "rb");

@@ -45,52 +45,20 @@ static uint64_t now_ms(void)
 	return rp_clock_mono_ns() / 1000000u;
 }
 
-static const char *text(const struct bytebuf *b)
-{
-	return b->p ? (const char *)b->p : "";
-}
-
-static int run_out(struct bytebuf *out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int run_out(struct bytebuf *out, const char *fmt, ...)
-{
-	va_list ap;
-	char *cmd = NULL;
-	int rc;
-
-	va_start(ap, fmt);
-	cr_assert(vasprintf(&cmd, fmt, ap) > 0);
-	va_end(ap);
-	rc = th_run(cmd, out);
-	free(cmd);
-	return rc;
-}
-
-static uint64_t count_of(const char *counts, const char *key)
-{
-	char want[256];
-	const char *at;
-
-	snprintf(want, sizeof(want), "%s\t", key);
-	for (at = strstr(counts, want); at; at = strstr(at + 1, want))
-		if (at == counts || at[-1] == '\n')
-			return strtoull(at + strlen(want), NULL, 10);
-	return 0;
-}
-
 /* TraceEvent's dump and counts of file; each must read it without error. */
 static void te_dump(const char *te, const char *file, struct bytebuf *out)
 {
-	int rc = run_out(out, "dotnet '%s' dump '%s' 2>&1", te, file);
+	int rc = th_run_fmt(out, "dotnet '%s' dump '%s' 2>&1", te, file);
 
-	cr_assert_eq(rc, 0, "TraceEvent could not read %s (exit %d): %.2000s", file, rc, text(out));
-	cr_assert(strstr(text(out), "\"error\":null}"), "TraceEvent: %.2000s", text(out));
+	cr_assert_eq(rc, 0, "TraceEvent could not read %s (exit %d): %.2000s", file, rc, th_text(out));
+	cr_assert(strstr(th_text(out), "\"error\":null}"), "TraceEvent: %.2000s", th_text(out));
 }
 
 static void te_counts(const char *te, const char *file, struct bytebuf *out)
 {
-	int rc = run_out(out, "dotnet '%s' counts '%s' 2>&1", te, file);
+	int rc = th_run_fmt(out, "dotnet '%s' counts '%s' 2>&1", te, file);
 
-	cr_assert_eq(rc, 0, "TraceEvent could not count %s (exit %d): %s", file, rc, text(out));
+	cr_assert_eq(rc, 0, "TraceEvent could not count %s (exit %d): %s", file, rc, th_text(out));
 }
 
 /* Events of a canonical dump whose pid is not pid; *events counts them all. */
@@ -524,20 +492,20 @@ Test(agent_dotnet, retrace_round_trip_keeps_every_event_under_the_new_pid, .time
 		cr_assert_eq(th_write_file(fb, dst.buf.p, dst.buf.len), 0);
 		te_dump(te, fa, &da);
 		te_dump(te, fb, &db);
-		cr_assert(strstr(text(&da),
+		cr_assert(strstr(th_text(&da),
 				 "{\"summary\":true,\"events\":12,\"lost\":3,\"error\":null}"),
-			  "%s", text(&da));
-		cr_assert_eq(wrong_pids(text(&db), NEW_PID, &events), 0, "%s", text(&db));
+			  "%s", th_text(&da));
+		cr_assert_eq(wrong_pids(th_text(&db), NEW_PID, &events), 0, "%s", th_text(&db));
 		cr_assert_eq(events, SRC_EVENTS);
-		want = with_pid(text(&da), SRC_PID, NEW_PID);
-		cr_assert_str_eq(text(&db), want, "TraceEvent:\nsource:\n%s\ncopy:\n%s", want,
-				 text(&db));
+		want = with_pid(th_text(&da), SRC_PID, NEW_PID);
+		cr_assert_str_eq(th_text(&db), want, "TraceEvent:\nsource:\n%s\ncopy:\n%s", want,
+				 th_text(&db));
 		free(want);
 		te_counts(te, fa, &ca);
 		te_counts(te, fb, &cb);
-		cr_assert_str_eq(text(&cb), text(&ca));
-		cr_assert(strstr(text(&cb), "#lost\t3"), "%s", text(&cb));
-		cr_assert_eq(count_of(text(&cb), "Test-Agent/Work/Start"), 2, "%s", text(&cb));
+		cr_assert_str_eq(th_text(&cb), th_text(&ca));
+		cr_assert(strstr(th_text(&cb), "#lost\t3"), "%s", th_text(&cb));
+		cr_assert_eq(th_count_of(th_text(&cb), "Test-Agent/Work/Start"), 2, "%s", th_text(&cb));
 		bb_free(&da);
 		bb_free(&db);
 		bb_free(&ca);
@@ -770,7 +738,7 @@ static void runtime_file(const char *base)
 	uint64_t events;
 	uint32_t pid;
 
-	cr_assert_eq(run_out(NULL, "unzip -q -o '%s/testdata/nettrace/%s.zip' -d '%s'",
+	cr_assert_eq(th_run_fmt(NULL, "unzip -q -o '%s/testdata/nettrace/%s.zip' -d '%s'",
 			     th_shared(), base, dir), 0, "cannot unzip %s (is unzip installed?)",
 		     base);
 	src = th_fmt("%s/%s", dir, base);
@@ -789,8 +757,8 @@ static void runtime_file(const char *base)
 	/* ringpipe's reader: the same events in the same order */
 	our_dump(src, &da);
 	our_dump(copy, &db);
-	want = with_pid(text(&da), pid, NEW_PID);
-	cr_assert(!strcmp(text(&db), want), "%s: ringpipe reads the copy differently "
+	want = with_pid(th_text(&da), pid, NEW_PID);
+	cr_assert(!strcmp(th_text(&db), want), "%s: ringpipe reads the copy differently "
 		  "(diff %s and %s)", base, src, copy);
 	free(want);
 	bb_free(&da);
@@ -798,11 +766,11 @@ static void runtime_file(const char *base)
 	/* TraceEvent: the same, but for the order within equal timestamps */
 	te_dump(te, src, &da);
 	te_dump(te, copy, &db);
-	cr_assert_eq(wrong_pids(text(&db), NEW_PID, &events), 0, "%s", base);
+	cr_assert_eq(wrong_pids(th_text(&db), NEW_PID, &events), 0, "%s", base);
 	cr_assert_eq(events, st.events);
 	{
-		char *x = with_pid(text(&da), pid, NEW_PID), *sx = ts_runs_sorted(x);
-		char *sy = ts_runs_sorted(text(&db));
+		char *x = with_pid(th_text(&da), pid, NEW_PID), *sx = ts_runs_sorted(x);
+		char *sy = ts_runs_sorted(th_text(&db));
 
 		cr_assert(!strcmp(sx, sy), "%s: TraceEvent reads the copy differently "
 			  "(diff %s and %s)", base, src, copy);
@@ -812,7 +780,7 @@ static void runtime_file(const char *base)
 	}
 	te_counts(te, src, &ca);
 	te_counts(te, copy, &cb);
-	cr_assert_str_eq(text(&cb), text(&ca), "%s", base);
+	cr_assert_str_eq(th_text(&cb), th_text(&ca), "%s", base);
 	fprintf(stderr, "%s: %" PRIu64 " events, %" PRId64 " lost, %" PRIu64 " unsorted, "
 		"%u types\n", base, st.events, st.lost, st.unsorted, st.types);
 	bb_free(&da);
@@ -892,7 +860,7 @@ static char *log_text(void)
 	char *s;
 
 	pthread_mutex_lock(&log_lock);
-	s = strndup(text(&agent_log), agent_log.len);
+	s = strndup(th_text(&agent_log), agent_log.len);
 	pthread_mutex_unlock(&log_lock);
 	return s;
 }
@@ -1076,9 +1044,9 @@ Test(agent_dotnet_interop, a_containerised_app_is_traced_under_its_host_pid, .ti
 	pid_t ush;
 	int st;
 
-	if (run_out(&out, "unshare -p -m -f --mount-proc sh -c 'mount -t tmpfs tmpfs /tmp' 2>&1"))
+	if (th_run_fmt(&out, "unshare -p -m -f --mount-proc sh -c 'mount -t tmpfs tmpfs /tmp' 2>&1"))
 		TH_SKIP_OR_FAIL("unshare cannot make pid and mount namespaces here (root is "
-				"needed): %s", text(&out));
+				"needed): %s", th_text(&out));
 	bb_free(&out);
 	cr_assert_not_null(realpath(dll, dllabs));
 	cr_assert(dotnet_bin()[0], "dotnet is not on PATH");
@@ -1106,12 +1074,12 @@ Test(agent_dotnet_interop, a_containerised_app_is_traced_under_its_host_pid, .ti
 	}
 	cr_assert_eq(th_read_file(appout, &out), 0);
 	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the app ended with 0x%x: %s", st,
-		  text(&out));
-	t = strstr(text(&out), "ticks ");
-	cr_assert_not_null(t, "%s", text(&out));
+		  th_text(&out));
+	t = strstr(th_text(&out), "ticks ");
+	cr_assert_not_null(t, "%s", th_text(&out));
 	written = strtoull(t + 6, NULL, 10);
 	cr_assert_gt(written, 100);
-	cr_assert(strstr(text(&out), "pid 1\n"), "not pid 1 in its namespace: %s", text(&out));
+	cr_assert(strstr(th_text(&out), "pid 1\n"), "not pid 1 in its namespace: %s", th_text(&out));
 
 	/* the entry: the only dotnet process among our descendants */
 	{
@@ -1137,18 +1105,18 @@ Test(agent_dotnet_interop, a_containerised_app_is_traced_under_its_host_pid, .ti
 	check_files(dir, &p);
 
 	te_dump(te, p.file, &dump);
-	cr_assert_eq(wrong_pids(text(&dump), host, &events), 0,
-		     "events not under host pid %u:\n%.3000s", host, text(&dump));
+	cr_assert_eq(wrong_pids(th_text(&dump), host, &events), 0,
+		     "events not under host pid %u:\n%.3000s", host, th_text(&dump));
 	cr_assert_eq(events, p.events, "TraceEvent %" PRIu64 " events, the agent %" PRIu64,
 		     events, p.events);
 	te_counts(te, p.file, &counts);
-	traced = count_of(text(&counts), "Ringpipe-DotnetApp/Tick");
+	traced = th_count_of(th_text(&counts), "Ringpipe-DotnetApp/Tick");
 	cr_assert_eq(traced, written, "the app wrote %" PRIu64 " ticks, the file has %" PRIu64
-		     ":\n%s", written, traced, text(&counts));
-	cr_assert(strstr(text(&counts), "#lost\t0"), "%s", text(&counts));
+		     ":\n%s", written, traced, th_text(&counts));
+	cr_assert(strstr(th_text(&counts), "#lost\t0"), "%s", th_text(&counts));
 	{
 		uint64_t v[4096];
-		size_t n = tick_values(text(&dump), v, 4096), i;
+		size_t n = tick_values(th_text(&dump), v, 4096), i;
 
 		cr_assert_eq(n, written);
 		for (i = 0; i < n && i < 4096; i++)
@@ -1222,15 +1190,15 @@ Test(agent_dotnet_interop, a_late_app_is_found_and_stop_leaves_it_running, .time
 	free(log);
 
 	te_dump(te, final, &dump);
-	cr_assert_eq(wrong_pids(text(&dump), (uint32_t)app, &events), 0, "%.3000s", text(&dump));
+	cr_assert_eq(wrong_pids(th_text(&dump), (uint32_t)app, &events), 0, "%.3000s", th_text(&dump));
 	cr_assert_gt(events, 0);
 	te_counts(te, final, &counts);
-	ticks = count_of(text(&counts), "Ringpipe-DotnetApp/Tick");
-	cr_assert_gt(ticks, 50, "%s", text(&counts));
+	ticks = th_count_of(th_text(&counts), "Ringpipe-DotnetApp/Tick");
+	cr_assert_gt(ticks, 50, "%s", th_text(&counts));
 	/* the end of a session stopped in time: rundown resolves method names */
-	cr_assert(strstr(text(&counts), "Microsoft-Windows-DotNETRuntimeRundown/"),
-		  "no rundown events:\n%s", text(&counts));
-	cr_assert(strstr(text(&counts), "#lost\t0"), "%s", text(&counts));
+	cr_assert(strstr(th_text(&counts), "Microsoft-Windows-DotNETRuntimeRundown/"),
+		  "no rundown events:\n%s", th_text(&counts));
+	cr_assert(strstr(th_text(&counts), "#lost\t0"), "%s", th_text(&counts));
 	kill_app(app);
 	bb_free(&dump);
 	bb_free(&counts);
@@ -1277,15 +1245,15 @@ Test(agent_dotnet_interop, a_killed_app_leaves_the_events_up_to_the_cut, .timeou
 	cr_assert_gt(p.events, 0);
 
 	te_dump(te, p.file, &dump);
-	cr_assert_eq(wrong_pids(text(&dump), (uint32_t)app, &events), 0, "%.3000s", text(&dump));
+	cr_assert_eq(wrong_pids(th_text(&dump), (uint32_t)app, &events), 0, "%.3000s", th_text(&dump));
 	cr_assert_eq(events, p.events);
-	n = tick_values(text(&dump), v, 8192);
+	n = tick_values(th_text(&dump), v, 8192);
 	/* 2 s at 200/s, less what the runtime still held when it died */
 	cr_assert_gt(n, 100, "%zu ticks", n);
 	for (i = 1; i < n && i < 8192; i++)
 		cr_assert_eq(v[i], v[i - 1] + 1, "ticks %" PRIu64 " then %" PRIu64, v[i - 1], v[i]);
 	te_counts(te, p.file, &counts);
-	cr_assert(strstr(text(&counts), "#lost\t0"), "%s", text(&counts));
+	cr_assert(strstr(th_text(&counts), "#lost\t0"), "%s", th_text(&counts));
 	bb_free(&dump);
 	bb_free(&counts);
 	free(appout);
@@ -1498,8 +1466,8 @@ Test(agent_dotnet_interop, a_stopped_app_is_waited_for_only_so_long, .timeout = 
 	snprintf(p.file, sizeof(p.file), "%s", final);
 	check_files(dir, &p);
 	te_dump(te, final, &dump);
-	cr_assert_eq(wrong_pids(text(&dump), (uint32_t)app, &events), 0, "%.3000s", text(&dump));
-	cr_assert_gt(tick_values(text(&dump), NULL, 0), 0, "no ticks kept");
+	cr_assert_eq(wrong_pids(th_text(&dump), (uint32_t)app, &events), 0, "%.3000s", th_text(&dump));
+	cr_assert_gt(tick_values(th_text(&dump), NULL, 0), 0, "no ticks kept");
 	kill_app(app);
 	bb_free(&dump);
 	free(final);

@@ -65,26 +65,6 @@ static int read_exact(int fd, void *buf, size_t n, int timeout_ms)
 	return 0;
 }
 
-static int run_out(struct bytebuf *out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int run_out(struct bytebuf *out, const char *fmt, ...)
-{
-	va_list ap;
-	char *cmd = NULL;
-	int rc;
-
-	va_start(ap, fmt);
-	cr_assert(vasprintf(&cmd, fmt, ap) > 0);
-	va_end(ap);
-	rc = th_run(cmd, out);
-	free(cmd);
-	return rc;
-}
-
-static const char *text(struct bytebuf *b)
-{
-	return b->p ? (const char *)b->p : "";
-}
-
 /* The directory of the ringpipe tool, where ringpipe-demo is built too. */
 static char *demo_path(void)
 {
@@ -167,24 +147,12 @@ static void proc_kill(struct proc *p)
 		close(p->out_fd);
 }
 
-static uint64_t count_of(const char *counts, const char *key)
-{
-	char want[256];
-	const char *at;
-
-	snprintf(want, sizeof(want), "%s\t", key);
-	for (at = strstr(counts, want); at; at = strstr(at + 1, want))
-		if (at == counts || at[-1] == '\n')
-			return strtoull(at + strlen(want), NULL, 10);
-	return 0;
-}
-
 /* TraceEvent's counts of file; asserts that it read the file without error. */
 static void te_counts(const char *dll, const char *file, struct bytebuf *out)
 {
-	int rc = run_out(out, "dotnet '%s' counts '%s' 2>&1", dll, file);
+	int rc = th_run_fmt(out, "dotnet '%s' counts '%s' 2>&1", dll, file);
 
-	cr_assert_eq(rc, 0, "TraceEvent could not read %s (exit %d): %s", file, rc, text(out));
+	cr_assert_eq(rc, 0, "TraceEvent could not read %s (exit %d): %s", file, rc, th_text(out));
 }
 
 /* ---- the client, without a runtime --------------------------------------- */
@@ -450,12 +418,12 @@ Test(collect, usage_errors_exit_2_with_a_message)
 
 	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		struct bytebuf out = { 0 };
-		int rc = run_out(&out, "'%s' %s 2>&1", th_tool(), cases[i].args);
+		int rc = th_run_fmt(&out, "'%s' %s 2>&1", th_tool(), cases[i].args);
 
 		cr_assert_eq(rc, 2, "'ringpipe %s' exited %d, not 2: %s", cases[i].args, rc,
-			     text(&out));
-		cr_assert(strstr(text(&out), cases[i].msg), "'ringpipe %s' said '%s', not '%s'",
-			  cases[i].args, text(&out), cases[i].msg);
+			     th_text(&out));
+		cr_assert(strstr(th_text(&out), cases[i].msg), "'ringpipe %s' said '%s', not '%s'",
+			  cases[i].args, th_text(&out), cases[i].msg);
 		bb_free(&out);
 	}
 }
@@ -465,22 +433,22 @@ Test(collect, missing_targets_are_clear_errors)
 	struct bytebuf out = { 0 };
 	int rc;
 
-	rc = run_out(&out, "'%s' collect -p 2147483646 2>&1", th_tool());
-	cr_assert_eq(rc, 1, "%s", text(&out));
-	cr_assert(strstr(text(&out), "no process with pid 2147483646"), "%s", text(&out));
+	rc = th_run_fmt(&out, "'%s' collect -p 2147483646 2>&1", th_tool());
+	cr_assert_eq(rc, 1, "%s", th_text(&out));
+	cr_assert(strstr(th_text(&out), "no process with pid 2147483646"), "%s", th_text(&out));
 	bb_free(&out);
 	/* a live process without a socket: ourselves */
-	rc = run_out(&out, "'%s' collect -p %d 2>&1", th_tool(), (int)getpid());
-	cr_assert_eq(rc, 1, "%s", text(&out));
-	cr_assert(strstr(text(&out), "has no diagnostic socket"), "%s", text(&out));
+	rc = th_run_fmt(&out, "'%s' collect -p %d 2>&1", th_tool(), (int)getpid());
+	cr_assert_eq(rc, 1, "%s", th_text(&out));
+	cr_assert(strstr(th_text(&out), "has no diagnostic socket"), "%s", th_text(&out));
 	bb_free(&out);
-	rc = run_out(&out, "'%s' collect -- /nonexistent/program 2>&1", th_tool());
-	cr_assert_eq(rc, 1, "%s", text(&out));
-	cr_assert(strstr(text(&out), "cannot run '/nonexistent/program'"), "%s", text(&out));
+	rc = th_run_fmt(&out, "'%s' collect -- /nonexistent/program 2>&1", th_tool());
+	cr_assert_eq(rc, 1, "%s", th_text(&out));
+	cr_assert(strstr(th_text(&out), "cannot run '/nonexistent/program'"), "%s", th_text(&out));
 	bb_free(&out);
-	rc = run_out(&out, "'%s' collect -- true 2>&1", th_tool());
-	cr_assert_eq(rc, 1, "%s", text(&out));
-	cr_assert(strstr(text(&out), "before its runtime connected"), "%s", text(&out));
+	rc = th_run_fmt(&out, "'%s' collect -- true 2>&1", th_tool());
+	cr_assert_eq(rc, 1, "%s", th_text(&out));
+	cr_assert(strstr(th_text(&out), "before its runtime connected"), "%s", th_text(&out));
 	bb_free(&out);
 }
 
@@ -496,16 +464,16 @@ Test(collect_interop, ps_lists_a_dotnet_process, .timeout = 120)
 
 	proc_start(&app, argv);
 	wait_socket(app.pid);
-	rc = run_out(&out, "'%s' ps 2>&1", th_tool());
-	cr_assert_eq(rc, 0, "%s", text(&out));
+	rc = th_run_fmt(&out, "'%s' ps 2>&1", th_tool());
+	cr_assert_eq(rc, 0, "%s", th_text(&out));
 	snprintf(want, sizeof(want), "\n%7d  dotnet ", (int)app.pid);
-	cr_assert(strstr(text(&out), want), "pid %d not listed:\n%s", (int)app.pid, text(&out));
-	cr_assert(strstr(text(&out), "DotnetApp.dll --duration 30"), "%s", text(&out));
+	cr_assert(strstr(th_text(&out), want), "pid %d not listed:\n%s", (int)app.pid, th_text(&out));
+	cr_assert(strstr(th_text(&out), "DotnetApp.dll --duration 30"), "%s", th_text(&out));
 	bb_free(&out);
-	rc = run_out(&out, "'%s' ps -v 2>&1", th_tool());
-	cr_assert_eq(rc, 0, "%s", text(&out));
-	cr_assert(strstr(text(&out), "runtime: DotnetApp "), "ProcessInfo not shown:\n%s",
-		  text(&out));
+	rc = th_run_fmt(&out, "'%s' ps -v 2>&1", th_tool());
+	cr_assert_eq(rc, 0, "%s", th_text(&out));
+	cr_assert(strstr(th_text(&out), "runtime: DotnetApp "), "ProcessInfo not shown:\n%s",
+		  th_text(&out));
 	bb_free(&out);
 	proc_kill(&app);
 }
@@ -524,19 +492,19 @@ Test(collect_interop, collect_attaches_to_a_dotnet_process, .timeout = 120)
 	cr_assert(asprintf(&file, "%s/attach.nettrace", dir) > 0);
 	proc_start(&app, argv);
 	wait_socket(app.pid);
-	rc = run_out(&out, "'%s' collect -p %d --providers "
+	rc = th_run_fmt(&out, "'%s' collect -p %d --providers "
 		     "Ringpipe-DotnetApp,Microsoft-Windows-DotNETRuntime:0x1:4 --duration 3 "
 		     "-o '%s' 2>&1", th_tool(), (int)app.pid, file);
-	cr_assert_eq(rc, 0, "collect exited %d: %s", rc, text(&out));
-	cr_assert(strstr(text(&out), " 0 lost (EventsLost)"), "%s", text(&out));
+	cr_assert_eq(rc, 0, "collect exited %d: %s", rc, th_text(&out));
+	cr_assert(strstr(th_text(&out), " 0 lost (EventsLost)"), "%s", th_text(&out));
 	te_counts(te, file, &counts);
-	ticks = count_of(text(&counts), "Ringpipe-DotnetApp/Tick");
+	ticks = th_count_of(th_text(&counts), "Ringpipe-DotnetApp/Tick");
 	/* 3 s at 50/s */
 	cr_assert(ticks >= 100 && ticks <= 200, "%" PRIu64 " Tick events:\n%s", ticks,
-		  text(&counts));
-	cr_assert_gt(count_of(text(&counts), "Microsoft-Windows-DotNETRuntime/GC/Start"), 0,
-		     "no GC events:\n%s", text(&counts));
-	cr_assert(strstr(text(&counts), "#lost\t0"), "%s", text(&counts));
+		  th_text(&counts));
+	cr_assert_gt(th_count_of(th_text(&counts), "Microsoft-Windows-DotNETRuntime/GC/Start"), 0,
+		     "no GC events:\n%s", th_text(&counts));
+	cr_assert(strstr(th_text(&counts), "#lost\t0"), "%s", th_text(&counts));
 
 	bb_free(&out);
 	bb_free(&counts);
@@ -578,19 +546,19 @@ Test(collect_interop, stop_ends_a_session_by_id, .timeout = 120)
 		const char *s;
 
 		usleep(50000);
-		if (th_read_file(log, &l) == 0 && (s = strstr(text(&l), "session 0x")))
+		if (th_read_file(log, &l) == 0 && (s = strstr(th_text(&l), "session 0x")))
 			snprintf(id, sizeof(id), "%.*s", (int)strspn(s + 8, "0x123456789abcdef"),
 				 s + 8);
 		bb_free(&l);
 	}
 	cr_assert(*id, "collect did not print its session id");
 	usleep(500000);
-	cr_assert_eq(run_out(&out, "'%s' stop -p %d --session %s 2>&1", th_tool(), (int)app.pid,
-			     id), 0, "%s", text(&out));
+	cr_assert_eq(th_run_fmt(&out, "'%s' stop -p %d --session %s 2>&1", th_tool(), (int)app.pid,
+			     id), 0, "%s", th_text(&out));
 	cr_assert_eq(waitpid(collector, &st, 0), collector);
 	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "collect ended with 0x%x", st);
 	te_counts(te, file, &counts);
-	cr_assert_gt(count_of(text(&counts), "Ringpipe-DotnetApp/Tick"), 0, "%s", text(&counts));
+	cr_assert_gt(th_count_of(th_text(&counts), "Ringpipe-DotnetApp/Tick"), 0, "%s", th_text(&counts));
 	bb_free(&out);
 	bb_free(&counts);
 	proc_kill(&app);
@@ -613,17 +581,17 @@ static void launch_from_first_event(const char *te, const char *cmd, const char 
 	int rc;
 
 	cr_assert(asprintf(&file, "%s/launch.nettrace", dir) > 0);
-	rc = run_out(&out, "'%s' collect --providers %s -o '%s' -- %s 2>&1", th_tool(), provider,
+	rc = th_run_fmt(&out, "'%s' collect --providers %s -o '%s' -- %s 2>&1", th_tool(), provider,
 		     file, cmd);
-	cr_assert_eq(rc, 0, "collect exited %d: %s", rc, text(&out));
-	t = strstr(text(&out), "ticks ");
-	cr_assert_not_null(t, "the program did not finish: %s", text(&out));
+	cr_assert_eq(rc, 0, "collect exited %d: %s", rc, th_text(&out));
+	t = strstr(th_text(&out), "ticks ");
+	cr_assert_not_null(t, "the program did not finish: %s", th_text(&out));
 	written = strtoull(t + 6, NULL, 10);
 	te_counts(te, file, &counts);
-	traced = count_of(text(&counts), event);
+	traced = th_count_of(th_text(&counts), event);
 	cr_assert_eq(traced, written, "the program wrote %" PRIu64 " ticks, the trace has %"
-		     PRIu64 ":\n%s\n%s", written, traced, text(&counts), text(&out));
-	cr_assert(strstr(text(&counts), "#lost\t0"), "%s", text(&counts));
+		     PRIu64 ":\n%s\n%s", written, traced, th_text(&counts), th_text(&out));
+	cr_assert(strstr(th_text(&counts), "#lost\t0"), "%s", th_text(&counts));
 	cr_assert(asprintf(&dump, "dotnet '%s' dump '%s' | grep -m1 '%s'", te, file, first) > 0);
 	cr_assert_eq(th_run(dump, &d), 0, "the first event (%s) is not in the trace", first);
 	free(dump);
@@ -661,16 +629,16 @@ Test(collect_interop, block_mode_needs_a_runtime_that_has_it, .timeout = 120)
 	cr_assert(asprintf(&file, "%s/block.nettrace", dir) > 0);
 	proc_start(&app, argv);
 	wait_socket(app.pid);
-	rc = run_out(&out, "'%s' collect -p %d --providers Ringpipe-DotnetApp --buffering-mode "
+	rc = th_run_fmt(&out, "'%s' collect -p %d --providers Ringpipe-DotnetApp --buffering-mode "
 		     "block --duration 1 -o '%s' 2>&1", th_tool(), (int)app.pid, file);
 	if (rc == 0) {
 		/* a runtime with CollectTracing6 */
 		te_counts(te, file, &counts);
-		cr_assert(strstr(text(&counts), "#lost\t0"), "%s", text(&counts));
+		cr_assert(strstr(th_text(&counts), "#lost\t0"), "%s", th_text(&counts));
 	} else {
-		cr_assert_eq(rc, 1, "%s", text(&out));
-		cr_assert(strstr(text(&out), "does not support --buffering-mode block"), "%s",
-			  text(&out));
+		cr_assert_eq(rc, 1, "%s", th_text(&out));
+		cr_assert(strstr(th_text(&out), "does not support --buffering-mode block"), "%s",
+			  th_text(&out));
 		cr_assert_neq(access(file, F_OK), 0, "a failed session left %s behind", file);
 	}
 	bb_free(&out);
@@ -700,7 +668,7 @@ static pid_t collector_start(const char *args, const char *log)
 	}
 	while (now_ms() < deadline) {
 		struct bytebuf l = { 0 };
-		bool started = th_read_file(log, &l) == 0 && strstr(text(&l), "session 0x");
+		bool started = th_read_file(log, &l) == 0 && strstr(th_text(&l), "session 0x");
 
 		bb_free(&l);
 		if (started)
@@ -727,8 +695,8 @@ static void wait_delivered(pid_t pid, int sig)
 
 		if (th_read_file(path, &st))
 			return;
-		a = strstr(text(&st), "\nSigPnd:\t");
-		b = strstr(text(&st), "\nShdPnd:\t");
+		a = strstr(th_text(&st), "\nSigPnd:\t");
+		b = strstr(th_text(&st), "\nShdPnd:\t");
 		pending = (a && (strtoull(a + 9, NULL, 16) >> (sig - 1) & 1)) ||
 			  (b && (strtoull(b + 9, NULL, 16) >> (sig - 1) & 1));
 		bb_free(&st);
@@ -754,11 +722,11 @@ static void expect_whole_trace(const char *te, const char *file, const char *log
 	int rc;
 
 	th_read_file(log, &l);
-	rc = run_out(&counts, "dotnet '%s' counts '%s' 2>&1", te, file);
+	rc = th_run_fmt(&counts, "dotnet '%s' counts '%s' 2>&1", te, file);
 	cr_assert_eq(rc, 0, "TraceEvent could not read %s (exit %d): %s\ncollect said:\n%s", file,
-		     rc, text(&counts), text(&l));
-	cr_assert_gt(count_of(text(&counts), "Ringpipe-DotnetApp/Tick"), 0, "%s", text(&counts));
-	cr_assert(strstr(text(&counts), "#lost\t0"), "%s", text(&counts));
+		     rc, th_text(&counts), th_text(&l));
+	cr_assert_gt(th_count_of(th_text(&counts), "Ringpipe-DotnetApp/Tick"), 0, "%s", th_text(&counts));
+	cr_assert(strstr(th_text(&counts), "#lost\t0"), "%s", th_text(&counts));
 	bb_free(&counts);
 	bb_free(&l);
 }
@@ -794,14 +762,14 @@ Test(collect_interop, two_interrupts_back_to_back_keep_the_whole_trace, .timeout
 	kill(c, SIGINT);
 	rc = exit_status(c);
 	th_read_file(log, &l);
-	cr_assert_eq(rc, 0, "collect exited %d after two SIGINTs:\n%s", rc, text(&l));
-	cr_assert_null(strstr(text(&l), "abandoning"), "%s", text(&l));
-	cr_assert_null(strstr(text(&l), "cut short"), "%s", text(&l));
+	cr_assert_eq(rc, 0, "collect exited %d after two SIGINTs:\n%s", rc, th_text(&l));
+	cr_assert_null(strstr(th_text(&l), "abandoning"), "%s", th_text(&l));
+	cr_assert_null(strstr(th_text(&l), "cut short"), "%s", th_text(&l));
 	expect_whole_trace(te, file, log);
 	/* and ringpipe's reader agrees */
 	bb_free(&l);
-	rc = run_out(&l, "'%s' report '%s' 2>&1", th_tool(), file);
-	cr_assert_eq(rc, 0, "%s", text(&l));
+	rc = th_run_fmt(&l, "'%s' report '%s' 2>&1", th_tool(), file);
+	cr_assert_eq(rc, 0, "%s", th_text(&l));
 	bb_free(&l);
 	proc_kill(&app);
 	free(args);
@@ -830,14 +798,14 @@ Test(collect_interop, timeout_s_int_keeps_the_whole_trace, .timeout = 180)
 
 		cr_assert(asprintf(&file, "%s/timeout%d.nettrace", dir, i) > 0);
 		cr_assert(asprintf(&log, "%s/collect%d.log", dir, i) > 0);
-		rc = run_out(NULL, "timeout --preserve-status -s INT 2 '%s' collect -p %d "
+		rc = th_run_fmt(NULL, "timeout --preserve-status -s INT 2 '%s' collect -p %d "
 			     "--providers Ringpipe-DotnetApp -o '%s' >'%s' 2>&1", th_tool(),
 			     (int)app.pid, file, log);
 		th_read_file(log, &l);
 		cr_assert_eq(rc, 0, "run %d: collect under timeout -s INT exited %d:\n%s", i + 1,
-			     rc, text(&l));
-		cr_assert_null(strstr(text(&l), "abandoning"), "%s", text(&l));
-		cr_assert_null(strstr(text(&l), "cut short"), "%s", text(&l));
+			     rc, th_text(&l));
+		cr_assert_null(strstr(th_text(&l), "abandoning"), "%s", th_text(&l));
+		cr_assert_null(strstr(th_text(&l), "cut short"), "%s", th_text(&l));
 		expect_whole_trace(te, file, log);
 		bb_free(&l);
 		free(file);
@@ -877,9 +845,9 @@ Test(collect_interop, a_later_second_interrupt_abandons_and_says_so, .timeout = 
 	rc = exit_status(c);
 	kill(app.pid, SIGCONT);
 	th_read_file(log, &l);
-	cr_assert(strstr(text(&l), "abandoning the rest of the stream"),
-		  "exit %d:\n%s", rc, text(&l));
-	cr_assert(strstr(text(&l), "may be incomplete"), "%s", text(&l));
+	cr_assert(strstr(th_text(&l), "abandoning the rest of the stream"),
+		  "exit %d:\n%s", rc, th_text(&l));
+	cr_assert(strstr(th_text(&l), "may be incomplete"), "%s", th_text(&l));
 	bb_free(&l);
 	proc_kill(&app);
 	free(args);
@@ -902,15 +870,15 @@ Test(collect_interop, collect_gives_up_on_a_stopped_target, .timeout = 60)
 	proc_start(&app, argv);
 	wait_socket(app.pid);
 	kill(app.pid, SIGSTOP);
-	rc = run_out(&out, "'%s' collect -p %d --duration 1 -o '%s/stopped.nettrace' 2>&1",
+	rc = th_run_fmt(&out, "'%s' collect -p %d --duration 1 -o '%s/stopped.nettrace' 2>&1",
 		     th_tool(), (int)app.pid, dir);
 	kill(app.pid, SIGCONT);
-	cr_assert_eq(rc, 1, "%s", text(&out));
-	cr_assert(strstr(text(&out), "the process is stopped (SIGSTOP or a debugger) and did "
-			 "not answer for 3 s"), "%s", text(&out));
+	cr_assert_eq(rc, 1, "%s", th_text(&out));
+	cr_assert(strstr(th_text(&out), "the process is stopped (SIGSTOP or a debugger) and did "
+			 "not answer for 3 s"), "%s", th_text(&out));
 	bb_free(&out);
-	cr_assert_eq(run_out(&out, "ls '%s'", dir), 0);
-	cr_assert_eq(out.len, 0, "a session that never started left a file: %s", text(&out));
+	cr_assert_eq(th_run_fmt(&out, "ls '%s'", dir), 0);
+	cr_assert_eq(out.len, 0, "a session that never started left a file: %s", th_text(&out));
 	bb_free(&out);
 	proc_kill(&app);
 	th_rmdir(dir);
@@ -926,16 +894,16 @@ Test(collect_interop, launch_returns_the_program_exit_status, .timeout = 120)
 	int rc;
 
 	/* 7: neither collect's own failure (1) nor a usage error (2) */
-	rc = run_out(&out, "'%s' collect --providers Ringpipe-DotnetApp -o '%s/st.nettrace' -- "
+	rc = th_run_fmt(&out, "'%s' collect --providers Ringpipe-DotnetApp -o '%s/st.nettrace' -- "
 		     "dotnet '%s' --duration 1 --exit-code 7 2>&1", th_tool(), dir, dll);
-	cr_assert(strstr(text(&out), "exited with status 7"), "%s", text(&out));
-	cr_assert(strstr(text(&out), " 0 lost (EventsLost)"), "the trace is good: %s",
-		  text(&out));
-	cr_assert_eq(rc, 7, "collect exited %d, the program 7:\n%s", rc, text(&out));
+	cr_assert(strstr(th_text(&out), "exited with status 7"), "%s", th_text(&out));
+	cr_assert(strstr(th_text(&out), " 0 lost (EventsLost)"), "the trace is good: %s",
+		  th_text(&out));
+	cr_assert_eq(rc, 7, "collect exited %d, the program 7:\n%s", rc, th_text(&out));
 	bb_free(&out);
-	cr_assert_eq(run_out(&out, "'%s' collect --help", th_tool()), 0);
-	cr_assert(strstr(text(&out), "CMD's\nexit status"), "--help does not say so:\n%s",
-		  text(&out));
+	cr_assert_eq(th_run_fmt(&out, "'%s' collect --help", th_tool()), 0);
+	cr_assert(strstr(th_text(&out), "CMD's\nexit status"), "--help does not say so:\n%s",
+		  th_text(&out));
 	bb_free(&out);
 	th_rmdir(dir);
 }
@@ -956,15 +924,15 @@ Test(collect_interop, a_provider_without_keywords_gets_all_of_them, .timeout = 1
 	proc_start(&app, argv);
 	wait_socket(app.pid);
 	/* the app forces a GC every second */
-	rc = run_out(&out, "'%s' collect -p %d --providers Microsoft-Windows-DotNETRuntime "
+	rc = th_run_fmt(&out, "'%s' collect -p %d --providers Microsoft-Windows-DotNETRuntime "
 		     "--duration 2.5 --no-rundown -o '%s' 2>&1", th_tool(), (int)app.pid, file);
-	cr_assert_eq(rc, 0, "%s", text(&out));
+	cr_assert_eq(rc, 0, "%s", th_text(&out));
 	te_counts(te, file, &counts);
-	cr_assert_gt(count_of(text(&counts), "Microsoft-Windows-DotNETRuntime/GC/Start"), 0,
-		     "no GC events without keywords:\n%s", text(&counts));
+	cr_assert_gt(th_count_of(th_text(&counts), "Microsoft-Windows-DotNETRuntime/GC/Start"), 0,
+		     "no GC events without keywords:\n%s", th_text(&counts));
 	bb_free(&out);
-	cr_assert_eq(run_out(&out, "'%s' collect --help", th_tool()), 0);
-	cr_assert_null(strstr(text(&out), "0 = all"), "--help still says so:\n%s", text(&out));
+	cr_assert_eq(th_run_fmt(&out, "'%s' collect --help", th_tool()), 0);
+	cr_assert_null(strstr(th_text(&out), "0 = all"), "--help still says so:\n%s", th_text(&out));
 	bb_free(&out);
 	bb_free(&counts);
 	proc_kill(&app);
@@ -988,30 +956,30 @@ Test(collect_interop, default_name_is_the_program_and_files_are_not_overwritten,
 
 	proc_start(&app, argv);
 	wait_socket(app.pid);
-	rc = run_out(&out, "cd '%s' && '%s' collect -p %d --providers Ringpipe-DotnetApp "
+	rc = th_run_fmt(&out, "cd '%s' && '%s' collect -p %d --providers Ringpipe-DotnetApp "
 		     "--duration 1 2>&1", dir, th_tool(), (int)app.pid);
-	cr_assert_eq(rc, 0, "%s", text(&out));
-	cr_assert_eq(run_out(&names, "cd '%s' && ls", dir), 0);
+	cr_assert_eq(rc, 0, "%s", th_text(&out));
+	cr_assert_eq(th_run_fmt(&names, "cd '%s' && ls", dir), 0);
 	snprintf(want, sizeof(want), "DotnetApp_%d_", (int)app.pid);
-	cr_assert(!strncmp(text(&names), want, strlen(want)) &&
-		  strstr(text(&names), ".nettrace\n") && !strchr(text(&names), ' '),
-		  "want one %sYYYYMMDD_HHMMSS.nettrace, got:\n%s", want, text(&names));
-	cr_assert(asprintf(&file, "%s/%.*s", dir, (int)strcspn(text(&names), "\n"),
-			   text(&names)) > 0);
+	cr_assert(!strncmp(th_text(&names), want, strlen(want)) &&
+		  strstr(th_text(&names), ".nettrace\n") && !strchr(th_text(&names), ' '),
+		  "want one %sYYYYMMDD_HHMMSS.nettrace, got:\n%s", want, th_text(&names));
+	cr_assert(asprintf(&file, "%s/%.*s", dir, (int)strcspn(th_text(&names), "\n"),
+			   th_text(&names)) > 0);
 	cr_assert_eq(th_read_file(file, &before), 0);
 	/* again into the same file: refused, the first trace kept */
 	bb_free(&out);
-	rc = run_out(&out, "'%s' collect -p %d --providers Ringpipe-DotnetApp --duration 1 "
+	rc = th_run_fmt(&out, "'%s' collect -p %d --providers Ringpipe-DotnetApp --duration 1 "
 		     "-o '%s' 2>&1", th_tool(), (int)app.pid, file);
-	cr_assert_eq(rc, 1, "%s", text(&out));
-	cr_assert(strstr(text(&out), "exists; pass --force to overwrite it"), "%s", text(&out));
+	cr_assert_eq(rc, 1, "%s", th_text(&out));
+	cr_assert(strstr(th_text(&out), "exists; pass --force to overwrite it"), "%s", th_text(&out));
 	cr_assert_eq(th_read_file(file, &after), 0);
 	cr_assert(before.len == after.len && !memcmp(before.p, after.p, before.len),
 		  "the first trace was changed");
 	bb_free(&out);
-	rc = run_out(&out, "'%s' collect -p %d --providers Ringpipe-DotnetApp --duration 1 "
+	rc = th_run_fmt(&out, "'%s' collect -p %d --providers Ringpipe-DotnetApp --duration 1 "
 		     "-o '%s' --force 2>&1", th_tool(), (int)app.pid, file);
-	cr_assert_eq(rc, 0, "--force: %s", text(&out));
+	cr_assert_eq(rc, 0, "--force: %s", th_text(&out));
 	bb_free(&out);
 	bb_free(&names);
 	bb_free(&before);
@@ -1049,24 +1017,24 @@ Test(collect_demo, ps_and_collect_work_on_ringpipe_demo, .timeout = 120)
 	cr_assert(asprintf(&file, "%s/demo.nettrace", dir) > 0);
 	proc_start(&app, argv);
 	wait_socket(app.pid);
-	rc = run_out(&out, "'%s' ps 2>&1", th_tool());
-	cr_assert_eq(rc, 0, "%s", text(&out));
+	rc = th_run_fmt(&out, "'%s' ps 2>&1", th_tool());
+	cr_assert_eq(rc, 0, "%s", th_text(&out));
 	snprintf(want, sizeof(want), "\n%7d  ringpipe-demo ", (int)app.pid);
-	cr_assert(strstr(text(&out), want), "pid %d not listed:\n%s", (int)app.pid, text(&out));
+	cr_assert(strstr(th_text(&out), want), "pid %d not listed:\n%s", (int)app.pid, th_text(&out));
 	bb_free(&out);
-	rc = run_out(&out, "'%s' collect -p %d --providers "
+	rc = th_run_fmt(&out, "'%s' collect -p %d --providers "
 		     "'Ringpipe-Demo,Ringpipe-Demo-Counters:0:0:EventCounterIntervalSec=1' "
 		     "--buffering-mode block --duration 2.5 -o '%s' 2>&1", th_tool(),
 		     (int)app.pid, file);
-	cr_assert_eq(rc, 0, "collect exited %d: %s", rc, text(&out));
+	cr_assert_eq(rc, 0, "collect exited %d: %s", rc, th_text(&out));
 	te_counts(te, file, &counts);
-	cr_assert_gt(count_of(text(&counts), "Ringpipe-Demo/Tick"), 500, "%s", text(&counts));
-	start = count_of(text(&counts), "Ringpipe-Demo/Work/Start");
-	stop = count_of(text(&counts), "Ringpipe-Demo/Work/Stop");
-	cr_assert(start > 0 && start <= stop + 2 && stop <= start + 2, "%s", text(&counts));
-	cr_assert_geq(count_of(text(&counts), "Ringpipe-Demo-Counters/EventCounters"), 2, "%s",
-		      text(&counts));
-	cr_assert(strstr(text(&counts), "#lost\t0"), "%s", text(&counts));
+	cr_assert_gt(th_count_of(th_text(&counts), "Ringpipe-Demo/Tick"), 500, "%s", th_text(&counts));
+	start = th_count_of(th_text(&counts), "Ringpipe-Demo/Work/Start");
+	stop = th_count_of(th_text(&counts), "Ringpipe-Demo/Work/Stop");
+	cr_assert(start > 0 && start <= stop + 2 && stop <= start + 2, "%s", th_text(&counts));
+	cr_assert_geq(th_count_of(th_text(&counts), "Ringpipe-Demo-Counters/EventCounters"), 2, "%s",
+		      th_text(&counts));
+	cr_assert(strstr(th_text(&counts), "#lost\t0"), "%s", th_text(&counts));
 	bb_free(&out);
 	bb_free(&counts);
 	proc_kill(&app);
