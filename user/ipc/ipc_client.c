@@ -246,7 +246,7 @@ static void target_tmpdir(pid_t pid, char *out, size_t len)
 }
 
 /* The pid in pid's innermost pid namespace (NSpid's last field), or pid. */
-static pid_t ns_pid(pid_t pid)
+pid_t ipcc_inner_pid(pid_t pid)
 {
 	char path[64], line[256];
 	pid_t inner = pid;
@@ -377,7 +377,7 @@ int ipcc_find_socket(pid_t pid, char *path, size_t len)
 	key = rp_proc_start_ticks(pid);
 	started = proc_start_wall(key);
 	target_tmpdir(pid, tmp, sizeof(tmp));
-	inner = ns_pid(pid);
+	inner = ipcc_inner_pid(pid);
 	if (inner != pid) {
 		/* another pid namespace: its /tmp through its root, its own pid */
 		snprintf(dir, sizeof(dir), "/proc/%d/root%s", (int)pid, tmp);

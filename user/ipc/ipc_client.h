@@ -71,6 +71,9 @@
  */
 int ipcc_find_socket(pid_t pid, char *path, size_t len);
 
+/* The pid in pid's innermost pid namespace (NSpid's last field), or pid. */
+pid_t ipcc_inner_pid(pid_t pid);
+
 /* The directory (with a trailing '/') a process of ours would put its socket in. */
 void ipcc_client_tmpdir(char *out, size_t len);
 

@@ -254,18 +254,6 @@ static int start_session(const struct rp_am_config *c, const char *spec)
 	return join.session ? 0 : -errno;
 }
 
-static void refuse(int sock, const char *why)
-{
-	uint8_t buf[512];
-	size_t n = strlen(why);
-
-	if (n > sizeof(buf) - sizeof(struct rp_agent_hdr))
-		n = sizeof(buf) - sizeof(struct rp_agent_hdr);
-	*(struct rp_agent_hdr *)buf = rp_agent_hdr(RP_AM_REFUSE, (uint32_t)(sizeof(struct rp_agent_hdr) + n), 0);
-	memcpy(buf + sizeof(struct rp_agent_hdr), why, n);
-	rp_agent_send(sock, buf, sizeof(struct rp_agent_hdr) + n, -1, 100);
-}
-
 /* One connection: 0 when it ended because the process exits. */
 static int converse(int sock)
 {
@@ -291,7 +279,7 @@ static int converse(int sock)
 	rp_store_relaxed(&join.sock, sock);
 	if (start_session(c, (const char *)(c + 1))) {
 		rp_store_relaxed(&join.sock, -1);
-		refuse(sock, rp_last_error());
+		rp_agent_send_text(sock, RP_AM_REFUSE, rp_last_error(), strlen(rp_last_error()), 100);
 		refused = true;
 		goto out;
 	}

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -284,6 +285,27 @@ int rp_agent_send(int sock, const void *p, size_t n, int fd, int timeout_ms)
 		if (err)
 			return err;
 	}
+}
+
+int rp_agent_send_text(int sock, uint16_t type, const char *s, size_t n, int timeout_ms)
+{
+	size_t off = 0, room = RP_AGENT_MAX_MSG - sizeof(struct rp_agent_hdr);
+	uint8_t *p = malloc(RP_AGENT_MAX_MSG);
+	int err = 0;
+
+	if (!p)
+		return -ENOMEM;
+	do {
+		size_t k = n - off < room ? n - off : room;
+		uint32_t more = off + k < n ? RP_AM_F_MORE : 0;
+
+		*(struct rp_agent_hdr *)p = rp_agent_hdr(type, (uint32_t)(sizeof(struct rp_agent_hdr) + k), more);
+		memcpy(p + sizeof(struct rp_agent_hdr), s + off, k);
+		err = rp_agent_send(sock, p, sizeof(struct rp_agent_hdr) + k, -1, timeout_ms);
+		off += k;
+	} while (!err && off < n);
+	free(p);
+	return err;
 }
 
 ssize_t rp_agent_recv(int sock, void *buf, size_t cap, int *fd, int timeout_ms)

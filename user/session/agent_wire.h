@@ -56,7 +56,7 @@ struct rp_agent_hdr {
 };
 static_assert(sizeof(struct rp_agent_hdr) == 16, "agent header size");
 
-#define RP_AM_F_MORE 0x1u	/* STATUS_REPLY: more pieces follow */
+#define RP_AM_F_MORE 0x1u	/* STATUS_REPLY, REFUSE: more pieces of the text follow */
 #define RP_AM_F_JSON 0x2u	/* STATUS: answer in JSON */
 
 struct rp_am_hello {
@@ -150,6 +150,9 @@ static inline int rp_agent_hdr_check(const void *p, size_t n)
 /* Sends one packet, with fd (>= 0) as SCM_RIGHTS; waits at most timeout_ms
  * for room. 0 or a negative errno. */
 int rp_agent_send(int sock, const void *p, size_t n, int fd, int timeout_ms);
+/* Sends n bytes of text as packets of type, every one but the last flagged
+ * RP_AM_F_MORE; 0 or a negative errno. */
+int rp_agent_send_text(int sock, uint16_t type, const char *s, size_t n, int timeout_ms);
 /* Receives one packet into buf (at most cap bytes): its length, 0 at the end
  * of the connection, -ETIMEDOUT, or another negative errno. A passed fd goes
  * to *fd (when fd is not NULL; -1 when none), any other is closed. */

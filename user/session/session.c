@@ -405,18 +405,8 @@ int rp_remote_session_end(struct rp_session *s, const struct thread_final *final
 
 	if (!s)
 		return -EINVAL;
-	pthread_mutex_lock(&s->final_lock);
-	if (n) {
-		struct thread_final *f = realloc(s->finals, (s->nfinals + n) * sizeof(*f));
-
-		if (f) {
-			memcpy(f + s->nfinals, finals, n * sizeof(*f));
-			s->finals = f;
-			s->nfinals += n;
-			s->capfinals = s->nfinals;
-		}
-	}
-	pthread_mutex_unlock(&s->final_lock);
+	for (; n; n--, finals++)
+		rp_session_add_final(s, finals->tid, finals->seq);
 	err = rp_drainer_stop(s);
 	if (stats)
 		rp_session_stats(s, stats);

@@ -352,26 +352,6 @@ static int send_hdr(int fd, uint16_t type)
 	return rp_agent_send(fd, &h, sizeof(h), -1, 100);
 }
 
-static void send_text(int fd, uint16_t type, const char *s, size_t n, uint32_t more_flag)
-{
-	size_t off = 0, room = RP_AGENT_MAX_MSG - sizeof(struct rp_agent_hdr);
-	uint8_t *p = malloc(RP_AGENT_MAX_MSG);
-
-	if (!p)
-		return;
-	do {
-		size_t k = n - off < room ? n - off : room;
-		uint32_t fl = off + k < n ? more_flag : 0;
-
-		*(struct rp_agent_hdr *)p = rp_agent_hdr(type, (uint32_t)(sizeof(struct rp_agent_hdr) + k), fl);
-		memcpy(p + sizeof(struct rp_agent_hdr), s + off, k);
-		if (rp_agent_send(fd, p, sizeof(struct rp_agent_hdr) + k, -1, 1000))
-			break;
-		off += k;
-	} while (off < n);
-	free(p);
-}
-
 static const struct nt_event_desc *lookup(void *ctx, uint32_t index);
 
 /* A packet from a process, under c->lock. Returns false when the
@@ -558,50 +538,23 @@ static int adopt(struct agent *a, struct conn *c, const struct rp_am_ready *r, i
 /* How a process that left without STOPPING ended, from its zombie. */
 static void how_it_ended(struct conn *c)
 {
-	char path[64], buf[2048], *p;
-	int fd, n;
+	struct agent_proc_stat ps;
+	int err = agent_proc_stat(c->pid, &ps);
 
-	snprintf(c->how, sizeof(c->how), "disconnected");
 	c->exit_status = -1;
-	snprintf(path, sizeof(path), "/proc/%u/stat", c->pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		snprintf(c->how, sizeof(c->how), "exited");
+	if ((err && err != -EBADMSG) || (!err && c->have_id && ps.start_time != c->id.start_time)) {
+		snprintf(c->how, sizeof(c->how), "exited");	/* reaped (or its pid reused) */
 		return;
 	}
-	n = (int)read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
+	if (err || ps.state != 'Z' || ps.exit_code < 0) {
+		snprintf(c->how, sizeof(c->how), "disconnected");
 		return;
-	buf[n] = 0;
-	p = strrchr(buf, ')');
-	if (!p || p[1] != ' ')
-		return;
-	{
-		/* fields after the comm: 3 state ... 22 starttime ... 52 exit_code */
-		unsigned long long v[64] = { 0 };
-		char state = p[2];
-		int i = 3;
-		char *q = p + 4;
-
-		while (i < 52 && *q) {
-			i++;
-			v[i] = strtoull(q, &q, 10);
-			while (*q == ' ')
-				q++;
-		}
-		if (c->have_id && v[22] != c->id.start_time) {
-			snprintf(c->how, sizeof(c->how), "exited");
-			return;
-		}
-		if (state != 'Z' || i < 52)
-			return;
-		c->exit_status = (int)v[52];
-		if (v[52] & 0x7f)
-			snprintf(c->how, sizeof(c->how), "killed by signal %llu", v[52] & 0x7f);
-		else
-			snprintf(c->how, sizeof(c->how), "exited with status %llu", (v[52] >> 8) & 0xff);
 	}
+	c->exit_status = ps.exit_code;
+	if (ps.exit_code & 0x7f)
+		snprintf(c->how, sizeof(c->how), "killed by signal %d", ps.exit_code & 0x7f);
+	else
+		snprintf(c->how, sizeof(c->how), "exited with status %d", (ps.exit_code >> 8) & 0xff);
 }
 
 static void conn_free(struct conn *c)
@@ -683,7 +636,7 @@ static bool first_packet(struct agent *a, struct conn *c, const uint8_t *p, size
 
 		c->kind = CONN_STATUS;
 		status_text(a, h->flags & RP_AM_F_JSON, &b);
-		send_text(c->fd, RP_AM_STATUS_REPLY, (const char *)b.p, b.len, RP_AM_F_MORE);
+		rp_agent_send_text(c->fd, RP_AM_STATUS_REPLY, (const char *)b.p, b.len, 1000);
 		bb_free(&b);
 		return false;	/* answered: the connection ends */
 	}
@@ -699,7 +652,7 @@ static bool first_packet(struct agent *a, struct conn *c, const uint8_t *p, size
 			int k = snprintf(why, sizeof(why), "ring ABI %u, the agent reads %u",
 					 hello->abi_version, RP_ABI_VERSION);
 
-			send_text(c->fd, RP_AM_REFUSE, why, (size_t)k, 0);
+			rp_agent_send_text(c->fd, RP_AM_REFUSE, why, (size_t)k, 1000);
 			return false;
 		}
 		c->kind = CONN_PROC;

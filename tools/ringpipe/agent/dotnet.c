@@ -50,6 +50,7 @@
 #include "dotnet.h"
 #include "tool_util.h"
 #include "hmap.h"
+#include "identity.h"
 #include "ipc_client.h"
 #include "nettrace.h"
 #include "retrace.h"
@@ -215,65 +216,6 @@ static int dn_thread_create(pthread_t *th, void *(*fn)(void *), void *arg)
 
 /* ---- /proc ------------------------------------------------------------------ */
 
-/* comm, state (field 3) and start time (field 22) from /proc/<pid>/stat;
- * 0 or -errno. */
-static int dn_read_stat(uint32_t pid, char comm[17], char *state, uint64_t *start)
-{
-	char path[64], buf[1024], *l, *r, *tok, *save = NULL;
-	ssize_t n;
-	int fd, i;
-
-	dn_fmt(path, sizeof(path), "/proc/%u/stat", pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return -ESRCH;
-	buf[n] = 0;
-	/* the comm may hold spaces and ')' itself */
-	l = strchr(buf, '(');
-	r = strrchr(buf, ')');
-	if (!l || !r || r < l)
-		return -EBADMSG;
-	dn_fmt(comm, 17, "%.*s", (int)(r - l - 1), l + 1);
-	tok = strtok_r(r + 1, " ", &save);	/* field 3, the state */
-	if (tok)
-		*state = tok[0];
-	for (i = 3; tok && i < 22; i++)
-		tok = strtok_r(NULL, " ", &save);
-	if (!tok)
-		return -EBADMSG;
-	*start = strtoull(tok, NULL, 10);
-	return 0;
-}
-
-/* The pid in pid's innermost namespace (NSpid's last), or pid. */
-static uint32_t dn_inner_pid(uint32_t pid)
-{
-	char path[64], line[256];
-	uint32_t inner = pid;
-	FILE *f;
-
-	dn_fmt(path, sizeof(path), "/proc/%u/status", pid);
-	f = fopen(path, "re");
-	if (!f)
-		return pid;
-	while (fgets(line, sizeof(line), f)) {
-		char *tok, *save = NULL;
-
-		if (strncmp(line, "NSpid:", 6))
-			continue;
-		for (tok = strtok_r(line + 6, " \t\n", &save); tok;
-		     tok = strtok_r(NULL, " \t\n", &save))
-			inner = (uint32_t)strtoul(tok, NULL, 10);
-		break;
-	}
-	fclose(f);
-	return inner ? inner : pid;
-}
-
 static bool dn_maps_coreclr(uint32_t pid)
 {
 	char path[64], *line = NULL;
@@ -416,7 +358,7 @@ static bool dn_candidate(struct agent_dotnet *a, uint32_t pid, uint64_t start,
 		return true;
 	dd = dn_dir_of(a, pid);
 	if (dd && dd->n) {
-		uint32_t inner = dn_inner_pid(pid);
+		uint32_t inner = (uint32_t)ipcc_inner_pid((pid_t)pid);
 		size_t i;
 
 		for (i = 0; i < dd->n; i++)
@@ -772,7 +714,7 @@ static struct dn_proc *dn_new(struct agent_dotnet *a, uint32_t pid, uint64_t sta
 	p->a = a;
 	p->pub.pid = pid;
 	p->pub.start_time = start;
-	p->pub.inner_pid = dn_inner_pid(pid);
+	p->pub.inner_pid = (uint32_t)ipcc_inner_pid((pid_t)pid);
 	dn_fmt(p->pub.comm, sizeof(p->pub.comm), "%s", comm);
 	dn_clean_name(comm, name, sizeof(name));
 	/* a trace from before (an earlier agent, another runtime of this
@@ -846,17 +788,19 @@ static void dn_launch(struct agent_dotnet *a, struct dn_proc *p, const char *soc
  */
 static void dn_look(struct agent_dotnet *a, uint32_t pid, bool forced, uint64_t now)
 {
-	char comm[17], sock[IPCC_PATH_MAX];
+	struct agent_proc_stat ps;
+	char sock[IPCC_PATH_MAX];
+	const char *comm = ps.comm;
 	struct dn_proc *p;
 	struct stat sb;
 	uint64_t start, retry_at = 0;
-	char pstate = 0;
 	int state = -1;
 
 	if (pid == (uint32_t)a->self || (a->o.filter && !a->o.filter(a->o.filter_ctx, pid)))
 		return;
-	if (dn_read_stat(pid, comm, &pstate, &start))
+	if (agent_proc_stat(pid, &ps))
 		return;
+	start = ps.start_time;
 	p = dn_find(a, pid, start);
 	if (p)
 		p->seen_gen = a->gen;
@@ -866,7 +810,7 @@ static void dn_look(struct agent_dotnet *a, uint32_t pid, bool forced, uint64_t 
 	 * in its listen queue until it is full and a connect() blocks. Its
 	 * turn comes when it runs again.
 	 */
-	if (pstate == 'T' || pstate == 't')
+	if (ps.state == 'T' || ps.state == 't')
 		return;
 	if (p) {
 		if (p->th_live)
@@ -971,16 +915,15 @@ static void dn_pokes(struct agent_dotnet *a, uint64_t now)
 	a->poked = false;
 	pthread_mutex_unlock(&a->lock);
 	for (i = 0; i < n; i++) {
-		char comm[17], pstate;
-		uint64_t start;
+		struct agent_proc_stat ps;
 		struct dn_proc *p = NULL;
 		size_t k;
 		bool gone;
 
 		dn_look(a, due[i].pid, true, now);
-		gone = dn_read_stat(due[i].pid, comm, &pstate, &start) != 0;
+		gone = agent_proc_stat(due[i].pid, &ps) != 0;
 		if (!gone)
-			p = dn_find(a, due[i].pid, start);
+			p = dn_find(a, due[i].pid, ps.start_time);
 		/* done with it once it has a session (or an attempt that
 		 * failed for a reason other than a missing socket), once it
 		 * is gone, or once its window is over */

@@ -308,20 +308,56 @@ static int parse_nspids(const char *status, struct agent_identity *id)
 	return id->nnspids ? 0 : -EPROTO;
 }
 
-/* Field 22 of stat, counted after the last ')' since comm may hold any. */
-static int parse_start_time(const char *stat, uint64_t *start)
+/* Field n (3 or more) of stat, counted after the last ')' since comm may
+ * hold anything; NULL when the line is shorter. */
+static const char *stat_field(const char *stat, int n)
 {
 	const char *p = strrchr(stat, ')');
-	char *e;
 	int field;
 
-	for (field = 2; p && field < 22; field++)
+	for (field = 2; p && field < n; field++)
 		if ((p = strchr(p, ' ')))
 			p++;
+	return p && *p ? p : NULL;
+}
+
+/* Field 22 of stat: the start time. */
+static int parse_start_time(const char *stat, uint64_t *start)
+{
+	const char *p = stat_field(stat, 22);
+	char *e;
+
 	if (!p)
 		return -EPROTO;
 	*start = strtoull(p, &e, 10);
 	return e == p ? -EPROTO : 0;
+}
+
+int agent_proc_stat(uint32_t pid, struct agent_proc_stat *st)
+{
+	char path[64], buf[2048];
+	const char *l, *r, *f;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%u/stat", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return gone(-errno);
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return n < 0 ? gone(-errno) : -ESRCH;
+	buf[n] = 0;
+	l = strchr(buf, '(');
+	r = strrchr(buf, ')');
+	if (!l || !r || r < l || r[1] != ' ' || !r[2] || parse_start_time(buf, &st->start_time))
+		return -EBADMSG;
+	snprintf(st->comm, sizeof(st->comm), "%.*s", (int)(r - l - 1), l + 1);
+	st->state = r[2];
+	f = stat_field(buf, 52);
+	st->exit_code = f ? (int)strtol(f, NULL, 10) : -1;
+	return 0;
 }
 
 /* TMPDIR's first value, as getenv() finds it */

@@ -73,6 +73,17 @@ struct agent_identity {
  */
 int agent_identity_read(uint32_t pid, struct agent_identity *id);
 
+/* What /proc/PID/stat says: comm (between the first '(' and the last ')'),
+ * state (field 3), start time (22), exit code (52: a zombie's wait status;
+ * -1 on kernels without it). 0, -ESRCH (gone), -EBADMSG. */
+struct agent_proc_stat {
+	char comm[17];
+	char state;
+	uint64_t start_time;
+	int exit_code;
+};
+int agent_proc_stat(uint32_t pid, struct agent_proc_stat *st);
+
 /*
  * The same through a /proc/PID directory the caller opened (O_DIRECTORY):
  * that fd pins the process, so once it has exited this gives -ESRCH, never
