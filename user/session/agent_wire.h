@@ -62,7 +62,7 @@ static_assert(sizeof(struct rp_agent_hdr) == 16, "agent header size");
 struct rp_am_hello {
 	struct rp_agent_hdr h;
 	uint32_t abi_version;	/* RP_ABI_VERSION of the process's library */
-	uint32_t pid_claimed;	/* getpid() as the process sees it: logged, never believed */
+	uint32_t pid_claimed;	/* getpid() as the process sees it; the agent ignores it */
 };
 static_assert(sizeof(struct rp_am_hello) == 24, "hello size");
 

@@ -61,11 +61,9 @@ struct conn {
 	uint32_t pid, uid;
 	struct agent_identity id;
 	bool have_id;
-	uint32_t pid_claimed;
 	pthread_mutex_t lock;		/* metas, and reads of fd */
 	struct rp_agent_desc **metas;	/* by event index */
 	size_t nmetas;
-	uint64_t metas_refused;
 	uint8_t *buf;			/* one packet */
 	struct rp_session *rs;
 	int out_fd;
@@ -73,7 +71,6 @@ struct conn {
 	struct thread_final *finals;
 	size_t nfinals;
 	bool stopping;			/* STOPPING arrived */
-	bool source_dotnet;
 	char how[64];
 	int exit_status;
 	struct rp_session_stats st;
@@ -356,12 +353,11 @@ static const struct nt_event_desc *lookup(void *ctx, uint32_t index);
 
 /* A packet from a process, under c->lock. Returns false when the
  * connection must end (a packet no honest process sends). */
-static bool handle(struct agent *a, struct conn *c, const uint8_t *p, size_t n)
+static bool handle(struct conn *c, const uint8_t *p, size_t n)
 {
 	const struct rp_agent_hdr *h = (const void *)p;
 	char why[256];
 
-	(void)a;
 	if (rp_agent_hdr_check(p, n))
 		return false;
 	switch (h->type) {
@@ -373,11 +369,8 @@ static bool handle(struct agent *a, struct conn *c, const uint8_t *p, size_t n)
 		    m->index > (1u << 24))
 			return false;
 		d = rp_agent_desc_decode(m + 1, m->desc_len, NT_FORMAT_V6, why, sizeof(why));
-		if (!d) {
-			/* its records will be refused as corrupt and counted */
-			c->metas_refused++;
-			return true;
-		}
+		if (!d)
+			return true;	/* its records are refused as corrupt, and counted */
 		if (m->index >= c->nmetas) {
 			size_t nn = (size_t)m->index * 2 + 16;
 			struct rp_agent_desc **v = realloc(c->metas, nn * sizeof(*v));
@@ -439,7 +432,7 @@ static const struct nt_event_desc *lookup(void *ctx, uint32_t index)
 				close(fd);
 			if (n <= 0)
 				break;
-			if (!handle(NULL, c, c->buf, (size_t)n))
+			if (!handle(c, c->buf, (size_t)n))
 				break;
 		}
 	}
@@ -656,7 +649,6 @@ static bool first_packet(struct agent *a, struct conn *c, const uint8_t *p, size
 			return false;
 		}
 		c->kind = CONN_PROC;
-		c->pid_claimed = hello->pid_claimed;
 		c->have_id = !agent_identity_read(c->pid, &c->id);
 		if (!c->have_id) {
 			memset(&c->id, 0, sizeof(c->id));
@@ -715,7 +707,7 @@ static bool conn_read(struct agent *a, struct conn *c)
 		close(fd);	/* mapped (or refused): the fd is not needed */
 		return ok;
 	} else {
-		ok = handle(a, c, c->buf, (size_t)n);
+		ok = handle(c, c->buf, (size_t)n);
 	}
 	pthread_mutex_unlock(&c->lock);
 	if (fd >= 0)
