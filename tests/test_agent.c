@@ -99,15 +99,20 @@ static pid_t spawn(char *const argv[], char *const extra_env[], const char *log)
 	return pid;
 }
 
-static void agent_up_with(struct env *e, const char *mode, const char *buffer_mb,
-			  const char *providers)
+/* `ringpipe agent --socket S --output-dir D` and the NULL-ended options
+ * in more[], until it answers. */
+static void agent_up_argv(struct env *e, char *const more[])
 {
-	char *argv[] = { (char *)th_tool(), "agent", "--socket", e->sock, "--output-dir", e->out,
-			 "--providers", (char *)providers, "--buffering-mode", (char *)mode,
-			 "--buffer-mb", (char *)buffer_mb, NULL };
-	uint64_t end = now_ms() + 5000;
+	char *argv[32] = { (char *)th_tool(), "agent", "--socket", e->sock, "--output-dir", e->out };
+	uint64_t end = now_ms() + 10000;
 	struct stat st;
+	size_t n = 6, i;
 
+	for (i = 0; more[i]; i++) {
+		cr_assert_lt(n, 31u);
+		argv[n++] = more[i];
+	}
+	argv[n] = NULL;
 	e->agent = spawn(argv, NULL, th_fmt("%s/agent.log", e->dir));
 	while (stat(e->sock, &st) || !S_ISSOCK(st.st_mode)) {
 		cr_assert_lt(now_ms(), end, "the agent did not create %s", e->sock);
@@ -124,6 +129,15 @@ static void agent_up_with(struct env *e, const char *mode, const char *buffer_mb
 		cr_assert_lt(now_ms(), end, "the agent does not answer on %s", e->sock);
 		sleep_ms(10);
 	}
+}
+
+static void agent_up_with(struct env *e, const char *mode, const char *buffer_mb,
+			  const char *providers)
+{
+	char *more[] = { "--providers", (char *)providers, "--buffering-mode", (char *)mode,
+			 "--buffer-mb", (char *)buffer_mb, NULL };
+
+	agent_up_argv(e, more);
 }
 
 static void agent_up(struct env *e, const char *mode, const char *buffer_mb)
@@ -196,11 +210,11 @@ static char *file_of(const struct env *e, pid_t pid, int nth)
 	struct dirent *de;
 	DIR *d = opendir(e->out);
 	int seen = 0;
-	char *names[16];
+	char *names[256];
 	int n = 0, i, j;
 
 	cr_assert_not_null(d, "%s", e->out);
-	while ((de = readdir(d)) && n < 16)
+	while ((de = readdir(d)) && n < 256)
 		if (strstr(de->d_name, pat) && strstr(de->d_name, ".nettrace") &&
 		    strncmp(de->d_name, "ringpipe-agent_", 15))
 			names[n++] = strdup(de->d_name);
@@ -246,12 +260,43 @@ struct counts {
 	int err;
 };
 
+static struct counts count_ticks_from(const char *file, pid_t pid, uint64_t next[256]);
+
 /* Tick events of provider AgentTest in file: all on pid, each thread's
  * counters 0, 1, 2, ... */
 static struct counts count_ticks(const char *file, pid_t pid)
 {
+	uint64_t next[256] = { 0 };
+
+	return count_ticks_from(file, pid, next);
+}
+
+/* The same over every file of pid in order (a rotated trace), each
+ * thread's counters running on from one file into the next; *nfiles
+ * says how many, and c.lost adds up each file's EventsLost. */
+static struct counts count_ticks_all(const struct env *e, pid_t pid, int *nfiles)
+{
 	struct counts c = { 0 };
 	uint64_t next[256] = { 0 };
+	char *f;
+	int k;
+
+	for (k = 1; (f = file_of(e, pid, k)); k++) {
+		struct counts one = count_ticks_from(f, pid, next);
+
+		cr_assert_eq(one.err, 0, "%s does not read to its end", f);
+		c.ticks += one.ticks;
+		c.bad_pid += one.bad_pid;
+		c.gaps += one.gaps;
+		c.lost += one.lost;
+	}
+	*nfiles = k - 1;
+	return c;
+}
+
+static struct counts count_ticks_from(const char *file, pid_t pid, uint64_t next[256])
+{
+	struct counts c = { 0 };
 	struct nt_reader *r = nt_reader_open(file);
 	struct nt_rec rec;
 	int rc;
@@ -282,20 +327,27 @@ static struct counts count_ticks(const char *file, pid_t pid)
 	return c;
 }
 
-/* `ringpipe dump` of the agent's trace: the lines of event NAME about pid. */
-static char *agent_events(const struct env *e, const char *name, pid_t pid)
+/* `ringpipe dump FILE`: the lines of event NAME about pid, one string. */
+static char *events_in(const char *file, const char *name, pid_t pid)
 {
 	struct bytebuf out = { 0 }, sel = { 0 };
 	char *key = th_fmt("\"name\":\"%s\"", name), *pk = th_fmt("\"Pid\":%d,", pid), *line;
 
-	cr_assert_eq(th_tool_run(th_fmt("dump '%s'", agent_trace(e)), &out), 0, "%s", out.p);
+	cr_assert_eq(th_tool_run(th_fmt("dump '%s'", file), &out), 0, "%s", out.p);
 	for (line = strtok((char *)out.p, "\n"); line; line = strtok(NULL, "\n"))
 		if (strstr(line, key) && strstr(line, pk)) {
 			bb_append(&sel, line, strlen(line));
 			bb_append(&sel, "\n", 1);
 		}
 	bb_append(&sel, "", 1);
+	bb_free(&out);
 	return (char *)sel.p;
+}
+
+/* The same in the agent's trace. */
+static char *agent_events(const struct env *e, const char *name, pid_t pid)
+{
+	return events_in(agent_trace(e), name, pid);
 }
 
 static void tracedump_counts(const char *file, uint64_t ticks)
@@ -667,29 +719,42 @@ Test(agent, hostile_peers_cannot_crash_hang_or_mislead_it, .timeout = 120,
 /* What a container test made, undone by its .fini also when an assertion
  * failed half-way: the processes first, then the cgroups, deepest first
  * (a parent another test still uses stays). */
-static char *made_cg;
+static char *made_cg[3];
 static size_t made_mnt_len;
 
 static void containers_fini(void)
 {
-	agent_fini();
-	while (made_cg && strlen(made_cg) > made_mnt_len + 1) {
-		struct timespec ts = { 0, 10000000 };
-		int k;
+	size_t i;
 
-		/* a killed process leaves its cgroup a moment later */
-		for (k = 0; k < 100 && rmdir(made_cg) && errno == EBUSY; k++)
-			nanosleep(&ts, NULL);
-		*strrchr(made_cg, '/') = 0;
+	agent_fini();
+	for (i = 0; i < 3; i++) {
+		char *cg = made_cg[i];
+
+		while (cg && strlen(cg) > made_mnt_len + 1) {
+			struct timespec ts = { 0, 10000000 };
+			int k;
+
+			/* a killed process leaves its cgroup a moment later */
+			for (k = 0; k < 100 && rmdir(cg) && errno == EBUSY; k++)
+				nanosleep(&ts, NULL);
+			*strrchr(cg, '/') = 0;
+		}
+		free(cg);
+		made_cg[i] = NULL;
 	}
-	free(made_cg);
-	made_cg = NULL;
 }
 
+/* A cgroup a test made (up to three), removed with its parents by
+ * containers_fini() */
 static void made(struct env *e, char *cg, const char *mnt)
 {
+	size_t i;
+
 	(void)e;	/* env_init() named it already */
-	made_cg = cg;
+	for (i = 0; i < 3 && made_cg[i]; i++)
+		;
+	cr_assert_lt(i, 3u);
+	made_cg[i] = cg;
 	made_mnt_len = strlen(mnt);
 }
 
@@ -920,8 +985,11 @@ Test(agent, the_command_checks_its_options_and_stops_on_time, .timeout = 60,
 	cr_assert_eq(th_tool_run("agent --socket /nonexistent/x.sock", &out), 2);
 	cr_assert(strstr((char *)out.p, "nothing to collect"), "%s", out.p);
 	out.len = 0;
-	cr_assert_eq(th_tool_run("agent --providers X --rotate-mb 64", &out), 2);
-	cr_assert(strstr((char *)out.p, "--rotate-mb is not available"), "%s", out.p);
+	cr_assert_eq(th_tool_run("agent --providers X --rotate-mb 0", &out), 2);
+	cr_assert(strstr((char *)out.p, "--rotate-mb must be 1 to"), "%s", out.p);
+	out.len = 0;
+	cr_assert_eq(th_tool_run("agent --providers X --rotate-s soon", &out), 2);
+	cr_assert(strstr((char *)out.p, "--rotate-s must be 1 to"), "%s", out.p);
 	out.len = 0;
 	cr_assert_eq(th_tool_run("agent --kernel fork", &out), 2);
 	cr_assert(strstr((char *)out.p, "--kernel takes exec and/or sched"), "%s", out.p);
@@ -1047,7 +1115,7 @@ Test(agent, cpython_in_a_container_through_its_usdt_probes, .timeout = 120,
 	char *cg, *cmd, *line, msg[256];
 	struct bytebuf out = { 0 };
 	struct agent_identity idn;
-	uint64_t gcs = 0, execs = 0, end;
+	uint64_t gcs = 0, execs = 0, named = 0, end;
 	pid_t sh, host_pid = 0;
 	int st;
 
@@ -1099,6 +1167,13 @@ Test(agent, cpython_in_a_container_through_its_usdt_probes, .timeout = 120,
 	for (line = strtok((char *)out.p, "\n"); line; line = strtok(NULL, "\n")) {
 		if (!strstr(line, th_fmt("\"Pid\":%d,", host_pid)))
 			continue;
+		if (strstr(line, "\"provider\":\"Ringpipe-Agent\"")) {
+			/* the agent's own event naming it: seen by the capture only */
+			cr_assert(strstr(line, "\"Source\":\"kernel\""), "%s", line);
+			cr_assert(strstr(line, th_fmt("\"ContainerId\":\"%s\"", id)), "%s", line);
+			named++;
+			continue;
+		}
 		/* in its container, yet on the host's pid and its cgroup */
 		cr_assert(strstr(line, th_fmt("\"CgroupId\":%llu,", (unsigned long long)idn.cgroup_id)),
 			  "%s", line);
@@ -1112,6 +1187,508 @@ Test(agent, cpython_in_a_container_through_its_usdt_probes, .timeout = 120,
 	}
 	cr_assert_geq(gcs, 40u, "%llu GC/Start events of pid %d", (unsigned long long)gcs, host_pid);
 	cr_assert_eq(execs, 1u);
+	cr_assert_geq(named, 1u, "no Process event for pid %d", host_pid);
 	tracedump_ok(agent_trace(&e));
+	containers_fini();
+}
+
+/* ---- rotation ----------------------------------------------------------------- */
+
+/* The agent's traces, in the order they were written. */
+static size_t agent_traces(const struct env *e, char **out, size_t max)
+{
+	struct dirent *de;
+	DIR *d = opendir(e->out);
+	size_t n = 0, i, j;
+
+	cr_assert_not_null(d);
+	while ((de = readdir(d)) && n < max)
+		if (!strncmp(de->d_name, "ringpipe-agent_", 15))
+			out[n++] = th_fmt("%s/%s", e->out, de->d_name);
+	closedir(d);
+	for (i = 0; i < n; i++)
+		for (j = i + 1; j < n; j++)
+			if (strlen(out[j]) < strlen(out[i]) ||
+			    (strlen(out[j]) == strlen(out[i]) && strcmp(out[j], out[i]) < 0)) {
+				char *t = out[i];
+
+				out[i] = out[j];
+				out[j] = t;
+			}
+	return n;
+}
+
+/* How many lines of `ringpipe dump FILE` have all of the given texts. */
+static uint64_t dump_lines(const char *file, const char *a, const char *b)
+{
+	struct bytebuf out = { 0 };
+	uint64_t n = 0;
+	char *line;
+
+	cr_assert_eq(th_tool_run(th_fmt("dump '%s'", file), &out), 0, "%s: %s", file, out.p);
+	for (line = strtok((char *)out.p, "\n"); line; line = strtok(NULL, "\n"))
+		if (strstr(line, a) && (!b || strstr(line, b)))
+			n++;
+	bb_free(&out);
+	return n;
+}
+
+Test(agent, rotated_files_each_read_alone_and_together_hold_every_event, .timeout = 180,
+     .fini = agent_fini)
+{
+	static struct env e;	/* the fini undoes it */
+	char *more[] = { "--providers", "AgentTest", "--buffering-mode", "block", "--buffer-mb", "1",
+			 "--rotate-mb", "1", NULL };
+	char *traces[8];
+	uint64_t w, d, files_named;
+	struct counts c;
+	pid_t pid;
+	int nf, k;
+
+	SKIP_MANY_WRITERS_UNDER_TSAN();
+
+	env_init(&e);
+	agent_up_argv(&e, more);
+	run_producer(&e, 4, 100000, &w, &d, &pid);
+	cr_assert_eq(w, 400000u);
+	cr_assert_eq(d, 0u);
+	cr_assert_eq(agent_down(&e), 0);
+	/* a 1 MiB limit on some 7 MB of trace: several files, which together
+	 * hold every event once, each thread's counters running on from one
+	 * file into the next, and no loss in any */
+	c = count_ticks_all(&e, pid, &nf);
+	cr_assert_geq(nf, 3, "only %d files for pid %d", nf, pid);
+	cr_assert_eq(c.ticks, 400000u, "the files hold %llu", (unsigned long long)c.ticks);
+	cr_assert_eq(c.gaps, 0u);
+	cr_assert_eq(c.bad_pid, 0u);
+	cr_assert_eq(c.lost, 0);
+	/* each reads alone, with TraceEvent too: its own event types, its own
+	 * sequence numbers (a file that started numbering where the last
+	 * ended would show that many lost) */
+	for (k = 1; k <= nf; k++) {
+		char *f = file_of(&e, pid, k);
+		struct counts one = count_ticks(f, pid);
+
+		cr_assert_eq(one.lost, 0, "%s", f);
+		if (one.ticks)
+			tracedump_counts(f, one.ticks);
+		else
+			tracedump_ok(f);
+	}
+	/* the agent's trace says where the process's trace went on */
+	cr_assert_eq(agent_traces(&e, traces, 8), 1u);
+	files_named = dump_lines(traces[0], "\"name\":\"TraceFile\"", th_fmt("\"Pid\":%d,", pid));
+	cr_assert_eq(files_named, (uint64_t)nf - 1, "%llu TraceFile events for %d files",
+		     (unsigned long long)files_named, nf);
+	env_fini(&e);
+}
+
+Test(agent, periodic_rotation_names_every_process_again_and_losses_add_up, .timeout = 180,
+     .fini = agent_fini)
+{
+	static struct env e;	/* the fini undoes it */
+	char *more[] = { "--providers", "AgentTest", "--buffering-mode", "drop", "--buffer-mb", "1",
+			 "--rotate-s", "1", "--merge", NULL };
+	char *traces[64], *line = NULL;
+	struct bytebuf out = { 0 };
+	uint64_t w, d, end;
+	struct counts c;
+	pid_t pid, sh;
+	int idle = 0, nf, k;
+	size_t nt, i;
+
+	SKIP_MANY_WRITERS_UNDER_TSAN();
+
+	env_init(&e);
+	agent_up_argv(&e, more);
+	/* one process that joins and stays, another that writes 2,000,000
+	 * events into 1 MiB and drops some */
+	sh = spawn_sh(th_fmt("RINGPIPE_AGENT='%s' exec '%s' AgentTest 1 0 idle", e.sock, producer_bin()),
+		      th_fmt("%s/idle.out", e.dir));
+	made_pids[0] = sh;
+	end = now_ms() + 10000;
+	while (!idle) {
+		out.len = 0;
+		th_read_file(th_fmt("%s/idle.out", e.dir), &out);
+		if (out.len && (line = strstr(th_text(&out), "{\"pid\":")))
+			idle = atoi(line + 7);
+		cr_assert_lt(now_ms(), end, "the idle process did not join");
+		if (!idle)
+			sleep_ms(20);
+	}
+	run_producer(&e, 2, 1000000, &w, &d, &pid);
+	cr_assert_eq(w + d, 2000000u);
+	sleep_ms(2500);
+	cr_assert_eq(agent_down(&e), 0);
+	/* Drop across files: what was taken is in them, what was not is
+	 * counted in them, exactly */
+	c = count_ticks_all(&e, pid, &nf);
+	cr_assert_eq(c.ticks, w);
+	cr_assert_eq((uint64_t)c.lost, d, "the files count %lld lost, the process dropped %llu",
+		     (long long)c.lost, (unsigned long long)d);
+	cr_assert_eq(c.gaps + c.bad_pid, d ? c.gaps : 0u);
+	/* every second, every file: the idle process's too, and the agent's,
+	 * each of which names every process still there */
+	c = count_ticks_all(&e, idle, &nf);
+	cr_assert_geq(nf, 3, "the idle process has %d files", nf);
+	nt = agent_traces(&e, traces, 64);
+	cr_assert_geq(nt, 3u, "%zu agent traces", nt);
+	for (i = 0; i < nt; i++) {
+		uint64_t named = dump_lines(traces[i], "\"name\":\"Process\"", th_fmt("\"Pid\":%d,", idle));
+
+		cr_assert_geq(named, 1u, "%s does not name pid %d", traces[i], idle);
+		tracedump_ok(traces[i]);
+	}
+	for (k = 1; k <= nf; k++)
+		tracedump_ok(file_of(&e, idle, k));
+	{
+		/* --merge: each period's files in one, every file of the run
+		 * in exactly one of them */
+		struct dirent *de;
+		DIR *dd = opendir(e.out);
+		uint64_t ticks = 0, merged = 0;
+		int64_t lost = 0;
+
+		cr_assert_not_null(dd);
+		while ((de = readdir(dd)))
+			if (!strncmp(de->d_name, "ringpipe-host_", 14)) {
+				char *f = th_fmt("%s/%s", e.out, de->d_name);
+
+				c = count_ticks(f, pid);
+				cr_assert_eq(c.err, 0, "%s", f);
+				ticks += c.ticks;
+				lost += c.lost;
+				tracedump_ok(f);
+				merged++;
+			}
+		closedir(dd);
+		cr_assert_geq(merged, 2u, "%llu merged files", (unsigned long long)merged);
+		cr_assert_eq(ticks, w);
+		cr_assert_eq((uint64_t)lost, d);
+	}
+	kill(sh, SIGKILL);
+	waitpid(sh, NULL, 0);
+	made_pids[0] = 0;
+	env_fini(&e);
+}
+
+/* ---- one agent, one run ----------------------------------------------------- */
+
+/* The Process events of pid in trace name it as given (NULL: not looked
+ * at); NsPids starts with its host pid, and says "PID,1" when inner. */
+static void assert_named(const char *trace, pid_t pid, const char *source, const char *id,
+			 const char *uid, const char *runtime, const char *qos, bool inner)
+{
+	char *ev = events_in(trace, "Process", pid);
+
+	cr_assert(strstr(ev, th_fmt("\"Source\":\"%s\"", source)), "%s", ev);
+	cr_assert(strstr(ev, th_fmt("\"ContainerId\":\"%s\"", id)), "%s", ev);
+	if (uid)
+		cr_assert(strstr(ev, th_fmt("\"PodUid\":\"%s\"", uid)), "%s", ev);
+	if (runtime)
+		cr_assert(strstr(ev, th_fmt("\"Runtime\":\"%s\"", runtime)), "%s", ev);
+	if (qos)
+		cr_assert(strstr(ev, th_fmt("\"QosClass\":\"%s\"", qos)), "%s", ev);
+	cr_assert(strstr(ev, th_fmt(inner ? "\"NsPids\":\"%d,1\"" : "\"NsPids\":\"%d", pid)), "%s", ev);
+}
+
+/* Every event of file on pid (ringpipe's reader); how many. */
+static uint64_t all_on(const char *file, pid_t pid)
+{
+	struct nt_reader *r = nt_reader_open(file);
+	struct nt_rec rec;
+	uint64_t n = 0;
+	int rc;
+
+	cr_assert_not_null(r, "%s", file);
+	while ((rc = nt_reader_next(r, &rec)) > 0) {
+		cr_assert_eq(rec.pid, (int64_t)pid, "%s: an event of %s/%s on pid %lld", file,
+			     rec.meta->provider, rec.meta->name, (long long)rec.pid);
+		n++;
+	}
+	cr_assert_eq(rc, 0, "%s: %s", file, nt_reader_errmsg(r));
+	nt_reader_free(r);
+	return n;
+}
+
+/* TraceDump threads' lines "PID/TID\tN": their sum for pid. */
+static uint64_t te_pid_sum(const struct bytebuf *te, pid_t pid)
+{
+	char *key = th_fmt("\n%d/", pid);
+	const char *p = (const char *)te->p;
+	uint64_t n = 0;
+
+	if (!strncmp(p, key + 1, strlen(key) - 1))
+		n += strtoull(strchr(p, '\t') + 1, NULL, 10);
+	for (; (p = strstr(p, key)); p++)
+		n += strtoull(strchr(p + 1, '\t') + 1, NULL, 10);
+	return n;
+}
+
+/* A kubepods cgroup for a test container, made; its path in *cg. */
+static char *pod_cgroup(struct env *e, const char *mnt, const char *form, char uid[37])
+{
+	char uid_[37], *cg;
+	size_t i;
+	static unsigned nth;
+
+	snprintf(uid, 37, "%08x-%04x-4abc-8def-%012llx", (unsigned)getpid(), ++nth,
+		 (unsigned long long)now_ms());
+	for (i = 0; i < 37; i++)
+		uid_[i] = uid[i] == '-' ? '_' : uid[i];
+	cg = th_fmt(form, mnt, uid_);
+	cr_assert_eq(system(th_fmt("mkdir -p '%s'", cg)), 0);
+	made(e, strdup(cg), mnt);
+	return cg;
+}
+
+Test(agent, one_agent_one_run_finds_every_process_of_every_container, .timeout = 300,
+     .fini = containers_fini)
+{
+	static const char id_demo[] = "a1a1a1a1b2b2b2b2c3c3c3c3d4d4d4d4e5e5e5e5f6f6f6f60707070718181818";
+	static const char id_app[] = "9f8e7d6c5b4a39281706f5e4d3c2b1a09f8e7d6c5b4a39281706f5e4d3c2b1a0";
+	static const char id_py[] = "31415926535897932384626433832795028841971693993751058209749445aa";
+	static struct env e;	/* the fini undoes it */
+	const char *mnt = agent_cgroup2_mount(), *dll = th_dotnet_app(), *why = NULL;
+	char uid_demo[37], uid_app[37], uid_py[37], dllabs[4096], msg[256];
+	char *cg_demo, *cg_app, *cg_py, *f_app = NULL, *trace, *line;
+	char *more[] = { "--providers", "AgentTest,Ringpipe-Demo", "--buffering-mode", "block",
+			 "--buffer-mb", "1", "--dotnet", "--dotnet-providers", "Ringpipe-DotnetApp",
+			 "--usdt", "python", "--kernel", "exec", "--merge", NULL };
+	struct bytebuf out = { 0 };
+	unsigned long long early_w = 0, early_d = 0, demo_said = 0, demo_traced = 0, app_said = 0;
+	uint64_t late_w, late_d, end, gcs = 0;
+	pid_t early = 0, late, sh_demo, sh_app, sh_py, demo = 0, app = 0, py = 0;
+	struct counts c;
+	FILE *pf;
+	int st;
+
+	SKIP_MANY_WRITERS_UNDER_TSAN();
+	if (!th_tracedump(&why))
+		TH_SKIP_OR_FAIL("%s", why);
+	if (geteuid() != 0 || !mnt || system("command -v unshare >/dev/null 2>&1"))
+		cr_skip_test("needs root, a cgroup2 mount and unshare(1) to make a container");
+	if (access("/usr/bin/python3.11", X_OK))
+		cr_skip_test("/usr/bin/python3.11 is not installed (Debian's carries the USDT probes)");
+	if (rp_capture_check_privilege(msg, sizeof(msg)))
+		cr_skip_test("%s", msg);
+	cr_assert_not_null(realpath(dll, dllabs), "%s", dll);
+	env_init(&e);
+	/* three pods: cri-o (BestEffort), containerd with the systemd driver
+	 * (Guaranteed, Burstable) */
+	cg_demo = pod_cgroup(&e, mnt, "%s/kubepods.slice/kubepods-besteffort.slice/"
+			     "kubepods-besteffort-pod%s.slice/crio-" "a1a1a1a1b2b2b2b2c3c3c3c3d4d4d4d4"
+			     "e5e5e5e5f6f6f6f60707070718181818.scope", uid_demo);
+	cg_app = pod_cgroup(&e, mnt, "%s/kubepods.slice/kubepods-pod%s.slice/cri-containerd-"
+			    "9f8e7d6c5b4a39281706f5e4d3c2b1a09f8e7d6c5b4a39281706f5e4d3c2b1a0.scope",
+			    uid_app);
+	cg_py = pod_cgroup(&e, mnt, "%s/kubepods.slice/kubepods-burstable.slice/"
+			   "kubepods-burstable-pod%s.slice/cri-containerd-"
+			   "31415926535897932384626433832795028841971693993751058209749445aa.scope",
+			   uid_py);
+
+	/* on the host, before the agent: it waits for a session, and joins
+	 * when the agent comes */
+	pf = popen(th_fmt("RINGPIPE_AGENT='%s' '%s' AgentTest 2 30000 2>>'%s/producer.log'", e.sock,
+			  producer_bin(), e.dir), "r");
+	cr_assert_not_null(pf);
+	sleep_ms(700);
+	agent_up_argv(&e, more);
+
+	/* after it, in their containers: the demo (joins through the socket
+	 * mounted in), a .NET 10 app (found through its own /tmp by its
+	 * innermost pid, held at startup until the agent resumes it),
+	 * CPython (its USDT probes) */
+	sh_demo = spawn_sh(th_fmt("echo $$ > '%s/cgroup.procs'; exec unshare -p -m -f --mount-proc sh -c "
+				  "'mount --bind %s /mnt && mount -t tmpfs tmpfs /tmp && "
+				  "exec env RINGPIPE_AGENT=/mnt/agent.sock %s --threads 4 --rate 20000 "
+				  "--duration 3 --alloc-threads 0 --jit-threads 0 --heap-nodes 1000'",
+				  cg_demo, e.dir, realpath(th_demo_bin(), NULL)),
+			   th_fmt("%s/demo.out", e.dir));
+	made_pids[0] = sh_demo;
+	sh_app = spawn_sh(th_fmt("echo $$ > '%s/cgroup.procs'; exec unshare -p -m -f --mount-proc "
+				 "--kill-child sh -c 'mount -t tmpfs tmpfs /tmp && export TMPDIR=/tmp "
+				 "DOTNET_DefaultDiagnosticPortSuspend=1 && exec dotnet %s --rate 100 "
+				 "--duration 2'", cg_app, dllabs),
+			  th_fmt("%s/app.out", e.dir));
+	made_pids[1] = sh_app;
+	sh_py = spawn_sh(th_fmt("echo $$ > '%s/cgroup.procs'; exec unshare -p -m -f --mount-proc "
+				"/usr/bin/python3.11 -c 'import gc, time\ntime.sleep(0.5)\nfor _ in range(40): "
+				"gc.collect()\ntime.sleep(0.5)'", cg_py),
+			 th_fmt("%s/python.out", e.dir));
+	made_pids[2] = sh_py;
+	/* and on the host, after it */
+	run_producer(&e, 2, 50000, &late_w, &late_d, &late);
+
+	end = now_ms() + 90000;
+	while (!demo || !app || !py) {
+		if (!demo)
+			demo = find_in_cgroup(cg_demo, "ringpipe-demo");
+		if (!app)
+			app = find_in_cgroup(cg_app, "dotnet");
+		if (!py)
+			py = find_in_cgroup(cg_py, "python3.11");
+		cr_assert_lt(now_ms(), end, "not started: demo %d, app %d, python %d", demo, app, py);
+		sleep_ms(10);
+	}
+	cr_assert_eq(waitpid(sh_demo, &st, 0), sh_demo);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the demo ended with 0x%x", st);
+	cr_assert_eq(waitpid(sh_py, &st, 0), sh_py);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "python ended with 0x%x", st);
+	cr_assert_eq(waitpid(sh_app, &st, 0), sh_app);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the app ended with 0x%x", st);
+	memset(made_pids, 0, sizeof(made_pids));
+	{
+		char buf[512];
+		size_t n = fread(buf, 1, sizeof(buf) - 1, pf);
+
+		buf[n] = 0;
+		cr_assert_eq(pclose(pf), 0);
+		cr_assert_eq(sscanf(buf, "{\"pid\":%d,\"written\":%llu,\"dropped\":%llu,", &early,
+				    &early_w, &early_d), 3, "%s", buf);
+	}
+	th_read_file(th_fmt("%s/demo.out", e.dir), &out);
+	cr_assert_eq(sscanf(strstr(th_text(&out), "ticks "), "ticks %llu traced %llu", &demo_said,
+			    &demo_traced), 2, "%s", out.p);
+	out.len = 0;
+	th_read_file(th_fmt("%s/app.out", e.dir), &out);
+	cr_assert(strstr(th_text(&out), "ticks "), "%s", out.p);
+	sscanf(strstr((char *)out.p, "ticks "), "ticks %llu", &app_said);
+	/* the .NET file is written once its stream has ended */
+	end = now_ms() + 20000;
+	while (!f_app) {
+		struct dirent *de;
+		DIR *d = opendir(e.out);
+
+		while (d && (de = readdir(d)))
+			if (!strncmp(de->d_name, "dotnet-", 7) && strstr(de->d_name, th_fmt("-%d-", app)) &&
+			    strstr(de->d_name, ".nettrace"))
+				f_app = th_fmt("%s/%s", e.out, de->d_name);
+		if (d)
+			closedir(d);
+		cr_assert_lt(now_ms(), end, "no .NET trace for host pid %d", app);
+		if (!f_app)
+			sleep_ms(50);
+	}
+	cr_assert_eq(agent_down(&e), 0);
+	trace = agent_trace(&e);
+
+	/* Block: every event each program wrote is in its file, on its host
+	 * pid, and nothing is lost */
+	cr_assert_eq(early_w, 60000u);
+	cr_assert_eq(early_d, 0u);
+	c = count_ticks(file_of(&e, early, 1), early);
+	cr_assert_eq(c.ticks, early_w);
+	cr_assert_eq(c.gaps + c.bad_pid, 0u);
+	cr_assert_eq(c.lost, 0);
+	tracedump_counts(file_of(&e, early, 1), early_w);
+	cr_assert_eq(late_w, 100000u);
+	cr_assert_eq(late_d, 0u);
+	c = count_ticks(file_of(&e, late, 1), late);
+	cr_assert_eq(c.ticks, late_w);
+	cr_assert_eq(c.lost, 0);
+	tracedump_counts(file_of(&e, late, 1), late_w);
+	{
+		struct bytebuf counts = { 0 };
+		char *f = file_of(&e, demo, 1);
+
+		cr_assert_not_null(f, "no trace for the demo's host pid %d", demo);
+		cr_assert_gt(demo_traced, 1000u);
+		all_on(f, demo);
+		cr_assert_eq(th_run(th_fmt("dotnet '%s' counts '%s'", th_tracedump(&why), f), &counts),
+			     0, "%s", counts.p);
+		cr_assert(strstr(th_text(&counts), th_fmt("Ringpipe-Demo/Tick\t%llu\n", demo_traced)),
+			  "the demo says %llu ticks went to a session: %s", demo_traced, counts.p);
+		cr_assert(strstr(th_text(&counts), "#lost\t0"), "%s", counts.p);
+		bb_free(&counts);
+		counts = (struct bytebuf){ 0 };
+		all_on(f_app, app);
+		cr_assert_eq(th_run(th_fmt("dotnet '%s' counts '%s'", th_tracedump(&why), f_app),
+				    &counts), 0, "%s", counts.p);
+		cr_assert(strstr(th_text(&counts), th_fmt("Ringpipe-DotnetApp/Tick\t%llu\n", app_said)),
+			  "the app says %llu ticks: %s", app_said, counts.p);
+		cr_assert(strstr(th_text(&counts), "#lost\t0"), "%s", counts.p);
+		bb_free(&counts);
+	}
+	/* CPython, seen by its probes only: on its host pid in the agent's
+	 * trace, and named there like every other process */
+	out.len = 0;
+	cr_assert_eq(th_tool_run(th_fmt("dump '%s'", trace), &out), 0);
+	for (line = strtok((char *)out.p, "\n"); line; line = strtok(NULL, "\n"))
+		if (strstr(line, "\"name\":\"GC/Start\"") && strstr(line, th_fmt("\"Pid\":%d,", py))) {
+			cr_assert(strstr(line, th_fmt("\"pid\":%d,", py)), "%s", line);
+			gcs++;
+		}
+	cr_assert_geq(gcs, 40u, "%llu GC/Start events of pid %d", (unsigned long long)gcs, py);
+	tracedump_ok(trace);
+
+	/* who each one is */
+	assert_named(trace, demo, "ringpipe", id_demo, uid_demo, "cri-o", "besteffort", true);
+	assert_named(trace, app, "dotnet", id_app, uid_app, "containerd", "guaranteed", true);
+	assert_named(trace, py, "kernel", id_py, uid_py, "containerd", "burstable", true);
+	assert_named(trace, early, "ringpipe", "", NULL, NULL, NULL, false);
+	assert_named(trace, late, "ringpipe", "", NULL, NULL, NULL, false);
+	/* one Container event each */
+	cr_assert_eq(dump_lines(trace, "\"name\":\"Container\"", id_demo), 1u);
+	cr_assert_eq(dump_lines(trace, "\"name\":\"Container\"", id_app), 1u);
+	cr_assert_eq(dump_lines(trace, "\"name\":\"Container\"", id_py), 1u);
+	/* every file in the directory reads with TraceEvent, and each
+	 * process's file has its events on its pid only */
+	{
+		struct dirent *de;
+		DIR *d = opendir(e.out);
+		int files = 0;
+
+		cr_assert_not_null(d);
+		while ((de = readdir(d)))
+			if (strstr(de->d_name, ".nettrace")) {
+				tracedump_ok(th_fmt("%s/%s", e.out, de->d_name));
+				files++;
+			}
+		closedir(d);
+		/* two host producers, the demo, the app, the agent's own, and
+		 * the demo once more: it serves the diagnostics protocol as a
+		 * .NET runtime does, so --dotnet traces it through its socket
+		 * (and any other .NET process on the host while this ran) */
+		cr_assert_geq(files, 6, "%d files in %s", files, e.out);
+	}
+	/* --merge: all of it in one multi-process file, which TraceEvent reads
+	 * with each event on its own pid */
+	{
+		struct bytebuf te = { 0 };
+		struct dirent *de;
+		DIR *d = opendir(e.out);
+		char *merged = NULL;
+
+		while (d && (de = readdir(d)))
+			if (!strncmp(de->d_name, "ringpipe-host_", 14))
+				merged = th_fmt("%s/%s", e.out, de->d_name);
+		if (d)
+			closedir(d);
+		cr_assert_not_null(merged, "no merged file in %s", e.out);
+		cr_assert_eq(th_run(th_fmt("dotnet '%s' threads '%s' N", th_tracedump(&why), merged), &te),
+			     0, "%s", te.p);
+		cr_assert_eq(te_pid_sum(&te, early), early_w, "%s", te.p);
+		cr_assert_eq(te_pid_sum(&te, late), late_w, "%s", te.p);
+		cr_assert_eq(te_pid_sum(&te, app), app_said, "%s", te.p);
+		cr_assert(strstr(th_text(&te), "#order_violations\t0\n"), "%s", te.p);
+		cr_assert(strstr(th_text(&te), "#lost\t0"), "%s", te.p);
+		bb_free(&te);
+		te = (struct bytebuf){ 0 };
+		cr_assert_eq(th_run(th_fmt("dotnet '%s' counts '%s'", th_tracedump(&why), merged), &te),
+			     0, "%s", te.p);
+		cr_assert(strstr(th_text(&te), th_fmt("Ringpipe-Demo/Tick\t%llu\n", demo_traced)),
+			  "%s", te.p);
+		cr_assert(strstr(th_text(&te), th_fmt("Ringpipe-Usdt-CPython/GC/Start\t")), "%s", te.p);
+		bb_free(&te);
+	}
+	/* and ringpipe report: each process with its container */
+	out.len = 0;
+	cr_assert_eq(th_tool_run(th_fmt("report '%s' --json", e.out), &out), 0, "%s", out.p);
+	cr_assert(strstr(th_text(&out), th_fmt("\"container_id\":\"%s\"", id_demo)), "%s", out.p);
+	cr_assert(strstr(th_text(&out), th_fmt("\"container_id\":\"%s\"", id_app)), "%s", out.p);
+	cr_assert(strstr(th_text(&out), th_fmt("\"container_id\":\"%s\"", id_py)), "%s", out.p);
+	cr_assert(strstr(th_text(&out), th_fmt("{\"pid\":%d,", demo)), "%s", out.p);
+	cr_assert(strstr(th_text(&out), th_fmt("{\"pid\":%d,", py)), "%s", out.p);
 	containers_fini();
 }

@@ -32,7 +32,8 @@
  *
  * Each of T threads writes RATE Tick events per second and, around every
  * tenth tick, a Work/Start - Work/Stop pair. Runs for --duration seconds
- * (0: until SIGINT/SIGTERM), then prints "ticks N", the Tick events written.
+ * (0: until SIGINT/SIGTERM), then prints "ticks N traced M": the Tick events written, and of
+ * them those a session took (rp_event_write() returned 0).
  *
  * --work-threads N threads burn CPU in managed code with a known split:
  * Demo.Worker.Run calls Compute, Hash and Parse, which run the same loop 5,
@@ -85,7 +86,8 @@ static const char demo_usage[] =
 "(System.Diagnostics.Metrics, what dotnet-counters asks for by default) has\n"
 "the process's CPU time and working set and the demo's GC counts and\n"
 "allocations. Runs for SECONDS (default 0:\n"
-"until SIGINT or SIGTERM), then prints \"ticks N\".\n"
+"until SIGINT or SIGTERM), then prints \"ticks N traced M\" (Tick events\n"
+"written, and of them those a session took).\n"
 "\n"
 "It also behaves as a small managed runtime (Microsoft-Windows-DotNETRuntime):\n"
 "  --heap-nodes N      live objects in the simulated heap (default 200000,\n"
@@ -115,6 +117,7 @@ static const char demo_usage[] =
 
 static int demo_stop;				/* atomic: set by signals and main */
 static uint64_t demo_ticks;			/* atomic: Tick events written */
+static uint64_t demo_traced;			/* atomic: of which a session took */
 
 static struct rp_event *ev_tick, *ev_work_start, *ev_work_stop;
 static struct rp_event *ev_counter_mean, *ev_counter_sum, *ev_session_end;
@@ -476,8 +479,8 @@ SAMPLER_MANAGED(writer_run) static void *writer_main(void *arg)
 			bb_append_u32(&p, t->index);
 			snprintf(text, sizeof(text), "tick %" PRIu64 " of thread %u", n + 1, t->index);
 			utf8_to_utf16z(&p, text);
-			if (rp_event_enabled(ev_tick))
-				write_built(ev_tick, &p);
+			if (rp_event_enabled(ev_tick) && !p.oom && !rp_event_write(ev_tick, p.p, p.len))
+				rp_add_relaxed(&demo_traced, 1);
 			rp_add_relaxed(&demo_ticks, 1);
 			if (pair) {
 				if (rp_event_enabled(ev_work_stop))
@@ -732,7 +735,8 @@ SAMPLER_MANAGED(program_main) int main(int argc, char **argv)
 	heap_stop();
 	sampler_remove_self();
 	sampler_stop();
-	printf("ticks %" PRIu64 "\n", rp_load_relaxed(&demo_ticks));
+	printf("ticks %" PRIu64 " traced %" PRIu64 "\n", rp_load_relaxed(&demo_ticks),
+	       rp_load_relaxed(&demo_traced));
 	free(t);
 	return started == threads && workers == work_threads ? 0 : 1;
 }

@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "agent.h"
+#include "agent_report.h"
 #include "agent_wire.h"
 #include "bpf_capture.h"
 #include "cmds.h"
@@ -34,6 +35,15 @@ static const char agent_usage[] =
 "  --socket PATH           the socket processes join (default " RP_AGENT_DEFAULT_SOCKET ";\n"
 "                          a process finds another one through RINGPIPE_AGENT=PATH)\n"
 "  --duration D            stop after D (30s, 5m, ...); default: at SIGINT or SIGTERM\n"
+"  --rotate-mb N           a process's file, or the agent's, goes on in the next\n"
+"                          (NAME.2.nettrace, NAME.3...) once it holds N MiB\n"
+"  --rotate-s N            every file goes on in its next at the end of each N\n"
+"                          seconds (each file reads alone; .NET files are written\n"
+"                          whole when their stream ends and do not rotate)\n"
+"  --merge                 also merge the traces of each --rotate-s period (without\n"
+"                          it, of the whole run) into one multi-process V6 file,\n"
+"                          " AGENT_MERGED_PREFIX "PID_DATE[.N].nettrace, every event on its\n"
+"                          own pid (as 'ringpipe merge' does)\n"
 "  --kernel exec,sched     process exec/fork/exit and context switches of every\n"
 "                          process, through BPF (needs CAP_BPF and CAP_PERFMON)\n"
 "  --usdt python,jvm,BINARY:PROVIDER:PROBE\n"
@@ -116,13 +126,15 @@ int cmd_agent(int argc, char **argv)
 			o.quiet = true;
 			continue;
 		}
-		if (!strcmp(opt, "--rotate-mb") || !strcmp(opt, "--rotate-s"))
-			return tool_err("agent", "%s is not available in the agent yet: each process's "
-					"trace is one file", opt), 2;
+		if (!strcmp(opt, "--merge")) {
+			o.merge = true;
+			continue;
+		}
 		if (strcmp(opt, "--providers") && strcmp(opt, "--buffering-mode") &&
 		    strcmp(opt, "--buffer-mb") && strcmp(opt, "--output-dir") && strcmp(opt, "--socket") &&
 		    strcmp(opt, "--duration") && strcmp(opt, "--dotnet-providers") &&
-		    strcmp(opt, "--kernel") && strcmp(opt, "--usdt") && strcmp(opt, "--sample"))
+		    strcmp(opt, "--kernel") && strcmp(opt, "--usdt") && strcmp(opt, "--sample") &&
+		    strcmp(opt, "--rotate-mb") && strcmp(opt, "--rotate-s"))
 			return tool_err("agent", "unknown option '%s' (see --help)", opt), 2;
 		if (!v)
 			return tool_err("agent", "option '%s' needs a value (see --help)", opt), 2;
@@ -159,6 +171,14 @@ int cmd_agent(int argc, char **argv)
 			if (tool_parse_u64(v, 65536, &mb) || !mb)
 				return tool_err("agent", "--buffer-mb must be 1 to 65536, not '%s'", v), 2;
 			o.buffer_bytes = mb << 20;
+		} else if (!strcmp(opt, "--rotate-mb")) {
+			if (tool_parse_u64(v, 1u << 20, &mb) || !mb)
+				return tool_err("agent", "--rotate-mb must be 1 to 1048576 (MiB), not '%s'", v), 2;
+			o.rotate_bytes = mb << 20;
+		} else if (!strcmp(opt, "--rotate-s")) {
+			if (tool_parse_u64(v, 31u * 24 * 3600, &mb) || !mb)
+				return tool_err("agent", "--rotate-s must be 1 to 2678400 (seconds), not '%s'", v), 2;
+			o.rotate_s = (uint32_t)mb;
 		} else if (!strcmp(opt, "--output-dir")) {
 			if (!*v)
 				return tool_err("agent", "--output-dir needs a directory"), 2;

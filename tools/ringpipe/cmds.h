@@ -17,6 +17,7 @@ int cmd_stop(int argc, char **argv);
 int cmd_gcdump(int argc, char **argv);
 int cmd_sample(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
+int cmd_merge(int argc, char **argv);
 int cmd_record(int argc, char **argv);
 int cmd_agent(int argc, char **argv);
 

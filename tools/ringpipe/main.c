@@ -37,6 +37,8 @@ static const char usage[] =
 "  convert --to speedscope|chrome|text FILE [-o OUT]\n"
 "                           samples and spans for speedscope, Perfetto, or as\n"
 "                           'perf script'-like text, symbolized\n"
+"  merge -o OUT FILE|DIR... nettrace files (a directory: its *.nettrace) into one V6\n"
+"                           file, every event under its own pid, in time order\n"
 "  agent [options]          the host agent: libringpipe processes join over its socket,\n"
 "                           .NET processes are traced, containers are tagged; 'ringpipe\n"
 "                           agent status' shows what it sees; see 'ringpipe agent --help'\n"
@@ -83,6 +85,8 @@ int main(int argc, char **argv)
 		return cmd_sample(argc - 1, argv + 1);
 	if (!strcmp(cmd, "convert"))
 		return cmd_convert(argc - 1, argv + 1);
+	if (!strcmp(cmd, "merge"))
+		return cmd_merge(argc - 1, argv + 1);
 	if (!strcmp(cmd, "agent"))
 		return cmd_agent(argc - 1, argv + 1);
 	fprintf(stderr, "ringpipe: unknown command '%s'\n\n%s", cmd, usage);

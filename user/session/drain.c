@@ -42,6 +42,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -152,6 +153,7 @@ struct drainer {
 	uint64_t written;	/* events serialized (stats.events_written) */
 	uint64_t sp_written;	/* written at the last sequence point */
 	uint64_t lost;		/* events consumed but not written: output failed */
+	uint64_t bytes_before;	/* written to the streams rotated away */
 	int running;		/* atomic: the thread runs (start order, private:
 				 * the shared drainer_tid is for other readers) */
 	bool failed;
@@ -171,6 +173,11 @@ struct drainer {
 uint64_t rp_drain_throttle_ns;
 int rp_drain_pause;
 int rp_drain_freeze;
+
+static void publish_bytes(struct drainer *d)
+{
+	rp_store_relaxed(&d->s->stats.bytes_written, d->bytes_before + nt_writer_bytes(d->w));
+}
 
 /*
  * After an output error: of the events serialized, only those in event
@@ -857,7 +864,7 @@ static size_t merge_out(struct drainer *d, uint64_t horizon)
 	rp_store_relaxed(&d->s->stats.events_written, d->written);
 	rp_store_relaxed(&d->s->stats.output_lost, d->lost);
 	if (n && d->w)
-		rp_store_relaxed(&d->s->stats.bytes_written, nt_writer_bytes(d->w));
+		publish_bytes(d);
 	return n;
 }
 
@@ -978,7 +985,7 @@ static void maybe_sequence_point(struct drainer *d, uint64_t now)
 	if (err)
 		set_output_error(d, err);
 	rp_add_relaxed(&d->s->stats.sps, 1);
-	rp_store_relaxed(&d->s->stats.bytes_written, nt_writer_bytes(d->w));
+	publish_bytes(d);
 }
 
 /*
@@ -1004,7 +1011,7 @@ static int64_t flush_aged(struct drainer *d, uint64_t now)
 		err = rp_uring_sink_flush(d->usink);
 	if (err)
 		set_output_error(d, err);
-	rp_store_relaxed(&d->s->stats.bytes_written, nt_writer_bytes(d->w));
+	publish_bytes(d);
 	return INT64_MAX;
 }
 
@@ -1033,6 +1040,62 @@ static int open_trace(struct drainer *d)
 		return -errno;
 	}
 	return 0;
+}
+
+/*
+ * rp_session_rotate()'s switch, between passes: records held for the
+ * horizon stay held and go to the new stream, which starts where this one
+ * ends. The writer's state is per stream (event types, stacks, threads'
+ * numbers), so it is made anew, and the numbers the trace shows start
+ * again from the base, while what was accepted of each thread (raw) goes
+ * on: a gap across the switch still shows, in the new stream.
+ */
+static void rotate(struct drainer *d)
+{
+	struct rp_session *s = d->s;
+	struct rp_uring_sink_opts so = { .sz = sizeof(so) };
+	struct rp_uring_sink *sink;
+	struct stat st;
+	int err = 0;
+	uint32_t i;
+
+	if (!d->failed) {
+		err = nt_writer_finish(d->w, d->last_ts + 1);
+		if (!err)
+			err = rp_uring_sink_flush(d->usink);
+		if (err)
+			set_output_error(d, err);
+		else
+			rp_add_relaxed(&s->stats.sps, 1);
+	}
+	so.is_socket = !fstat(s->rotate_fd, &st) && S_ISSOCK(st.st_mode);
+	sink = rp_uring_sink_new(s->rotate_fd, &so);
+	if (!sink) {
+		s->rotate_err = -errno;
+		return;		/* the old stream goes on (its end mark is written) */
+	}
+	d->bytes_before += nt_writer_bytes(d->w);
+	nt_writer_free(d->w);
+	d->w = NULL;
+	rp_uring_sink_free(d->usink);
+	d->usink = sink;
+	s->out_fd = s->rotate_fd;
+	s->is_socket = so.is_socket;
+	if (d->nmeta_ids)
+		memset(d->meta_ids, 0, d->nmeta_ids * sizeof(*d->meta_ids));
+	for (i = 0; i < d->seqs.cap; i++)
+		d->seqs.v[i].out = RP_SEQ_BASE;
+	if (!d->failed) {
+		int e = open_trace(d);
+
+		if (e) {
+			set_output_error(d, e);
+			err = err ? err : e;
+		}
+	}
+	d->sp_written = d->written;
+	publish_bytes(d);
+	s->rotate_err = err;
 }
 
 static void *drainer_main(void *arg)
@@ -1095,6 +1158,13 @@ static void *drainer_main(void *arg)
 			force_out(d);
 		release(d);
 		maybe_sequence_point(d, rp_clock_mono_ns());
+		/* pairs with the store_release in rp_session_rotate() */
+		if (rp_load_acquire(&s->rotate_req) && !stopping) {
+			rotate(d);
+			/* pairs with the load_acquire in rp_session_rotate() */
+			rp_store_release(&s->rotate_req, 0);
+			rp_futex_wake(&s->rotate_req, 1);
+		}
 		if (stopping && stop_done(d, got))
 			break;
 		if (rp_load_relaxed(&rp_drain_throttle_ns) && !stopping) {
@@ -1152,7 +1222,7 @@ static void *drainer_main(void *arg)
 		rp_add_relaxed(&s->stats.sps, 1);
 	}
 	rp_store_relaxed(&s->stats.output_lost, d->lost);
-	rp_store_relaxed(&s->stats.bytes_written, nt_writer_bytes(d->w));
+	publish_bytes(d);
 	return d;
 }
 

@@ -23,6 +23,7 @@
 
 #include "atomics.h"
 #include "clock.h"
+#include "futex.h"
 #include "ring_local.h"
 #include "session.h"
 
@@ -412,6 +413,34 @@ int rp_remote_session_end(struct rp_session *s, const struct thread_final *final
 		rp_session_stats(s, stats);
 	session_free(s);
 	return err;
+}
+
+int rp_session_rotate(struct rp_session *s, int new_fd)
+{
+	int old;
+
+	if (!s || new_fd < 0)
+		return -EINVAL;
+	if (!s->drainer_started || s->deferred || rp_load_acquire(&s->held) ||
+	    rp_load_acquire(&s->stop_requested))
+		return -EBUSY;
+	old = s->out_fd;
+	s->rotate_fd = new_fd;
+	s->rotate_err = 0;
+	/* pairs with the drainer's load_acquire between passes: it sees
+	 * rotate_fd */
+	rp_store_release(&s->rotate_req, 1);
+	rp_drainer_kick(s);
+	/* pairs with the drainer's store_release once switched: its
+	 * rotate_err and out_fd are seen. A pass is milliseconds; the wait
+	 * is as long as finishing the old stream on its output takes */
+	while (rp_load_acquire(&s->rotate_req))
+		rp_futex_wait(&s->rotate_req, 1, 10000000);
+	if (s->out_fd != new_fd)
+		return s->rotate_err ? s->rotate_err : -EIO;
+	if (s->own_fd && old >= 0)
+		close(old);
+	return 0;
 }
 
 /*

@@ -145,6 +145,13 @@ struct rp_session {
 					 * after its output failed */
 	} stats;			/* written by the drainer, read with relaxed atomics */
 
+	/* rotation (rp_session_rotate()): the caller stores rotate_fd, then
+	 * rotate_req with release; the drainer switches between passes and
+	 * clears rotate_req with release, rotate_err saying how it went */
+	uint32_t rotate_req;		/* atomic */
+	int rotate_fd;
+	int rotate_err;
+
 	/* final sequence numbers of threads, handed to the drainer at stop */
 	pthread_mutex_t final_lock;
 	struct thread_final *finals;
@@ -210,6 +217,24 @@ struct rp_session *rp_remote_session_start(struct rp_shm *shm, const struct rp_r
  * frees s. stats (may be NULL) receives the session's figures first. */
 int rp_remote_session_end(struct rp_session *s, const struct thread_final *finals, size_t n,
 			  struct rp_session_stats *stats);
+
+/*
+ * Rotation: the trace goes on in new_fd, a stream of its own (header,
+ * every event type defined again as it is next used, sequence numbers
+ * counted afresh per thread), and the current one is finished (its last
+ * sequence point, the end mark) and flushed first, so each file reads
+ * alone and together they hold every event exactly once, with the losses
+ * in the file where they happened. The clock anchor stays the session's,
+ * so timestamps of all the files compare. Returns once the drainer has
+ * switched: 0, and the old descriptor is then the caller's to close (or
+ * closed here when the session opened it) while new_fd is the session's;
+ * or, without a switch, new_fd still the caller's: -EBUSY for a session
+ * that is held, deferred, stopping or has no drainer, -EINVAL, or why the
+ * new output could not be set up. An error finishing the old stream is
+ * the session's output error, as any other. Not concurrently with stop.
+ * The stats' bytes_written go on counting across files.
+ */
+int rp_session_rotate(struct rp_session *s, int new_fd);
 
 /* agent_join.c: once the process has a provider, look for the host agent
  * (Documentation/agent.md); the agent itself stays out. */

@@ -37,8 +37,11 @@
 #include "bpf_capture.h"
 #include "clock.h"
 #include "dotnet.h"
+#include "agent_report.h"
+#include "hmap.h"
 #include "identity.h"
 #include "record_sample.h"
+#include "retrace.h"
 #include "sample_out.h"
 #include "symbolize.h"
 #include "ringpipe/abi.h"
@@ -52,6 +55,8 @@
 #define STOP_WAIT_MS 3000	/* agent_stop(): processes answer STOP within this */
 #define FREQ_TOLERANCE 100	/* a process's clock may differ by 1/100 */
 #define IDLE_LOOK_MS 100
+#define SEEN_QUEUE_MAX 65536u	/* pids waiting to be named; more are named later */
+#define SIZE_LOOK_MS 20	/* how often file sizes are held against --rotate-mb */
 
 enum conn_kind { CONN_NEW, CONN_PROC, CONN_STATUS };
 
@@ -74,6 +79,7 @@ struct conn {
 	char how[64];
 	int exit_status;
 	struct rp_session_stats st;
+	uint64_t file_bytes0;		/* the session's bytes when its file began */
 	struct conn *next;
 };
 
@@ -91,9 +97,35 @@ struct agent {
 	int output_failed;
 	/* the agent's own trace */
 	struct rp_provider *prov;
-	struct rp_event *ev_process, *ev_end, *ev_container;
+	struct rp_event *ev_process, *ev_end, *ev_container, *ev_file;
 	struct rp_session *trace;
+	char trace_base[480];		/* its files: BASE.nettrace, BASE.2.nettrace, ... */
 	char trace_file[512];
+	uint64_t trace_bytes0;
+	/* rotation: when the period began, when sizes were looked at */
+	uint64_t period_ns, last_size_ns;
+	/* processes the kernel capture wrote events of, queued by its
+	 * consumer (seen_pid) for a Process event; and those named so, pid
+	 * -> start time */
+	pthread_mutex_t seen_lock;
+	uint32_t *seen_q;
+	size_t nseen_q, capseen_q;
+	struct hmap named, named_comm;	/* and pid -> hash of the Comm named */
+	/* --merge: the files finished in this period, and the merge of the
+	 * last period's, on a thread of its own (done: atomic, it ended) */
+	char **closed;
+	size_t nclosed, capclosed;
+	char merged_base[480];
+	struct merge_job {
+		char **files;
+		size_t n;
+		char out[512];
+		int rc;
+		char note[1024];
+	} job;
+	pthread_t merge_thread;
+	bool merging;
+	int merge_done;
 	char **containers;		/* ids seen, for one Container event each */
 	size_t ncontainers;
 	struct agent_dotnet *dn;
@@ -150,6 +182,12 @@ static const struct rp_field end_fields[] = {
 	{ "Corrupt", RP_TYPE_U64, 0, 0, NULL },
 };
 
+static const struct rp_field file_fields[] = {
+	{ "Pid", RP_TYPE_U32, 0, 0, NULL },
+	{ "StartTime", RP_TYPE_U64, 0, 0, NULL },
+	{ "TraceFile", RP_TYPE_STRING, 0, 0, NULL },
+};
+
 static const struct rp_field container_fields[] = {
 	{ "ContainerId", RP_TYPE_STRING, 0, 0, NULL },
 	{ "PodUid", RP_TYPE_STRING, 0, 0, NULL },
@@ -157,6 +195,19 @@ static const struct rp_field container_fields[] = {
 	{ "QosClass", RP_TYPE_STRING, 0, 0, NULL },
 	{ "CgroupPath", RP_TYPE_STRING, 0, 0, NULL },
 };
+
+/* The capture's consumer: a process it wrote an event of. Named by the
+ * agent's loop (name_seen()), which reads /proc, off this thread. */
+static void on_seen_pid(void *ctx, uint32_t pid)
+{
+	struct agent *a = ctx;
+
+	pthread_mutex_lock(&a->seen_lock);
+	if (a->nseen_q < SEEN_QUEUE_MAX &&
+	    !array_grow((void **)&a->seen_q, &a->capseen_q, a->nseen_q, sizeof(*a->seen_q), 64))
+		a->seen_q[a->nseen_q++] = pid;
+	pthread_mutex_unlock(&a->seen_lock);
+}
 
 static int open_trace(struct agent *a)
 {
@@ -182,11 +233,17 @@ static int open_trace(struct agent *a)
 	eo.id = 3, eo.name = "Container", eo.fields = container_fields;
 	eo.nfields = sizeof(container_fields) / sizeof(container_fields[0]);
 	a->ev_container = rp_event_new(a->prov, &eo);
-	if (!a->ev_process || !a->ev_end || !a->ev_container)
+	eo.id = 4, eo.name = "TraceFile", eo.fields = file_fields;
+	eo.nfields = sizeof(file_fields) / sizeof(file_fields[0]);
+	a->ev_file = rp_event_new(a->prov, &eo);
+	if (!a->ev_process || !a->ev_end || !a->ev_container || !a->ev_file)
 		return -errno;
 	strftime(when, sizeof(when), "%Y%m%d_%H%M%S", localtime(&now));
-	snprintf(a->trace_file, sizeof(a->trace_file), "%s/ringpipe-agent_%d_%s.nettrace", a->o.out_dir,
+	snprintf(a->trace_base, sizeof(a->trace_base), "%.400s/ringpipe-agent_%d_%s", a->o.out_dir,
 		 getpid(), when);
+	snprintf(a->trace_file, sizeof(a->trace_file), "%s.nettrace", a->trace_base);
+	snprintf(a->merged_base, sizeof(a->merged_base), "%.400s/" AGENT_MERGED_PREFIX "%d_%s",
+		 a->o.out_dir, getpid(), when);
 	if (a->o.capture || a->o.sample_hz) {
 		/* kernel events, probes and samples of every process go into
 		 * this trace: each carries its Pid and CgroupId, to be joined
@@ -197,6 +254,8 @@ static int open_trace(struct agent *a)
 
 		a->co = a->o.capture ? *a->o.capture : (struct rp_capture_opts){ .sz = sizeof(a->co) };
 		a->co.pid = 0;
+		a->co.seen_pid = on_seen_pid;
+		a->co.seen_pid_ctx = a;
 		if (rp_capture_check_privilege(err, sizeof(err)) ||
 		    rp_capture_define(&a->co, err, sizeof(err)) ||
 		    (a->o.sample_hz && record_sampler_define())) {
@@ -306,11 +365,13 @@ static void emit_process(struct agent *a, const struct agent_identity *id, uint3
 	bb_free(&b);
 }
 
+/* unknown: events lost for no reason known (a .NET stream's EventsLost),
+ * counted with the other reasons */
 static void emit_end(struct agent *a, uint32_t pid, uint64_t start, const char *how, int status,
-		     const struct rp_session_stats *st)
+		     const struct rp_session_stats *st, uint64_t unknown)
 {
 	struct bytebuf b = { 0 };
-	uint64_t other = 0;
+	uint64_t other = unknown;
 	int i;
 
 	for (i = 0; i < RP_DROP_REASON_NR; i++)
@@ -329,6 +390,20 @@ static void emit_end(struct agent *a, uint32_t pid, uint64_t start, const char *
 	bb_append_u64(&b, st->corrupt_records);
 	if (!b.oom)
 		rp_event_write(a->ev_end, b.p, b.len);
+	bb_free(&b);
+}
+
+static void closed_add(struct agent *a, const char *path);
+
+static void emit_file(struct agent *a, uint32_t pid, uint64_t start, const char *file)
+{
+	struct bytebuf b = { 0 };
+
+	bb_append_u32(&b, pid);
+	bb_append_u64(&b, start);
+	put_str(&b, file);
+	if (!b.oom)
+		rp_event_write(a->ev_file, b.p, b.len);
 	bb_free(&b);
 }
 
@@ -455,24 +530,35 @@ static void file_name(struct agent *a, struct conn *c)
 		 (unsigned long long)c->id.start_time);
 }
 
+/* BASE.nettrace, or the first of BASE.2.nettrace, BASE.3.nettrace, ...
+ * that does not exist yet, created; its name in path. */
+static int open_next(const char *base, char *path, size_t len)
+{
+	int n, fd;
+
+	for (n = 1; n < 100000; n++) {
+		if (n > 1)
+			snprintf(path, len, "%s.%d.nettrace", base, n);
+		else
+			snprintf(path, len, "%s.nettrace", base);
+		fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+		if (fd >= 0 || errno != EEXIST)
+			return fd;
+	}
+	return errno = EEXIST, -1;
+}
+
 /* The process's trace file, new: a process that joins again (it restarted
- * its session, or the agent restarted) gets NAME.2.nettrace, and so on. */
+ * its session, or the agent restarted) or whose file rotates gets
+ * NAME.2.nettrace, and so on. */
 static int open_file(struct agent *a, struct conn *c)
 {
 	char base[480];
-	int n, fd;
 
 	file_name(a, c);
 	snprintf(base, sizeof(base), "%.*s", (int)(strlen(c->file) - strlen(".nettrace")) & 0x1ff,
 		 c->file);
-	for (n = 1; n < 10000; n++) {
-		if (n > 1)
-			snprintf(c->file, sizeof(c->file), "%s.%d.nettrace", base, n);
-		fd = open(c->file, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-		if (fd >= 0 || errno != EEXIST)
-			return fd;
-	}
-	return -1;
+	return open_next(base, c->file, sizeof(c->file));
 }
 
 /* READY: the rings. 0, or the connection ends. */
@@ -580,9 +666,10 @@ static void conn_end(struct agent *a, struct conn *c, bool answer)
 		if (c->out_fd >= 0 && close(c->out_fd))
 			a->output_failed = 1;
 		c->out_fd = -1;
+		closed_add(a, c->file);
 		if (answer && c->stopping)
 			send_hdr(c->fd, RP_AM_DRAINED);
-		emit_end(a, c->pid, c->id.start_time, c->how, c->exit_status, &c->st);
+		emit_end(a, c->pid, c->id.start_time, c->how, c->exit_status, &c->st, 0);
 		say(a, "pid %u (%s) %s: %llu events", c->pid, c->id.comm, c->how,
 		    (unsigned long long)c->st.events_written);
 	}
@@ -750,7 +837,25 @@ static void conn_accept(struct agent *a)
 
 /* ---- .NET processes ------------------------------------------------------- */
 
-static void dotnet_poll(struct agent *a)
+static void name_dotnet(struct agent *a, const struct agent_dotnet_proc *p)
+{
+	struct agent_identity id;
+
+	if (agent_identity_read(p->pid, &id) || id.start_time != p->start_time) {
+		memset(&id, 0, sizeof(id));
+		id.pid = p->pid;
+		id.start_time = p->start_time;
+		id.nnspids = 1;
+		id.nspids[0] = p->pid;
+		snprintf(id.comm, sizeof(id.comm), "%s", p->comm);
+	}
+	emit_process(a, &id, 0, "dotnet", p->file);
+}
+
+/* New .NET processes get their Process event, ended streams their
+ * ProcessEnd; final: after agent_dotnet_finish(), every stream has ended,
+ * and one the agent stopped (the process lives on) says so. */
+static void dotnet_poll(struct agent *a, bool final)
 {
 	struct agent_dotnet_proc v[256];
 	size_t n, i, k;
@@ -768,7 +873,6 @@ static void dotnet_poll(struct agent *a)
 				s = &a->dn_seen[k];
 		if (!s) {
 			struct dn_seen *ns = realloc(a->dn_seen, (a->ndn_seen + 1) * sizeof(*ns));
-			struct agent_identity id;
 
 			if (!ns)
 				continue;
@@ -777,25 +881,302 @@ static void dotnet_poll(struct agent *a)
 			s->pid = v[i].pid;
 			s->start = v[i].start_time;
 			s->ended = false;
-			if (agent_identity_read(v[i].pid, &id)) {
-				memset(&id, 0, sizeof(id));
-				id.pid = v[i].pid;
-				id.start_time = v[i].start_time;
-				id.nnspids = 1;
-				id.nspids[0] = v[i].pid;
-				snprintf(id.comm, sizeof(id.comm), "%s", v[i].comm);
-			}
-			emit_process(a, &id, 0, "dotnet", v[i].file);
+			name_dotnet(a, &v[i]);
 			say(a, ".NET pid %u (%s) traced through %s", v[i].pid, v[i].comm, v[i].socket);
 		}
-		if (!s->ended && v[i].state == AGENT_DN_ENDED) {
+		if (!s->ended && (v[i].state == AGENT_DN_ENDED ||
+				  (final && v[i].state == AGENT_DN_FAILED))) {
 			struct rp_session_stats st = { 0 };
+			struct agent_proc_stat ps;
+			char how[64];
+			bool lives = !agent_proc_stat(v[i].pid, &ps) && ps.start_time == v[i].start_time &&
+				     ps.state != 'Z';
 
 			s->ended = true;
 			st.events_written = v[i].events;
-			emit_end(a, v[i].pid, v[i].start_time, "exited", -1, &st);
+			snprintf(how, sizeof(how), "%s", v[i].state == AGENT_DN_FAILED ? "not traced" :
+				 final && lives ? "stopped" : "exited");
+			/* what the stream lost, as its reader counted it: the
+			 * runtime says nothing of why */
+			emit_end(a, v[i].pid, v[i].start_time, how, -1, &st,
+				 v[i].lost > 0 ? (uint64_t)v[i].lost : 0);
+			if (v[i].state == AGENT_DN_ENDED)
+				closed_add(a, v[i].file);
 		}
 	}
+}
+
+/* ---- processes only the kernel capture sees ------------------------------- */
+
+static bool known_pid(const struct agent *a, uint32_t pid)
+{
+	const struct conn *c;
+	size_t i;
+
+	for (c = a->live; c; c = c->next)
+		if (c->pid == pid && c->kind == CONN_PROC)
+			return true;
+	for (i = 0; i < a->ndn_seen; i++)
+		if (a->dn_seen[i].pid == pid && !a->dn_seen[i].ended)
+			return true;
+	return false;
+}
+
+static uint64_t comm_hash(const char *s)
+{
+	uint64_t h = 1469598103934665603ull;
+
+	for (; *s; s++)
+		h = (h ^ (uint8_t)*s) * 1099511628211ull;
+	return h;
+}
+
+/* The owner of /proc/PID: the process's effective uid */
+static uint32_t uid_of(uint32_t pid)
+{
+	char path[32];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "/proc/%u", pid);
+	return stat(path, &st) ? 0 : (uint32_t)st.st_uid;
+}
+
+/* A Process event (Source "kernel") for each process the capture wrote
+ * events of that neither joined nor is traced as .NET, once per (pid,
+ * start time). One gone before it is looked at is not named: what it
+ * was is no longer there to read. */
+static void name_seen(struct agent *a)
+{
+	uint32_t *q;
+	size_t n, i;
+
+	pthread_mutex_lock(&a->seen_lock);
+	q = a->seen_q;
+	n = a->nseen_q;
+	a->seen_q = NULL;
+	a->nseen_q = a->capseen_q = 0;
+	pthread_mutex_unlock(&a->seen_lock);
+	for (i = 0; i < n; i++) {
+		struct agent_identity id;
+		uint64_t start, comm;
+
+		if (q[i] == (uint32_t)getpid() || known_pid(a, q[i]) || agent_identity_read(q[i], &id))
+			continue;
+		/* an exec changes the Comm: named again */
+		if (hmap_get(&a->named, q[i], &start) && start == id.start_time &&
+		    hmap_get(&a->named_comm, q[i], &comm) && comm == comm_hash(id.comm))
+			continue;
+		if (hmap_put(&a->named, q[i], id.start_time) ||
+		    hmap_put(&a->named_comm, q[i], comm_hash(id.comm)))
+			continue;
+		emit_process(a, &id, uid_of(q[i]), "kernel", a->trace_file);
+		/* new, or it exec'ed: a runtime it starts is looked for now,
+		 * not at the next scan */
+		if (a->dn)
+			agent_dotnet_poke(a->dn, q[i]);
+	}
+	free(q);
+}
+
+/* ---- merged files (--merge) ------------------------------------------------- */
+
+/* A trace finished: it goes into the period's merged file. */
+static void closed_add(struct agent *a, const char *path)
+{
+	char *p;
+
+	if (!a->o.merge || !path[0])
+		return;
+	p = strdup(path);
+	if (!p || array_grow((void **)&a->closed, &a->capclosed, a->nclosed, sizeof(*a->closed), 16)) {
+		free(p);
+		say(a, "out of memory: %s is left out of the merged file", path);
+		return;
+	}
+	a->closed[a->nclosed++] = p;
+}
+
+static void *merge_main(void *arg)
+{
+	struct agent *a = arg;
+	struct retrace_stats st = { 0 };
+
+	a->job.rc = retrace_merge_files((const char *const *)a->job.files, a->job.n, a->job.out, &st,
+					a->job.note, sizeof(a->job.note));
+	/* pairs with the load_acquire in merge_reap(): the job's results */
+	rp_store_release(&a->merge_done, 1);
+	return NULL;
+}
+
+static void merge_said(struct agent *a)
+{
+	size_t i;
+
+	if (a->job.rc) {
+		say(a, "%s not written: %s", a->job.out,
+		    a->job.note[0] ? a->job.note : strerror(-a->job.rc));
+		unlink(a->job.out);	/* the name it held */
+	} else {
+		say(a, "merged %zu files into %s%s%s", a->job.n, a->job.out, a->job.note[0] ? "; " : "",
+		    a->job.note);
+	}
+	for (i = 0; i < a->job.n; i++)
+		free(a->job.files[i]);
+	free(a->job.files);
+	a->job.files = NULL;
+	a->job.n = 0;
+}
+
+/* The merge of the last period, when it is over (wait: once it is). */
+static void merge_reap(struct agent *a, bool wait)
+{
+	if (!a->merging || (!wait && !rp_load_acquire(&a->merge_done)))
+		return;
+	pthread_join(a->merge_thread, NULL);
+	a->merging = false;
+	merge_said(a);
+}
+
+/* The files finished so far, merged into the next AGENT_MERGED_PREFIX
+ * file: on a thread of its own, so that a large merge holds up no
+ * process joining, or here (at stop). A merge still running when the
+ * next period ends leaves that period's files for the one after. */
+static void merge_start(struct agent *a, bool here)
+{
+	int fd;
+
+	merge_reap(a, here);
+	if (a->merging || !a->nclosed)
+		return;
+	fd = open_next(a->merged_base, a->job.out, sizeof(a->job.out));
+	if (fd < 0) {
+		say(a, "%s: %s", a->job.out, strerror(errno));
+		return;
+	}
+	close(fd);	/* the name is ours; the merge renames its file onto it */
+	a->job.files = a->closed;
+	a->job.n = a->nclosed;
+	a->closed = NULL;
+	a->nclosed = a->capclosed = 0;
+	a->job.note[0] = 0;
+	rp_store_relaxed(&a->merge_done, 0);
+	if (!here && !rp_thread_start(&a->merge_thread, "rp-merge", merge_main, a)) {
+		a->merging = true;
+		return;
+	}
+	merge_main(a);
+	merge_said(a);
+}
+
+/* ---- rotation -------------------------------------------------------------- */
+
+static uint64_t bytes_of(struct rp_session *s)
+{
+	struct rp_session_stats st = { .sz = sizeof(st) };
+
+	rp_session_stats(s, &st);
+	return st.bytes_written;
+}
+
+/* The process's trace goes on in its next file. */
+static void rotate_conn(struct agent *a, struct conn *c)
+{
+	char old[sizeof(c->file)];
+	int fd, err;
+
+	memcpy(old, c->file, sizeof(old));
+	fd = open_file(a, c);
+	if (fd < 0) {
+		say(a, "%s: %s; %s goes on", c->file, strerror(errno), old);
+		memcpy(c->file, old, sizeof(old));
+		return;
+	}
+	err = rp_session_rotate(c->rs, fd);
+	if (err) {
+		say(a, "pid %u: cannot go on in %s: %s", c->pid, c->file, strerror(-err));
+		close(fd);
+		unlink(c->file);
+		memcpy(c->file, old, sizeof(old));
+		return;
+	}
+	if (close(c->out_fd))
+		a->output_failed = 1;
+	c->out_fd = fd;
+	c->file_bytes0 = bytes_of(c->rs);
+	closed_add(a, old);
+	emit_file(a, c->pid, c->id.start_time, c->file);
+}
+
+/* The agent's own trace goes on in its next file, which names again every
+ * process and container still there, and every symbol, so it reads alone. */
+static void rotate_trace(struct agent *a)
+{
+	struct agent_dotnet_proc v[256];
+	char path[sizeof(a->trace_file)];
+	struct conn *c;
+	size_t n = 0, i, k;
+	int fd = open_next(a->trace_base, path, sizeof(path)), err;
+
+	if (fd < 0) {
+		say(a, "%s: %s; %s goes on", path, strerror(errno), a->trace_file);
+		return;
+	}
+	err = rp_session_rotate(a->trace, fd);
+	if (err) {
+		say(a, "cannot go on in %s: %s", path, strerror(-err));
+		close(fd);
+		unlink(path);
+		return;
+	}
+	closed_add(a, a->trace_file);
+	pthread_mutex_lock(&a->lock);
+	memcpy(a->trace_file, path, sizeof(path));
+	pthread_mutex_unlock(&a->lock);
+	a->trace_bytes0 = bytes_of(a->trace);
+	while (a->ncontainers)
+		free(a->containers[--a->ncontainers]);
+	for (c = a->live; c; c = c->next)
+		if (c->kind == CONN_PROC && c->rs)
+			emit_process(a, &c->id, c->uid, "ringpipe", c->file);
+	if (a->dn)
+		n = agent_dotnet_list(a->dn, v, 256);
+	for (i = 0; i < n && i < 256; i++)
+		for (k = 0; k < a->ndn_seen; k++)
+			if (a->dn_seen[k].pid == v[i].pid && a->dn_seen[k].start == v[i].start_time &&
+			    !a->dn_seen[k].ended)
+				name_dotnet(a, &v[i]);
+	for (i = 0; i < a->named.cap; i++) {
+		struct agent_identity id;
+		uint32_t pid = (uint32_t)a->named.keys[i];
+
+		if (a->named.used[i] && !known_pid(a, pid) && !agent_identity_read(pid, &id) &&
+		    id.start_time == a->named.vals[i])
+			emit_process(a, &id, uid_of(pid), "kernel", a->trace_file);
+	}
+	record_sampler_restate(a->rs);
+}
+
+/* --rotate-s: every file at each period's end; --rotate-mb: a file that
+ * grew that much since it began. */
+static void rotate_check(struct agent *a, uint64_t now)
+{
+	bool period = a->o.rotate_s && now - a->period_ns >= a->o.rotate_s * 1000000000ull;
+	struct conn *c;
+
+	if (period)
+		a->period_ns = now;
+	else if (!a->o.rotate_bytes || now - a->last_size_ns < SIZE_LOOK_MS * 1000000ull)
+		return;
+	a->last_size_ns = now;
+	for (c = a->live; c; c = c->next)
+		if (c->kind == CONN_PROC && c->rs &&
+		    (period || (a->o.rotate_bytes &&
+				bytes_of(c->rs) - c->file_bytes0 >= a->o.rotate_bytes)))
+			rotate_conn(a, c);
+	if (period || (a->o.rotate_bytes && bytes_of(a->trace) - a->trace_bytes0 >= a->o.rotate_bytes))
+		rotate_trace(a);
+	if (period && a->o.merge)
+		merge_start(a, false);
 }
 
 /* ---- the loop -------------------------------------------------------------- */
@@ -833,7 +1214,9 @@ static void *agent_main(void *arg)
 			cs[n++] = c;
 		}
 		pthread_mutex_unlock(&a->lock);
-		if (poll(p, n, 200) < 0 && errno != EINTR)
+		/* --rotate-mb: sizes are looked at every SIZE_LOOK_MS, which bounds
+		 * how far past the size a file goes */
+		if (poll(p, n, a->o.rotate_bytes ? SIZE_LOOK_MS : 200) < 0 && errno != EINTR)
 			break;
 		if (p[1].revents) {
 			uint64_t v;
@@ -853,8 +1236,11 @@ static void *agent_main(void *arg)
 		now = rp_clock_mono_ns();
 		if (now - a->last_dn_ns > 500000000ull) {
 			a->last_dn_ns = now;
-			dotnet_poll(a);
+			dotnet_poll(a, false);
 		}
+		name_seen(a);
+		rotate_check(a, now);
+		merge_reap(a, false);
 	}
 	free(p);
 	free(cs);
@@ -915,6 +1301,8 @@ struct agent *agent_start(const struct agent_opts *uo)
 	memcpy(&a->o, uo, uo->sz < sizeof(a->o) ? uo->sz : sizeof(a->o));
 	a->listen_fd = a->wake_fd = -1;
 	pthread_mutex_init(&a->lock, NULL);
+	pthread_mutex_init(&a->seen_lock, NULL);
+	a->period_ns = rp_clock_mono_ns();
 	snprintf(a->socket_path, sizeof(a->socket_path), "%s",
 		 a->o.socket_path ? a->o.socket_path : RP_AGENT_DEFAULT_SOCKET);
 	if (rp_clock_init()) {
@@ -999,6 +1387,9 @@ int agent_stop(struct agent *a)
 	while (a->live)
 		conn_end(a, a->live, false);
 	if (a->dn) {
+		/* every stream ends (its file written), then its ProcessEnd */
+		agent_dotnet_finish(a->dn);
+		dotnet_poll(a, true);
 		agent_dotnet_stop(a->dn);
 		a->dn = NULL;
 	}
@@ -1006,6 +1397,8 @@ int agent_stop(struct agent *a)
 	rp_session_stop(a->trace);
 	rp_capture_close(a->cap);
 	a->cap = NULL;
+	closed_add(a, a->trace_file);
+	merge_start(a, true);
 	rc = a->output_failed ? 1 : 0;
 	say(a, "stopped; the agent's trace is %s", a->trace_file);
 	while (a->ended) {
@@ -1017,6 +1410,13 @@ int agent_stop(struct agent *a)
 		free(a->containers[--a->ncontainers]);
 	free(a->containers);
 	free(a->dn_seen);
+	free(a->seen_q);
+	while (a->nclosed)
+		free(a->closed[--a->nclosed]);
+	free(a->closed);
+	hmap_free(&a->named);
+	hmap_free(&a->named_comm);
+	pthread_mutex_destroy(&a->seen_lock);
 	close(a->wake_fd);
 	free(a);
 	return rc;

@@ -32,6 +32,16 @@ struct agent_opts {
 	 * pid 0), into the agent's own trace; NULL: none */
 	const struct rp_capture_opts *capture;
 	uint32_t sample_hz;		/* CPU samples of every process; 0: none */
+	/* rotation of the processes' files and the agent's trace (not of the
+	 * .NET files, written whole when their stream ends): a file goes on
+	 * in NAME.N.nettrace once it holds rotate_bytes, and every file at
+	 * the end of each rotate_s period; 0: never */
+	uint64_t rotate_bytes;
+	uint32_t rotate_s;
+	/* also every trace of a period (rotate_s; without it, of the whole
+	 * run) merged into one multi-process file, AGENT_MERGED_PREFIX
+	 * PID_DATE[.N].nettrace, once the period's files are finished */
+	bool merge;
 };
 
 struct rp_capture_opts;

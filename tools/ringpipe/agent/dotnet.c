@@ -137,6 +137,10 @@ struct agent_dotnet {
 	pthread_t scanner;
 	bool scanner_live;
 	bool stopping;
+	/* agent_dotnet_finish() ran: its result, and threads it left behind */
+	bool finished;
+	int finish_rc;
+	size_t stuck;
 	bool poked;
 	struct dn_poke pokes[DN_MAX_POKES];
 	size_t npokes;
@@ -1131,7 +1135,7 @@ size_t agent_dotnet_list(struct agent_dotnet *a, struct agent_dotnet_proc *out, 
 	return n;
 }
 
-int agent_dotnet_stop(struct agent_dotnet *a)
+int agent_dotnet_finish(struct agent_dotnet *a)
 {
 	uint64_t deadline = dn_now_ms() + AGENT_DN_STOP_WAIT_MS + DN_STOP_GRACE_MS;
 	size_t i, live = 0, stuck = 0;
@@ -1139,6 +1143,8 @@ int agent_dotnet_stop(struct agent_dotnet *a)
 
 	if (!a)
 		return 0;
+	if (a->finished)
+		return a->finish_rc;
 	pthread_mutex_lock(&a->lock);
 	a->stopping = true;
 	pthread_cond_broadcast(&a->cond);
@@ -1201,8 +1207,21 @@ int agent_dotnet_stop(struct agent_dotnet *a)
 		if (!rc && p->result)
 			rc = p->result;
 	}
+	a->finished = true;
+	a->finish_rc = rc;
+	a->stuck = stuck;
+	return rc;
+}
+
+int agent_dotnet_stop(struct agent_dotnet *a)
+{
+	int rc;
+
+	if (!a)
+		return 0;
+	rc = agent_dotnet_finish(a);
 	/* a thread left behind still uses the agent: it is not freed */
-	if (stuck)
+	if (a->stuck)
 		return rc;
 	pthread_cond_destroy(&a->cond);
 	pthread_mutex_destroy(&a->lock);

@@ -119,4 +119,10 @@ size_t agent_dotnet_list(struct agent_dotnet *a, struct agent_dotnet_proc *out, 
  */
 int agent_dotnet_stop(struct agent_dotnet *a);
 
+/* The same, but for the freeing: the list stays for agent_dotnet_list(),
+ * every entry in its last state (a session that was stopped has its
+ * file), until agent_dotnet_stop(), which then only frees (and returns
+ * this call's result). */
+int agent_dotnet_finish(struct agent_dotnet *a);
+
 #endif /* RINGPIPE_AGENT_DOTNET_H */

@@ -11,6 +11,12 @@
  * What changes: the pid, the framing (the writer's format), sequence
  * numbers (renumbered per capture thread with the same gaps), metadata and
  * stack ids, and which events carry IsSorted (see retrace.c).
+ *
+ * A merge does the same for several streams at once, into one V6 stream in
+ * which every event keeps its own process id (or its source's forced one):
+ * events in time order across the sources, each source's timestamps put
+ * on the output's clock, each source's EventsLost carried, so the output's
+ * is their sum. A copy is the merge of one stream under one pid.
  */
 #ifndef RINGPIPE_AGENT_RETRACE_H
 #define RINGPIPE_AGENT_RETRACE_H
@@ -37,6 +43,7 @@ struct retrace_stats {
 				 * reader does not keep the stored opcode, and an
 				 * explicit opcode 0 on a name ending in Start or
 				 * Stop cannot be written again */
+	uint32_t processes;	/* distinct pids among the events written */
 	int read_err;		/* 0, or the reader's error: the events before it are copied */
 	char read_msg[256];
 };
@@ -59,6 +66,42 @@ void retrace_writer_opts(const struct nt_reader *r, int format, uint32_t pid,
 int retrace_copy_stats(struct nt_reader *r, struct nt_writer *w, uint32_t pid,
 		       struct retrace_stats *st);
 int retrace_copy(struct nt_reader *r, struct nt_writer *w, uint32_t pid, uint64_t *events);
+
+/*
+ * Options for the writer of a merge of r[0..n) (n >= 1): V6; the clock of
+ * the source whose wall-clock anchor is earliest (the other sources' events
+ * map to ticks after it); the first source's pid (pids[0], or when that is
+ * 0 or pids is NULL the pid r[0]'s header names) and sampling rate; the
+ * largest CPU count and pointer size (narrower IPs are zero-extended).
+ * retrace_merge() expects a writer made with these options.
+ */
+void retrace_merge_writer_opts(struct nt_reader **r, const uint32_t *pids, size_t n,
+			       struct nt_writer_opts *o);
+
+/*
+ * Writes every remaining event of the n sources r[] into w, a V6 writer
+ * made with retrace_merge_writer_opts(), in timestamp order on w's clock.
+ * pids[i] nonzero puts every event of r[i] under that pid (a V5 stream of
+ * a process in a container, stamped with its host pid); 0 (or pids NULL)
+ * keeps each event's own: the V6 thread's process, else the stream's
+ * default pid. Each source's event types, capture threads, sequence gaps
+ * and EventsLost are carried as retrace_copy_stats() carries them, so w's
+ * EventsLost is the sum of the sources' (st->lost, plus st->skipped).
+ * Capture threads are told apart by (pid, thread id), as the V6 writer
+ * declares them: one process's thread 1 is not another's.
+ *
+ * st sums the sources' counts (max_ts: the latest timestamp written, on
+ * w's clock; read_err/read_msg: the first source that failed); each, when
+ * not NULL, holds n entries with every source's own (max_ts on w's
+ * clock). The stream stays open: end it with nt_writer_finish(w,
+ * st->max_ts). 0; the first reader error (a corrupt or cut-short source
+ * ends there, after its events before it, while the others go on); or
+ * the writer's error.
+ */
+int retrace_merge(struct nt_reader **r, const uint32_t *pids, size_t n, struct nt_writer *w,
+		  struct retrace_stats *st);
+int retrace_merge_each(struct nt_reader **r, const uint32_t *pids, size_t n,
+		       struct nt_writer *w, struct retrace_stats *st, struct retrace_stats *each);
 
 /*
  * How much of a stream is whole: a stream cut short (its writer died in the
@@ -94,5 +137,19 @@ int retrace_repair_file(const char *path, struct retrace_extent *x);
  */
 int retrace_file(const char *in, const char *out, uint32_t pid, int format,
 		 struct retrace_stats *st, char *note, size_t notelen);
+
+/*
+ * The merge of files in[0..n) into out (V6, every event under its own
+ * pid), through a hidden temporary file renamed into place once complete.
+ * The inputs are read, never written: one cut short is read as
+ * retrace_repair_file() would leave it (its whole blocks), in a private
+ * mapping. 0 when out was written, with note saying, one line per input
+ * that has something to say ("FILE: ..."), which were cut short or
+ * stopped reading early and what was kept; otherwise -errno with note
+ * saying "FILE: why" (an input that is not nettrace, or is unreadable, or
+ * whose trace header does not read), and no out.
+ */
+int retrace_merge_files(const char *const *in, size_t n, const char *out,
+			struct retrace_stats *st, char *note, size_t notelen);
 
 #endif /* RINGPIPE_AGENT_RETRACE_H */

@@ -10,6 +10,11 @@
  * left one trace per run, and a process that joined again (its own restart
  * of tracing, or the new agent) has one file per join: every trace is read,
  * and each file is paired with the Process event of its own join.
+ *
+ * A process the agent saw only through its kernel capture (Source
+ * "kernel": CPython through its USDT probes, anything --kernel exec or
+ * --sample saw) has no file of its own: its row counts its events in the
+ * agent's traces, and it gets no ProcessEnd.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -24,6 +29,7 @@
 
 #include "agent_report.h"
 #include "bytebuf.h"
+#include "hmap.h"
 #include "nettrace.h"
 #include "tool_util.h"
 #include "utf.h"
@@ -74,6 +80,7 @@ struct ar_proc {
 	int64_t hdr_pid;		/* the trace's own process id, -1 unknown */
 	char *error;
 	const struct ar_tag *tag;
+	bool seen_only;			/* no file: its events are in the agent's traces */
 };
 
 struct ar_crow {
@@ -97,6 +104,8 @@ struct ar {
 	size_t nprocs, capprocs;
 	struct ar_crow *crows;
 	size_t ncrows, capcrows;
+	struct hmap kev;		/* pid -> events in the agent's traces */
+	size_t nseen;			/* rows of seen_only processes */
 	uint64_t distinct;		/* processes, a process that joined twice once */
 	uint64_t events, untagged, errors;
 	int64_t lost;
@@ -371,6 +380,18 @@ static int on_process(struct ar *a, const struct ar_val *v, size_t n, int64_t sy
 
 /* A ProcessEnd closes the earliest open join of that process in the same
  * agent run, else in an earlier run (which the process outlived). */
+static bool is_seen(const struct ar_tag *t)
+{
+	return !strcmp(t->source, "kernel");
+}
+
+/* Could this ProcessEnd close tag t? Only a join's (the capture's naming
+ * of a process ends with nothing). */
+static bool ends(const struct ar_tag *t, uint32_t pid, uint64_t start)
+{
+	return !t->ended && t->pid == pid && t->start == start && !is_seen(t);
+}
+
 static int on_end(struct ar *a, const struct ar_val *v, size_t n, size_t first_of_trace)
 {
 	uint32_t pid = (uint32_t)get_uint(v, n, "Pid");
@@ -379,10 +400,10 @@ static int on_end(struct ar *a, const struct ar_val *v, size_t n, size_t first_o
 	size_t i;
 
 	for (i = first_of_trace; i < a->ntags && !t; i++)
-		if (!a->tags[i].ended && a->tags[i].pid == pid && a->tags[i].start == start)
+		if (ends(&a->tags[i], pid, start))
 			t = &a->tags[i];
 	for (i = 0; i < first_of_trace && !t; i++)
-		if (!a->tags[i].ended && a->tags[i].pid == pid && a->tags[i].start == start)
+		if (ends(&a->tags[i], pid, start))
 			t = &a->tags[i];
 	if (!t)
 		return 0;	/* a process whose Process event is lost: nothing to name */
@@ -459,8 +480,17 @@ static int read_agent_trace(struct ar *a, struct ar_trace *t)
 
 		if (!t->events++)
 			sync = nt_reader_info(r)->sync_unix_ns;
-		if (strcmp(m->provider, AR_PROVIDER))
+		if (strcmp(m->provider, AR_PROVIDER)) {
+			uint64_t k = 0;
+
+			/* a capture's event, on the process it is about */
+			hmap_get(&a->kev, (uint64_t)rec.pid, &k);
+			if (hmap_put(&a->kev, (uint64_t)rec.pid, k + 1)) {
+				nt_reader_free(r);
+				return -ENOMEM;
+			}
 			continue;
+		}
 		n = decode(&rec, v, AR_MAX_FIELDS);
 		if (!strcmp(name, "Process"))
 			e = on_process(a, v, n, sync);
@@ -527,6 +557,8 @@ static int read_proc(struct ar *a, struct ar_proc *p)
 	return 0;
 }
 
+static int cmp_proc(const void *x, const void *y);
+
 /* Is tag t the Process event of p's own join? The agent names the file in
  * it; a .NET stream is named by its part file, .dotnet-PID-START[-N].part,
  * which ends the final dotnet-NAME-PID-START[-N].nettrace the same way. */
@@ -568,15 +600,59 @@ static void match(struct ar *a)
 		if (p->tag || !p->have_start)
 			continue;
 		for (k = 0; k < a->ntags && !p->tag; k++)
-			if (!a->tags[k].claimed && a->tags[k].pid == p->pid &&
+			if (!a->tags[k].claimed && !is_seen(&a->tags[k]) && a->tags[k].pid == p->pid &&
 			    a->tags[k].start == p->start) {
 				a->tags[k].claimed = true;
 				p->tag = &a->tags[k];
 			}
 		for (k = 0; k < a->ntags && !p->tag; k++)
+			if (!is_seen(&a->tags[k]) && a->tags[k].pid == p->pid &&
+			    a->tags[k].start == p->start)
+				p->tag = &a->tags[k];
+		for (k = 0; k < a->ntags && !p->tag; k++)
 			if (a->tags[k].pid == p->pid && a->tags[k].start == p->start)
 				p->tag = &a->tags[k];
 	}
+}
+
+/* A row per process only the capture saw (no file of its own), named by
+ * its latest Process event (an exec renames it). */
+static int add_seen(struct ar *a)
+{
+	size_t nfiles = a->nprocs, i, k;
+
+	for (i = 0; i < a->ntags; i++) {
+		const struct ar_tag *t = &a->tags[i];
+		struct ar_proc *row = NULL;
+		uint64_t n = 0;
+
+		if (!is_seen(t))
+			continue;
+		for (k = 0; k < a->nprocs && !row; k++)
+			if (a->procs[k].have_start && a->procs[k].pid == t->pid &&
+			    a->procs[k].start == t->start)
+				row = &a->procs[k];
+		if (row) {
+			if (row->seen_only)
+				row->tag = t;	/* later: the tags are in order */
+			continue;
+		}
+		if (array_grow((void **)&a->procs, &a->capprocs, a->nprocs, sizeof(*a->procs), 64))
+			return -ENOMEM;
+		hmap_get(&a->kev, t->pid, &n);
+		a->procs[a->nprocs] = (struct ar_proc){
+			.name = strdup(t->file), .have_pid = true, .have_start = true,
+			.pid = t->pid, .start = t->start, .join = 1, .events = n,
+			.hdr_pid = t->pid, .tag = t, .seen_only = true,
+		};
+		if (!a->procs[a->nprocs].name)
+			return -ENOMEM;
+		a->nprocs++;
+		a->nseen++;
+	}
+	if (a->nprocs != nfiles)
+		array_sort(a->procs, a->nprocs, sizeof(*a->procs), cmp_proc);
+	return 0;
 }
 
 static const struct ar_cinfo *cinfo(const struct ar *a, const char *id)
@@ -698,7 +774,8 @@ static int list_dir(struct ar *a)
 
 		/* hidden: the .dotnet-*.part streams still being received */
 		if (e->d_name[0] == '.' || !ends_with(e->d_name, AR_SUFFIX) ||
-		    strlen(e->d_name) == strlen(AR_SUFFIX))
+		    strlen(e->d_name) == strlen(AR_SUFFIX) ||
+		    !strncmp(e->d_name, AGENT_MERGED_PREFIX, strlen(AGENT_MERGED_PREFIX)))
 			continue;
 		if (fstatat(dirfd(d), e->d_name, &st, 0) || !S_ISREG(st.st_mode))
 			continue;
@@ -819,7 +896,7 @@ static void print_json(const struct ar *a, struct bytebuf *b)
 	}
 	bb_printf(b, "],\"totals\":{\"files\":%zu,\"processes\":%" PRIu64 ",\"containers\":%zu,"
 		  "\"untagged\":%" PRIu64 ",\"events\":%" PRIu64 ",\"lost\":%" PRId64
-		  ",\"errors\":%" PRIu64 ",\"agent_traces\":%zu}}\n", a->nprocs, a->distinct,
+		  ",\"errors\":%" PRIu64 ",\"agent_traces\":%zu}}\n", a->nprocs - a->nseen, a->distinct,
 		  a->ncrows, a->untagged, a->events, a->lost, a->errors, a->ntr);
 }
 
@@ -851,7 +928,8 @@ static void print_text(const struct ar *a)
 		printf("  %8s  %-16s  %-12.*s  %-36s  %-8s  %-22s  %10" PRIu64 "  %8" PRId64 "  %s\n",
 		       pid, dash(proc_comm(p)), AR_CID_SHORT, dash(t ? t->container : NULL),
 		       dash(t ? t->pod : NULL), proc_source(p),
-		       t ? (t->ended ? t->how : "(no ProcessEnd)") : "-", p->events, p->lost,
+		       t ? (t->ended ? t->how : p->seen_only ? "-" : "(no ProcessEnd)") : "-",
+		       p->events, p->lost,
 		       p->name);
 		if (p->error)
 			printf("  %8s  error: %s\n", "", p->error);
@@ -873,7 +951,8 @@ static void print_text(const struct ar *a)
 
 	printf("\ntotal       %" PRIu64 " process%s in %zu file%s (%" PRIu64 " untagged), "
 	       "%zu container%s, %" PRIu64 " events, %" PRId64 " lost (EventsLost)",
-	       a->distinct, a->distinct == 1 ? "" : "es", a->nprocs, a->nprocs == 1 ? "" : "s",
+	       a->distinct, a->distinct == 1 ? "" : "es", a->nprocs - a->nseen,
+	       a->nprocs - a->nseen == 1 ? "" : "s",
 	       a->untagged, a->ncrows, a->ncrows == 1 ? "" : "s", a->events, a->lost);
 	if (a->errors)
 		printf(", %" PRIu64 " unreadable", a->errors);
@@ -906,6 +985,7 @@ static void ar_free(struct ar *a)
 	}
 	free(a->procs);
 	free(a->crows);
+	hmap_free(&a->kev);
 }
 
 int agent_report_dir(const char *dir_arg, bool json)
@@ -946,7 +1026,9 @@ int agent_report_dir(const char *dir_arg, bool json)
 	array_sort(a.tags, a.ntags, sizeof(*a.tags), cmp_tag);
 	array_sort(a.procs, a.nprocs, sizeof(*a.procs), cmp_proc);
 	match(&a);
-	err = account(&a);
+	err = add_seen(&a);
+	if (!err)
+		err = account(&a);
 	if (err)
 		goto out;
 	array_sort(a.crows, a.ncrows, sizeof(*a.crows), cmp_crow);

@@ -16,6 +16,11 @@
 
 #include <stdbool.h>
 
+/* The agent's merged files (--merge): all of a period's traces in one,
+ * which report and merge leave out of a directory they read, since every
+ * event in them is in another file there too */
+#define AGENT_MERGED_PREFIX "ringpipe-host_"
+
 /* Whether path names a directory (what `report` then summarizes). */
 bool agent_report_is_dir(const char *path);
 

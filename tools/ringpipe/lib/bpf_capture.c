@@ -36,6 +36,7 @@
 #include "capture.h"
 #include "capture.skel.h"
 #include "clock.h"
+#include "hmap.h"
 #include "ringpipe/ringpipe.h"
 #include "session.h"
 #include "thread.h"
@@ -52,6 +53,7 @@
 #define MAX_LINKS 64
 #define MAX_USDT 16
 #define PAYLOAD_MAX 2048
+#define SEEN_PIDS_MAX 65536u	/* pids seen_pid was told of, before it starts over */
 
 /* ---- providers and events ---------------------------------------------- */
 
@@ -506,6 +508,9 @@ struct rp_capture {
 	size_t npend, cappend;
 	struct bytebuf pend_bytes;
 	struct bytebuf payload;		/* the record being encoded */
+	void (*seen_pid)(void *ctx, uint32_t pid);
+	void *seen_pid_ctx;
+	struct hmap seen;		/* pids told to seen_pid */
 };
 
 /* counters written by the consumer, read by the progress line */
@@ -814,6 +819,18 @@ static int cmp_pending(const void *a, const void *b)
 	return x->order < y->order ? -1 : x->order > y->order;
 }
 
+/* A process's first event, for seen_pid. The set starts over when it is
+ * large: a pid told again costs its observer a look, nothing more. */
+static void tell_pid(struct rp_capture *c, uint32_t pid)
+{
+	if (hmap_get(&c->seen, pid, NULL))
+		return;
+	if (c->seen.count >= SEEN_PIDS_MAX)
+		hmap_clear(&c->seen);
+	if (!hmap_put(&c->seen, pid, 1))
+		c->seen_pid(c->seen_pid_ctx, pid);
+}
+
 /*
  * Writes the queued events stamped before limit_ns, in time order, and keeps
  * the younger ones for a later pass: a source read later in this pass may
@@ -845,6 +862,8 @@ static void flush_before(struct rp_capture *c, uint64_t limit_ns)
 			rp_add_relaxed(p->drops, 1);
 		else if (!rc)
 			rp_add_relaxed(p->written, 1);
+		if (c->seen_pid && p->pid)
+			tell_pid(c, p->pid);
 	}
 	/* the rest moves to the front, its bytes to a fresh buffer */
 	for (; i < c->npend; i++) {
@@ -1076,6 +1095,8 @@ struct rp_capture *rp_capture_open(const struct rp_capture_opts *o, char *err, s
 	}
 	c->poll_ms = o->poll_ms ? o->poll_ms : 5;
 	c->session = o->session;
+	c->seen_pid = o->seen_pid;
+	c->seen_pid_ctx = o->seen_pid_ctx;
 	if (bb_reserve(&c->payload, PAYLOAD_MAX)) {
 		snprintf(err, errlen, "out of memory");
 		goto fail;
@@ -1300,6 +1321,7 @@ void rp_capture_close(struct rp_capture *c)
 	free(c->pend);
 	bb_free(&c->pend_bytes);
 	bb_free(&c->payload);
+	hmap_free(&c->seen);
 	free(c);
 }
 

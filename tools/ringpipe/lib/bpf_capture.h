@@ -38,6 +38,11 @@ struct rp_capture_opts {
 	/* the session whose drainer must wait for BPF events before merging
 	 * past them (see "Clock alignment" in Documentation/kernel.md) */
 	struct rp_session *session;
+	/* NULL, or told (on the consumer thread, once per process id until
+	 * forgotten: see SEEN_PIDS_MAX) of each process an event written is
+	 * about, so that a process seen only here can be named */
+	void (*seen_pid)(void *ctx, uint32_t pid);
+	void *seen_pid_ctx;
 };
 
 /*

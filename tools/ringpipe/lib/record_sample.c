@@ -46,6 +46,7 @@ struct record_sampler {
 	size_t modules_done, jits_done;
 	uint64_t last_snap_ns;
 	uint64_t samples, written, write_drops;	/* atomic: bumped as written */
+	int restate;			/* atomic: write every symbol again */
 	struct bytebuf pl;
 };
 
@@ -164,6 +165,12 @@ static int poll_samples(void *ctx)
 	uint64_t now = rp_clock_mono_ns();
 
 	cpu_sampler_poll(rs->s, 0);
+	/* a request only: the tables it replays are this thread's */
+	if (rp_xchg_relaxed(&rs->restate, 0)) {
+		rs->modules_done = rs->jits_done = 0;
+		hmap_clear(&rs->names);
+		write_symbols(rs);
+	}
 	if (now - rs->last_snap_ns >= RESNAPSHOT_NS) {
 		rs->last_snap_ns = now;
 		resnapshot(rs);
@@ -201,6 +208,12 @@ struct record_sampler *record_sampler_open(struct rp_capture *cap, uint32_t hz, 
 		return NULL;
 	}
 	return rs;
+}
+
+void record_sampler_restate(struct record_sampler *rs)
+{
+	if (rs)
+		rp_store_relaxed(&rs->restate, 1);
 }
 
 void record_sampler_close(struct record_sampler *rs, struct record_sampler_stats *st)

@@ -31,6 +31,11 @@ struct record_sampler_stats {
 	const char *event;		/* "cpu-clock" or "cycles" */
 };
 
+/* The session's trace went on in a new file (rp_session_rotate()): the
+ * consumer writes every module, JIT symbol and thread name it wrote
+ * before once more, on its next pass, so that file symbolizes alone. */
+void record_sampler_restate(struct record_sampler *rs);
+
 /* After rp_capture_stop(): last mappings, queued samples, the final
  * figures into st (may be NULL), then frees. Accepts NULL. */
 void record_sampler_close(struct record_sampler *rs, struct record_sampler_stats *st);

@@ -1,0 +1,200 @@
+// SPDX-License-Identifier: MIT
+/*
+ * ringpipe merge: nettrace files, one process each or several (the host
+ * agent's, a .NET runtime's, a collect's), into one V6 file in which every
+ * event keeps its own process id. The work is retrace_merge_files()
+ * (agent/retrace.c); this is its command line: the inputs, a directory
+ * standing for the *.nettrace files in it, and the summary.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "agent_report.h"
+#include "cmds.h"
+#include "retrace.h"
+#include "tool_util.h"
+
+static const char merge_usage[] =
+"usage: ringpipe merge -o OUT FILE|DIR...\n"
+"\n"
+"Merges nettrace files (V5 or V6) into one V6 file OUT, in which every event\n"
+"keeps its own process id and the events of all files are in time order: each\n"
+"file's timestamps are put on the clock of the file that started first.\n"
+"Event types, stacks, threads and sequence numbers are kept per file, and\n"
+"OUT's EventsLost is the sum of the files'. A directory stands for every\n"
+"*.nettrace file in it, in name order (hidden files, OUT and the agent's own\n"
+"merged " AGENT_MERGED_PREFIX "* files excepted). A file\n"
+"cut short (its writer died in the middle of a block) gives its whole blocks,\n"
+"with a note; the input files are never changed.\n"
+"Prints one summary line on standard error.\n";
+
+struct merge_inputs {
+	char **path;
+	size_t n, cap;
+};
+
+static int inputs_add(struct merge_inputs *in, const char *path)
+{
+	char *copy = strdup(path);
+
+	if (!copy || array_grow((void **)&in->path, &in->cap, in->n, sizeof(*in->path), 16)) {
+		free(copy);
+		return -ENOMEM;
+	}
+	in->path[in->n++] = copy;
+	return 0;
+}
+
+static void inputs_free(struct merge_inputs *in)
+{
+	size_t i;
+
+	for (i = 0; i < in->n; i++)
+		free(in->path[i]);
+	free(in->path);
+}
+
+static int cmp_path(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static bool is_trace_name(const char *name)
+{
+	static const char ext[] = ".nettrace";
+	size_t n = strlen(name);
+
+	/* hidden: an output in progress (the agent's parts, a merge's own
+	 * temporary file) */
+	return name[0] != '.' && n > sizeof(ext) - 1 && !strcmp(name + n - (sizeof(ext) - 1), ext);
+}
+
+/*
+ * Adds the *.nettrace regular files of dir, sorted, leaving out the file
+ * out is (when it exists). 0; 1 after saying why.
+ */
+static int inputs_add_dir(struct merge_inputs *in, const char *dir, const struct stat *out_st)
+{
+	size_t first = in->n, len = strlen(dir);
+	const char *sep = len && dir[len - 1] == '/' ? "" : "/";
+	struct dirent *e;
+	DIR *d = opendir(dir);
+	int rc = 0;
+
+	if (!d)
+		return tool_err("merge", "%s: %s", dir, strerror(errno));
+	while (!rc && (e = readdir(d))) {
+		struct stat sb;
+		char *path;
+
+		/* an agent's merged files hold what the others do */
+		if (!is_trace_name(e->d_name) ||
+		    !strncmp(e->d_name, AGENT_MERGED_PREFIX, strlen(AGENT_MERGED_PREFIX)))
+			continue;
+		if (asprintf(&path, "%s%s%s", dir, sep, e->d_name) < 0) {
+			rc = tool_err("merge", "%s", strerror(ENOMEM));
+			break;
+		}
+		if (!stat(path, &sb) && S_ISREG(sb.st_mode) &&
+		    !(out_st && sb.st_dev == out_st->st_dev && sb.st_ino == out_st->st_ino) &&
+		    inputs_add(in, path))
+			rc = tool_err("merge", "%s", strerror(ENOMEM));
+		free(path);
+	}
+	closedir(d);
+	if (rc)
+		return rc;
+	if (in->n == first)
+		return tool_err("merge", "%s: no *.nettrace file in it", dir);
+	qsort(in->path + first, in->n - first, sizeof(*in->path), cmp_path);
+	return 0;
+}
+
+/* Prints note, one "ringpipe merge: " line per line of it. */
+static void print_note(const char *note)
+{
+	const char *l, *nl;
+
+	for (l = note; *l; l = nl ? nl + 1 : l + strlen(l)) {
+		nl = strchr(l, '\n');
+		fprintf(stderr, "ringpipe merge: %.*s\n", (int)(nl ? (size_t)(nl - l) : strlen(l)), l);
+	}
+}
+
+int cmd_merge(int argc, char **argv)
+{
+	struct merge_inputs in = { 0 };
+	struct retrace_stats st;
+	struct stat out_st, sb;
+	const char *out = NULL;
+	bool have_out_st, options = true;
+	char **args, note[8192];
+	int i, nargs = 0, rc = 0, err;
+
+	/* argv[1..] holds at most argc - 1 inputs */
+	args = calloc((size_t)argc, sizeof(*args));
+	if (!args)
+		return tool_err("merge", "%s", strerror(ENOMEM));
+	for (i = 1; i < argc; i++) {
+		const char *a = argv[i];
+
+		if (options && (!strcmp(a, "--help") || !strcmp(a, "-h"))) {
+			free(args);
+			fputs(merge_usage, stdout);
+			return 0;
+		}
+		if (options && !strcmp(a, "--")) {
+			options = false;
+		} else if (options && !strcmp(a, "-o")) {
+			if (i + 1 >= argc)
+				rc = (tool_err("merge", "option '-o' needs a value (see --help)"), 2);
+			else
+				out = argv[++i];
+		} else if (options && a[0] == '-' && a[1]) {
+			rc = (tool_err("merge", "unknown option '%s' (see --help)", a), 2);
+		} else {
+			args[nargs++] = argv[i];
+		}
+		if (rc)
+			break;
+	}
+	if (!rc && !out)
+		rc = (tool_err("merge", "-o OUT is required (see --help)"), 2);
+	if (!rc && !nargs)
+		rc = (tool_err("merge", "no input files (see --help)"), 2);
+	/* OUT as it is now: left out of a directory that holds it */
+	have_out_st = out && !stat(out, &out_st);
+	for (i = 0; i < nargs && !rc; i++) {
+		if (!stat(args[i], &sb) && S_ISDIR(sb.st_mode))
+			rc = inputs_add_dir(&in, args[i], have_out_st ? &out_st : NULL);
+		else if (inputs_add(&in, args[i]))
+			rc = tool_err("merge", "%s", strerror(ENOMEM));
+	}
+	free(args);
+	if (!rc) {
+		err = retrace_merge_files((const char *const *)in.path, in.n, out, &st, note,
+					  sizeof(note));
+		if (err) {
+			rc = tool_err("merge", "%s", note);
+		} else {
+			print_note(note);
+			/* EventsLost as a reader of OUT counts it: what the files
+			 * lost, and events the writer could not take (counted,
+			 * never silent) */
+			fprintf(stderr, "ringpipe merge: %s: %zu files, %" PRIu64 " events, %u "
+				"processes, EventsLost %" PRId64, out, in.n, st.events, st.processes,
+				st.lost + (int64_t)st.skipped);
+			if (st.skipped)
+				fprintf(stderr, " (of which %" PRIu64 " events the V6 format cannot "
+					"hold, left out)", st.skipped);
+			fputc('\n', stderr);
+		}
+	}
+	inputs_free(&in);
+	return rc;
+}
