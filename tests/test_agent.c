@@ -1319,6 +1319,21 @@ Test(agent, periodic_rotation_names_every_process_again_and_losses_add_up, .time
 	run_producer(&e, 2, 1000000, &w, &d, &pid);
 	cr_assert_eq(w + d, 2000000u);
 	sleep_ms(2500);
+	{
+		/* status: the idle process is on its third file or later */
+		struct bytebuf st = { 0 };
+		const char *at;
+		unsigned files = 0;
+
+		cr_assert_eq(agent_status_query(e.sock, true, &st), 0);
+		cr_assert(strstr(th_text(&st), "\"rotate_s\":1,\"merge\":true,"), "%s", st.p);
+		at = strstr(th_text(&st), th_fmt("{\"pid\":%d,", idle));
+		cr_assert_not_null(at, "%s", st.p);
+		cr_assert_not_null(strstr(at, "\"files\":"), "%s", at);
+		sscanf(strstr(at, "\"files\":"), "\"files\":%u", &files);
+		cr_assert_geq(files, 3u, "%s", at);
+		bb_free(&st);
+	}
 	cr_assert_eq(agent_down(&e), 0);
 	/* Drop across files: what was taken is in them, what was not is
 	 * counted in them, exactly */
@@ -1680,6 +1695,12 @@ Test(agent, one_agent_one_run_finds_every_process_of_every_container, .timeout =
 		cr_assert(strstr(th_text(&te), th_fmt("Ringpipe-Demo/Tick\t%llu\n", demo_traced)),
 			  "%s", te.p);
 		cr_assert(strstr(th_text(&te), th_fmt("Ringpipe-Usdt-CPython/GC/Start\t")), "%s", te.p);
+		bb_free(&te);
+		/* and converts, each process its own */
+		te = (struct bytebuf){ 0 };
+		cr_assert_eq(th_tool_run(th_fmt("convert --to chrome '%s'", merged), &te), 0, "%s", te.p);
+		cr_assert(strstr(th_text(&te), th_fmt("\"pid\":%d,", demo)), "no event of the demo");
+		cr_assert(strstr(th_text(&te), th_fmt("\"pid\":%d,", py)), "no event of python");
 		bb_free(&te);
 	}
 	/* and ringpipe report: each process with its container */

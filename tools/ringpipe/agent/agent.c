@@ -56,6 +56,7 @@
 #define FREQ_TOLERANCE 100	/* a process's clock may differ by 1/100 */
 #define IDLE_LOOK_MS 100
 #define SEEN_QUEUE_MAX 65536u	/* pids waiting to be named; more are named later */
+#define NAMED_MAX 32768u	/* capture-named processes remembered before the gone are forgotten */
 #define SIZE_LOOK_MS 20	/* how often file sizes are held against --rotate-mb */
 
 enum conn_kind { CONN_NEW, CONN_PROC, CONN_STATUS };
@@ -80,6 +81,7 @@ struct conn {
 	int exit_status;
 	struct rp_session_stats st;
 	uint64_t file_bytes0;		/* the session's bytes when its file began */
+	uint32_t files;			/* its files so far (rotation) */
 	struct conn *next;
 };
 
@@ -111,6 +113,7 @@ struct agent {
 	uint32_t *seen_q;
 	size_t nseen_q, capseen_q;
 	struct hmap named, named_comm;	/* and pid -> hash of the Comm named */
+	size_t named_limit;		/* prune_named() past this many; 0: NAMED_MAX */
 	/* --merge: the files finished in this period, and the merge of the
 	 * last period's, on a thread of its own (done: atomic, it ended) */
 	char **closed;
@@ -124,6 +127,7 @@ struct agent {
 		char note[1024];
 	} job;
 	pthread_t merge_thread;
+	char merged_last[512];		/* the last merged file written */
 	bool merging;
 	int merge_done;
 	char **containers;		/* ids seen, for one Container event each */
@@ -608,6 +612,7 @@ static int adopt(struct agent *a, struct conn *c, const struct rp_am_ready *r, i
 		c->out_fd = -1;
 		return -EIO;
 	}
+	c->files = 1;
 	emit_process(a, &c->id, c->uid, "ringpipe", c->file);
 	say(a, "pid %u (%s) joined%s%s", c->pid, c->id.comm, c->id.tags.container_id[0] ? ", container " : "",
 	    c->id.tags.container_id);
@@ -941,6 +946,37 @@ static uint32_t uid_of(uint32_t pid)
 	return stat(path, &st) ? 0 : (uint32_t)st.st_uid;
 }
 
+/*
+ * The capture-named processes still there, the others forgotten (a
+ * host that execs all day names millions); emit: each named again, into
+ * a new file of the agent's trace. A process that cannot be looked at
+ * any more is gone.
+ */
+static void prune_named(struct agent *a, bool emit)
+{
+	struct hmap keep = { 0 }, keep_comm = { 0 };
+	size_t i;
+
+	for (i = 0; i < a->named.cap; i++) {
+		struct agent_identity id;
+		uint32_t pid = (uint32_t)a->named.keys[i];
+		uint64_t comm = 0;
+
+		if (!a->named.used[i] || agent_identity_read(pid, &id) ||
+		    id.start_time != a->named.vals[i])
+			continue;
+		hmap_get(&a->named_comm, pid, &comm);
+		if (hmap_put(&keep, pid, id.start_time) || hmap_put(&keep_comm, pid, comm))
+			continue;
+		if (emit && !known_pid(a, pid))
+			emit_process(a, &id, uid_of(pid), "kernel", a->trace_file);
+	}
+	hmap_free(&a->named);
+	hmap_free(&a->named_comm);
+	a->named = keep;
+	a->named_comm = keep_comm;
+}
+
 /* A Process event (Source "kernel") for each process the capture wrote
  * events of that neither joined nor is traced as .NET, once per (pid,
  * start time). One gone before it is looked at is not named: what it
@@ -956,6 +992,11 @@ static void name_seen(struct agent *a)
 	a->seen_q = NULL;
 	a->nseen_q = a->capseen_q = 0;
 	pthread_mutex_unlock(&a->seen_lock);
+	if (n && a->named.count >= (a->named_limit ? a->named_limit : NAMED_MAX)) {
+		prune_named(a, false);
+		/* as many alive: not again until twice as many */
+		a->named_limit = a->named.count * 2 > NAMED_MAX ? a->named.count * 2 : NAMED_MAX;
+	}
 	for (i = 0; i < n; i++) {
 		struct agent_identity id;
 		uint64_t start, comm;
@@ -1019,6 +1060,7 @@ static void merge_said(struct agent *a)
 	} else {
 		say(a, "merged %zu files into %s%s%s", a->job.n, a->job.out, a->job.note[0] ? "; " : "",
 		    a->job.note);
+		memcpy(a->merged_last, a->job.out, sizeof(a->merged_last));
 	}
 	for (i = 0; i < a->job.n; i++)
 		free(a->job.files[i]);
@@ -1103,6 +1145,7 @@ static void rotate_conn(struct agent *a, struct conn *c)
 		a->output_failed = 1;
 	c->out_fd = fd;
 	c->file_bytes0 = bytes_of(c->rs);
+	c->files++;
 	closed_add(a, old);
 	emit_file(a, c->pid, c->id.start_time, c->file);
 }
@@ -1145,14 +1188,7 @@ static void rotate_trace(struct agent *a)
 			if (a->dn_seen[k].pid == v[i].pid && a->dn_seen[k].start == v[i].start_time &&
 			    !a->dn_seen[k].ended)
 				name_dotnet(a, &v[i]);
-	for (i = 0; i < a->named.cap; i++) {
-		struct agent_identity id;
-		uint32_t pid = (uint32_t)a->named.keys[i];
-
-		if (a->named.used[i] && !known_pid(a, pid) && !agent_identity_read(pid, &id) &&
-		    id.start_time == a->named.vals[i])
-			emit_process(a, &id, uid_of(pid), "kernel", a->trace_file);
-	}
+	prune_named(a, true);
 	record_sampler_restate(a->rs);
 }
 
@@ -1456,12 +1492,13 @@ static void proc_line(struct bytebuf *b, bool json, const struct conn *c, bool l
 		bb_printf(b, ",\"pod_uid\":");
 		json_str(b, c->id.tags.pod_uid);
 		bb_printf(b, ",\"state\":\"%s\",\"events\":%llu,\"lost\":%llu,\"lost_full\":%llu,"
-			  "\"lost_aborted\":%llu,\"corrupt\":%llu,\"file\":",
+			  "\"lost_aborted\":%llu,\"corrupt\":%llu,\"bytes\":%llu,\"files\":%u,\"file\":",
 			  live ? "joined" : c->how, (unsigned long long)st.events_written,
 			  (unsigned long long)lost_of(&st),
 			  (unsigned long long)st.dropped[RP_DROP_REASON_FULL],
 			  (unsigned long long)st.dropped[RP_DROP_REASON_ABORTED],
-			  (unsigned long long)st.corrupt_records);
+			  (unsigned long long)st.corrupt_records, (unsigned long long)st.bytes_written,
+			  c->files);
 		json_str(b, c->file);
 		bb_printf(b, "}");
 	} else {
@@ -1493,6 +1530,13 @@ static void status_text(struct agent *a, bool json, struct bytebuf *b)
 		json_str(b, a->o.out_dir);
 		bb_printf(b, ",\"trace\":");
 		json_str(b, a->trace_file);
+		bb_printf(b, ",\"rotate_mb\":%llu,\"rotate_s\":%u,\"merge\":%s,\"merging\":%s,"
+			  "\"merged_last\":", (unsigned long long)(a->o.rotate_bytes >> 20), a->o.rotate_s,
+			  a->o.merge ? "true" : "false", a->merging ? "true" : "false");
+		if (a->merged_last[0])
+			json_str(b, a->merged_last);
+		else
+			bb_printf(b, "null");
 		bb_printf(b, ",\"joined_total\":%llu,\"containers\":%zu,\"processes\":[",
 			  (unsigned long long)a->joined_total, a->ncontainers);
 	} else {
@@ -1500,6 +1544,18 @@ static void status_text(struct agent *a, bool json, struct bytebuf *b)
 			  a->o.out_dir);
 		bb_printf(b, "processes: %zu joined now, %llu in all, %zu .NET; containers: %zu\n",
 			  a->nlive, (unsigned long long)a->joined_total, ndn, a->ncontainers);
+		bb_printf(b, "trace %s; rotation: ", a->trace_file);
+		if (a->o.rotate_bytes)
+			bb_printf(b, "at %llu MiB%s", (unsigned long long)(a->o.rotate_bytes >> 20),
+				  a->o.rotate_s ? ", " : "");
+		if (a->o.rotate_s)
+			bb_printf(b, "every %u s", a->o.rotate_s);
+		if (!a->o.rotate_bytes && !a->o.rotate_s)
+			bb_printf(b, "off");
+		if (a->o.merge)
+			bb_printf(b, "; merge: %s%s", a->merging ? "running, last " : "last ",
+				  a->merged_last[0] ? a->merged_last : "none yet");
+		bb_printf(b, "\n");
 		bb_printf(b, "%8s  %-16s %-12s %-22s %12s %10s  %s\n", "PID", "COMM", "CONTAINER",
 			  "STATE", "EVENTS", "LOST", "FILE");
 	}
