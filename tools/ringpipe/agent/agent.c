@@ -82,6 +82,7 @@ struct conn {
 	struct rp_session_stats st;
 	uint64_t file_bytes0;		/* the session's bytes when its file began */
 	uint32_t files;			/* its files so far (rotation) */
+	int next_file;			/* open_next()'s */
 	struct conn *next;
 };
 
@@ -102,6 +103,7 @@ struct agent {
 	struct rp_event *ev_process, *ev_end, *ev_container, *ev_file;
 	struct rp_session *trace;
 	char trace_base[480];		/* its files: BASE.nettrace, BASE.2.nettrace, ... */
+	int next_trace, next_merged;	/* open_next()'s */
 	char trace_file[512];
 	uint64_t trace_bytes0;
 	/* rotation: when the period began, when sizes were looked at */
@@ -535,12 +537,15 @@ static void file_name(struct agent *a, struct conn *c)
 }
 
 /* BASE.nettrace, or the first of BASE.2.nettrace, BASE.3.nettrace, ...
- * that does not exist yet, created; its name in path. */
-static int open_next(const char *base, char *path, size_t len)
+ * that does not exist yet, created; its name in path. *next (0 at first)
+ * remembers where the search stopped, so a file rotated for the
+ * thousandth time is not looked for a thousand times. */
+static int open_next(const char *base, char *path, size_t len, int *next)
 {
 	int n, fd;
 
-	for (n = 1; n < 100000; n++) {
+	for (n = *next > 1 ? *next : 1; n < 1000000; n++) {
+		*next = n + 1;
 		if (n > 1)
 			snprintf(path, len, "%s.%d.nettrace", base, n);
 		else
@@ -562,7 +567,7 @@ static int open_file(struct agent *a, struct conn *c)
 	file_name(a, c);
 	snprintf(base, sizeof(base), "%.*s", (int)(strlen(c->file) - strlen(".nettrace")) & 0x1ff,
 		 c->file);
-	return open_next(base, c->file, sizeof(c->file));
+	return open_next(base, c->file, sizeof(c->file), &c->next_file);
 }
 
 /* READY: the rings. 0, or the connection ends. */
@@ -1085,12 +1090,31 @@ static void merge_reap(struct agent *a, bool wait)
  * next period ends leaves that period's files for the one after. */
 static void merge_start(struct agent *a, bool here)
 {
+	size_t i, k;
 	int fd;
 
 	merge_reap(a, here);
-	if (a->merging || !a->nclosed)
+	if (a->merging)
 		return;
-	fd = open_next(a->merged_base, a->job.out, sizeof(a->job.out));
+	/* a file that is not there (a .NET stream whose copy failed) or
+	 * empty (a rotation that could not start it) would fail the whole
+	 * merge: it is left out */
+	for (i = k = 0; i < a->nclosed; i++) {
+		struct stat st;
+		bool gone = stat(a->closed[i], &st) != 0;
+
+		if (gone || !st.st_size) {
+			say(a, "%s: %s; left out of the merged file", a->closed[i],
+			    gone ? strerror(errno) : "empty");
+			free(a->closed[i]);
+		} else {
+			a->closed[k++] = a->closed[i];
+		}
+	}
+	a->nclosed = k;
+	if (!a->nclosed)
+		return;
+	fd = open_next(a->merged_base, a->job.out, sizeof(a->job.out), &a->next_merged);
 	if (fd < 0) {
 		say(a, "%s: %s", a->job.out, strerror(errno));
 		return;
@@ -1158,7 +1182,7 @@ static void rotate_trace(struct agent *a)
 	char path[sizeof(a->trace_file)];
 	struct conn *c;
 	size_t n = 0, i, k;
-	int fd = open_next(a->trace_base, path, sizeof(path)), err;
+	int fd = open_next(a->trace_base, path, sizeof(path), &a->next_trace), err;
 
 	if (fd < 0) {
 		say(a, "%s: %s; %s goes on", path, strerror(errno), a->trace_file);
