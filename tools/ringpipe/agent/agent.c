@@ -58,6 +58,9 @@
 #define SEEN_QUEUE_MAX 65536u	/* pids waiting to be named; more are named later */
 #define NAMED_MAX 32768u	/* capture-named processes remembered before the gone are forgotten */
 #define SIZE_LOOK_MS 20	/* how often file sizes are held against --rotate-mb */
+/* A process whose connection closed: how long it may take to become a
+ * zombie (it closed its files first) before it is taken as alive */
+#define ZOMBIE_WAIT_MS 200
 
 enum conn_kind { CONN_NEW, CONN_PROC, CONN_STATUS };
 
@@ -624,11 +627,22 @@ static int adopt(struct agent *a, struct conn *c, const struct rp_am_ready *r, i
 	return 0;
 }
 
-/* How a process that left without STOPPING ended, from its zombie. */
+/* How a process that left without STOPPING ended, from its zombie. A
+ * process that is dying closes its files (our socket) before it becomes a
+ * zombie: one that is exiting is given a moment to get there (one that
+ * lives on is not waited for). */
 static void how_it_ended(struct conn *c)
 {
 	struct agent_proc_stat ps;
-	int err = agent_proc_stat(c->pid, &ps);
+	int err = agent_proc_stat(c->pid, &ps), i;
+
+	for (i = 0; i < ZOMBIE_WAIT_MS && !err && ps.exiting && ps.state != 'Z' && c->have_id &&
+		    ps.start_time == c->id.start_time; i++) {
+		struct timespec ts = { 0, 1000000 };
+
+		nanosleep(&ts, NULL);
+		err = agent_proc_stat(c->pid, &ps);
+	}
 
 	c->exit_status = -1;
 	if ((err && err != -EBADMSG) || (!err && c->have_id && ps.start_time != c->id.start_time)) {

@@ -357,6 +357,9 @@ int agent_proc_stat(uint32_t pid, struct agent_proc_stat *st)
 	st->state = r[2];
 	f = stat_field(buf, 52);
 	st->exit_code = f ? (int)strtol(f, NULL, 10) : -1;
+	f = stat_field(buf, 9);
+	/* PF_EXITING (include/linux/sched.h): do_exit() has begun */
+	st->exiting = f && (strtoul(f, NULL, 10) & 0x4u);
 	return 0;
 }
 

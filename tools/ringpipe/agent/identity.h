@@ -9,6 +9,7 @@
 #ifndef RINGPIPE_AGENT_IDENTITY_H
 #define RINGPIPE_AGENT_IDENTITY_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -79,6 +80,7 @@ int agent_identity_read(uint32_t pid, struct agent_identity *id);
 struct agent_proc_stat {
 	char comm[17];
 	char state;
+	bool exiting;		/* field 9 has PF_EXITING: it is dying, not a zombie yet */
 	uint64_t start_time;
 	int exit_code;
 };
