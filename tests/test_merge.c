@@ -1097,12 +1097,17 @@ Test(merge, a_directory_merges_its_nettrace_files_and_never_its_output, .timeout
 		cr_assert_eq(th_write_file(junk[i], "not a trace", 11), 0);
 	junk[3] = th_fmt("%s/old.nettrace", dir);
 	cr_assert_eq(mkdir(junk[3], 0755), 0);
+	/* an agent's merged file holds what the others do; an empty one is a
+	 * file whose writer died before it began: both left out */
+	cr_assert_eq(th_write_file(th_fmt("%s/ringpipe-host_1_20261201.nettrace", dir), "junk", 4), 0);
+	cr_assert_eq(th_write_file(th_fmt("%s/app-1003.nettrace", dir), "", 0), 0);
 
 	for (run = 0; run < 2; run++) {
 		cr_assert_eq(merge_run(&o, "-o '%s' '%s/'", out, dir), 0, "run %d: %s", run,
 			     th_text(&o));
 		cr_assert(strstr(th_text(&o), ": 3 files, 10000 events, 4 processes, EventsLost 18\n"),
 			  "run %d: %s", run, th_text(&o));
+		cr_assert(strstr(th_text(&o), "app-1003.nettrace: empty, left out"), "%s", th_text(&o));
 		raw.len = 0;
 		cr_assert_eq(th_read_file(out, &raw), 0);
 		check_output(raw.p, raw.len, srcs, 3, NULL, same_ts, &s);

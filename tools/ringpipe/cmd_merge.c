@@ -100,9 +100,16 @@ static int inputs_add_dir(struct merge_inputs *in, const char *dir, const struct
 			rc = tool_err("merge", "%s", strerror(ENOMEM));
 			break;
 		}
-		if (!stat(path, &sb) && S_ISREG(sb.st_mode) &&
-		    !(out_st && sb.st_dev == out_st->st_dev && sb.st_ino == out_st->st_ino) &&
-		    inputs_add(in, path))
+		if (stat(path, &sb) || !S_ISREG(sb.st_mode) ||
+		    (out_st && sb.st_dev == out_st->st_dev && sb.st_ino == out_st->st_ino)) {
+			free(path);
+			continue;
+		}
+		if (!sb.st_size)
+			/* a file whose writer was killed before its first
+			 * byte (named, never begun): nothing to merge */
+			fprintf(stderr, "ringpipe merge: %s: empty, left out\n", path);
+		else if (inputs_add(in, path))
 			rc = tool_err("merge", "%s", strerror(ENOMEM));
 		free(path);
 	}
