@@ -203,6 +203,23 @@ static void env_fini(struct env *e)
 	e->dir = NULL;
 }
 
+/* Files numbered as the agent numbers them (NAME.nettrace, NAME.2.nettrace,
+ * ..., NAME.10.nettrace), in that order: shorter first, then by name. */
+static void sort_numbered(char **v, size_t n)
+{
+	size_t i, j;
+
+	for (i = 0; i < n; i++)
+		for (j = i + 1; j < n; j++)
+			if (strlen(v[j]) < strlen(v[i]) ||
+			    (strlen(v[j]) == strlen(v[i]) && strcmp(v[j], v[i]) < 0)) {
+				char *t = v[i];
+
+				v[i] = v[j];
+				v[j] = t;
+			}
+}
+
 /* The trace the agent wrote for pid (the n-th join, from 1). */
 static char *file_of(const struct env *e, pid_t pid, int nth)
 {
@@ -211,7 +228,7 @@ static char *file_of(const struct env *e, pid_t pid, int nth)
 	DIR *d = opendir(e->out);
 	int seen = 0;
 	char *names[256];
-	int n = 0, i, j;
+	int n = 0, i;
 
 	cr_assert_not_null(d, "%s", e->out);
 	while ((de = readdir(d)) && n < 256)
@@ -219,16 +236,8 @@ static char *file_of(const struct env *e, pid_t pid, int nth)
 		    strncmp(de->d_name, "ringpipe-agent_", 15))
 			names[n++] = strdup(de->d_name);
 	closedir(d);
-	/* joins number their files: NAME.nettrace, NAME.2.nettrace, ... */
-	for (i = 0; i < n; i++)
-		for (j = i + 1; j < n; j++)
-			if (strlen(names[j]) < strlen(names[i]) ||
-			    (strlen(names[j]) == strlen(names[i]) && strcmp(names[j], names[i]) < 0)) {
-				char *t = names[i];
-
-				names[i] = names[j];
-				names[j] = t;
-			}
+	/* joins and rotations number their files */
+	sort_numbered(names, (size_t)n);
 	for (i = 0; i < n; i++) {
 		if (++seen == nth)
 			best = th_fmt("%s/%s", e->out, names[i]);
@@ -1199,22 +1208,14 @@ static size_t agent_traces(const struct env *e, char **out, size_t max)
 {
 	struct dirent *de;
 	DIR *d = opendir(e->out);
-	size_t n = 0, i, j;
+	size_t n = 0;
 
 	cr_assert_not_null(d);
 	while ((de = readdir(d)) && n < max)
 		if (!strncmp(de->d_name, "ringpipe-agent_", 15))
 			out[n++] = th_fmt("%s/%s", e->out, de->d_name);
 	closedir(d);
-	for (i = 0; i < n; i++)
-		for (j = i + 1; j < n; j++)
-			if (strlen(out[j]) < strlen(out[i]) ||
-			    (strlen(out[j]) == strlen(out[i]) && strcmp(out[j], out[i]) < 0)) {
-				char *t = out[i];
-
-				out[i] = out[j];
-				out[j] = t;
-			}
+	sort_numbered(out, n);
 	return n;
 }
 
