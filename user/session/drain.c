@@ -1059,6 +1059,13 @@ static void rotate(struct drainer *d)
 	int err = 0;
 	uint32_t i;
 
+	/* the new output first: without it the old stream goes on, whole */
+	so.is_socket = !fstat(s->rotate_fd, &st) && S_ISSOCK(st.st_mode);
+	sink = rp_uring_sink_new(s->rotate_fd, &so);
+	if (!sink) {
+		s->rotate_err = -errno;
+		return;
+	}
 	if (!d->failed) {
 		err = nt_writer_finish(d->w, d->last_ts + 1);
 		if (!err)
@@ -1067,12 +1074,6 @@ static void rotate(struct drainer *d)
 			set_output_error(d, err);
 		else
 			rp_add_relaxed(&s->stats.sps, 1);
-	}
-	so.is_socket = !fstat(s->rotate_fd, &st) && S_ISSOCK(st.st_mode);
-	sink = rp_uring_sink_new(s->rotate_fd, &so);
-	if (!sink) {
-		s->rotate_err = -errno;
-		return;		/* the old stream goes on (its end mark is written) */
 	}
 	d->bytes_before += nt_writer_bytes(d->w);
 	nt_writer_free(d->w);
