@@ -1026,12 +1026,13 @@ struct rotator {
 };
 
 /* Rotates s into DIR/r.N.nettrace every few milliseconds while writers
- * write. */
+ * write, and on until there are 5 files (the writers of a sanitizer build
+ * may be done before the first). */
 static void *rotator_main(void *arg)
 {
 	struct rotator *r = arg;
 
-	while (!__atomic_load_n(&r->stop, __ATOMIC_RELAXED) && r->files < 200) {
+	while ((!__atomic_load_n(&r->stop, __ATOMIC_RELAXED) || r->files < 5) && r->files < 200) {
 		struct timespec ts = { 0, 3000000 };
 		char *path;
 		int fd;
