@@ -1019,6 +1019,30 @@ Test(agent, the_command_checks_its_options_and_stops_on_time, .timeout = 60,
 	env_fini(&e);
 }
 
+/* The .NET trace of host pid, waited for: the agent writes it once the
+ * process's stream has ended. */
+static char *dotnet_file_of(const struct env *e, pid_t pid)
+{
+	uint64_t end = now_ms() + 20000;
+	char *want = th_fmt("-%d-", pid), *f = NULL;
+
+	while (!f) {
+		struct dirent *de;
+		DIR *d = opendir(e->out);
+
+		while (d && (de = readdir(d)))
+			if (!strncmp(de->d_name, "dotnet-", 7) && strstr(de->d_name, want) &&
+			    strstr(de->d_name, ".nettrace"))
+				f = th_fmt("%s/%s", e->out, de->d_name);
+		if (d)
+			closedir(d);
+		cr_assert_lt(now_ms(), end, "no .NET trace for host pid %d", pid);
+		if (!f)
+			sleep_ms(50);
+	}
+	return f;
+}
+
 Test(agent, a_dotnet_app_in_a_container_is_traced_on_its_host_pid, .timeout = 240,
      .fini = containers_fini)
 {
@@ -1070,22 +1094,7 @@ Test(agent, a_dotnet_app_in_a_container_is_traced_on_its_host_pid, .timeout = 24
 	sscanf(strstr((char *)out.p, "ticks "), "ticks %llu", &said);
 	cr_assert_gt(said, 100u);
 	/* the stream ends with the process; the agent then writes the file */
-	end = now_ms() + 20000;
-	while (!f) {
-		struct dirent *de;
-		DIR *d = opendir(e.out);
-		char *want = th_fmt("-%d-", host_pid);
-
-		while (d && (de = readdir(d)))
-			if (!strncmp(de->d_name, "dotnet-", 7) && strstr(de->d_name, want) &&
-			    strstr(de->d_name, ".nettrace"))
-				f = th_fmt("%s/%s", e.out, de->d_name);
-		if (d)
-			closedir(d);
-		cr_assert_lt(now_ms(), end, "no .NET trace for host pid %d", host_pid);
-		if (!f)
-			sleep_ms(50);
-	}
+	f = dotnet_file_of(&e, host_pid);
 	cr_assert_eq(agent_down(&e), 0);
 	cr_assert_eq(th_run(th_fmt("dotnet '%s' counts '%s'", th_tracedump(&why), f), &counts), 0,
 		     "%s", counts.p);
@@ -1571,21 +1580,7 @@ Test(agent, one_agent_one_run_finds_every_process_of_every_container, .timeout =
 	cr_assert(strstr(th_text(&out), "ticks "), "%s", out.p);
 	sscanf(strstr((char *)out.p, "ticks "), "ticks %llu", &app_said);
 	/* the .NET file is written once its stream has ended */
-	end = now_ms() + 20000;
-	while (!f_app) {
-		struct dirent *de;
-		DIR *d = opendir(e.out);
-
-		while (d && (de = readdir(d)))
-			if (!strncmp(de->d_name, "dotnet-", 7) && strstr(de->d_name, th_fmt("-%d-", app)) &&
-			    strstr(de->d_name, ".nettrace"))
-				f_app = th_fmt("%s/%s", e.out, de->d_name);
-		if (d)
-			closedir(d);
-		cr_assert_lt(now_ms(), end, "no .NET trace for host pid %d", app);
-		if (!f_app)
-			sleep_ms(50);
-	}
+	f_app = dotnet_file_of(&e, app);
 	cr_assert_eq(agent_down(&e), 0);
 	trace = agent_trace(&e);
 

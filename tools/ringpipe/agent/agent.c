@@ -319,6 +319,15 @@ static void put_str(struct bytebuf *b, const char *s)
 	utf8_to_utf16z(b, s ? s : "");
 }
 
+/* Writes the payload built in b (unless building it ran out of memory)
+ * and frees it. */
+static void emit_built(struct rp_event *ev, struct bytebuf *b)
+{
+	if (!b->oom)
+		rp_event_write(ev, b->p, b->len);
+	bb_free(b);
+}
+
 static void emit_container(struct agent *a, const struct agent_identity *id)
 {
 	struct bytebuf b = { 0 };
@@ -343,9 +352,7 @@ static void emit_container(struct agent *a, const struct agent_identity *id)
 	put_str(&b, id->tags.runtime);
 	put_str(&b, id->tags.qos);
 	put_str(&b, id->cgroup_path);
-	if (!b.oom)
-		rp_event_write(a->ev_container, b.p, b.len);
-	bb_free(&b);
+	emit_built(a->ev_container, &b);
 }
 
 static void emit_process(struct agent *a, const struct agent_identity *id, uint32_t uid,
@@ -369,9 +376,7 @@ static void emit_process(struct agent *a, const struct agent_identity *id, uint3
 	bb_append_u32(&b, uid);
 	put_str(&b, source);
 	put_str(&b, file);
-	if (!b.oom)
-		rp_event_write(a->ev_process, b.p, b.len);
-	bb_free(&b);
+	emit_built(a->ev_process, &b);
 }
 
 /* unknown: events lost for no reason known (a .NET stream's EventsLost),
@@ -397,9 +402,7 @@ static void emit_end(struct agent *a, uint32_t pid, uint64_t start, const char *
 	bb_append_u64(&b, st->dropped[RP_DROP_REASON_OUTPUT]);
 	bb_append_u64(&b, other);
 	bb_append_u64(&b, st->corrupt_records);
-	if (!b.oom)
-		rp_event_write(a->ev_end, b.p, b.len);
-	bb_free(&b);
+	emit_built(a->ev_end, &b);
 }
 
 static void closed_add(struct agent *a, const char *path);
@@ -411,9 +414,7 @@ static void emit_file(struct agent *a, uint32_t pid, uint64_t start, const char 
 	bb_append_u32(&b, pid);
 	bb_append_u64(&b, start);
 	put_str(&b, file);
-	if (!b.oom)
-		rp_event_write(a->ev_file, b.p, b.len);
-	bb_free(&b);
+	emit_built(a->ev_file, &b);
 }
 
 /* ---- connections ------------------------------------------------------------ */
