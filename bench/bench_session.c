@@ -5,6 +5,7 @@
  * file; the resident memory a session costs.
  *
  *   bench_session [--quick] [--kv] [--drain]   (--drain: the drainer rows only)
+ *   bench_session --drain-count N [--writers W] [--run R] [--live] [--v6] [--keep PATH]
  *
  * Prints markdown tables; every figure is the median of the repetitions
  * (5, or 3 with --quick), min and max beside it.
@@ -33,6 +34,20 @@
  * "alone" row pre-fills the rings with the drainer parked and times the
  * drainer emptying them by itself (woken with rp_drainer_kick()).
  *
+ * --drain-count: no table, one run for an instruction counter (callgrind's
+ * --toggle-collect=drainer_main counts the drainer thread alone): W writers
+ * (1 or 2, pinned to their own CPUs, so each fills a ring of its own) write
+ * N 32-byte events in all, taking turns every R events (default 1: the
+ * timestamps of the rings interleave event by event, as two CPUs writing
+ * at once make them, the merge's costliest case). The drainer is held by
+ * the rp_drain_pause hook until every event is written (--live: it runs
+ * along), then drains them to a V5 (--v6: V6) file (--keep: left at PATH for a
+ * reader to check). Prints the events written, the file's bytes and the
+ * drainer's wall time. Under callgrind the counts start when the drainer
+ * is let go (its held loop costs the writers' time, not the events'):
+ *   valgrind --tool=callgrind --toggle-collect=drainer_main bench_session --drain-count N
+ * and Ir / events is the drainer's cost per event.
+ *
  * Memory rows: /proc/self/statm resident size around sessions of 1, 16, 64
  * and 256 MiB: after start, after every ring was written through once, and
  * after stop.
@@ -58,6 +73,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#if defined(__has_include)
+#if __has_include(<valgrind/callgrind.h>)
+#include <valgrind/callgrind.h>
+#endif
+#endif
+
 #include "clock.h"
 #include "ring.h"
 #include "ringpipe/ringpipe.h"
@@ -75,6 +96,12 @@ static unsigned int reps = 7;
 static bool quick;
 static bool kv;		/* --kv: "key value" lines for scripts/run-bench.sh */
 static bool drain_only;		/* --drain: only the drainer rows */
+static uint64_t count_events;	/* --drain-count: a single counted run */
+static int count_writers = 1;	/* --writers */
+static uint64_t count_run = 1;	/* --run: events per turn */
+static bool count_live;		/* --live: the drainer is not held */
+static const char *count_keep;	/* --keep: the trace's path, left there */
+static int count_format = 5;	/* --v6: nettrace V6 */
 static uint64_t per_thread = 1000000;	/* producer rows, per thread and repetition */
 static uint64_t drain_events = 2000000;	/* drainer rows, per writer */
 static uint64_t disabled_calls = 20000000;
@@ -124,7 +151,7 @@ static struct rp_session *session_start(uint64_t buffer, const char *path)
 {
 	static struct rp_provider_config pc = { .name = "Bench-Session" };
 	struct rp_session_opts so = { .sz = sizeof(so), .providers = &pc, .nproviders = 1,
-				      .format = 5, .buffering = RP_BUFFERING_DROP,
+				      .format = count_format, .buffering = RP_BUFFERING_DROP,
 				      .buffer_bytes = buffer, .path = path, .fd = -1 };
 	struct rp_session *s = rp_session_start(&so);
 
@@ -604,6 +631,120 @@ static void drain_rows(void)
 	}
 }
 
+/* ---- a counted drain (--drain-count) ------------------------------------- */
+
+struct turn_arg {
+	int cpu;
+	uint32_t index;
+	uint64_t n;		/* events this writer writes */
+	uint64_t refused;
+};
+
+static unsigned long turn;	/* atomic: turns taken so far, by everyone */
+static int writers_done;	/* atomic: writers that wrote all theirs */
+
+/* Waits for this writer's turn; false once every other writer is done. */
+static bool wait_turn(const struct turn_arg *a)
+{
+	/* pairs with the store_release in pass_turn(): the other writer's
+	 * records were reserved (and stamped) before this turn begins */
+	while (rp_load_acquire(&turn) % (unsigned long)count_writers != a->index) {
+		if (rp_load_relaxed(&writers_done) == count_writers - 1)
+			return false;
+		sched_yield();
+	}
+	return true;
+}
+
+static void pass_turn(void)
+{
+	/* pairs with the load_acquire in wait_turn() */
+	rp_store_release(&turn, rp_load_relaxed(&turn) + 1);
+}
+
+/* Writes a->n events in turns of count_run with the other writers. */
+static void *turn_writer(void *p)
+{
+	struct turn_arg *a = p;
+	struct small s;
+	uint64_t done = 0, k;
+	bool alone = false;
+
+	bench_pin(a->cpu);
+	small_fill(&s, 0, a->index);
+	while (done < a->n) {
+		if (!alone && !wait_turn(a))
+			alone = true;	/* the others are done: no more turns */
+		for (k = 0; k < count_run && done < a->n; k++, done++) {
+			s.counter = done + 1;
+			if (rp_event_write(ev_on, &s, sizeof(s)))
+				a->refused++;
+		}
+		if (!alone)
+			pass_turn();
+	}
+	rp_add_relaxed(&writers_done, 1);
+	/* the others may still wait for turns this writer would take */
+	while (!alone && rp_load_relaxed(&writers_done) < count_writers) {
+		if (rp_load_acquire(&turn) % (unsigned long)count_writers == a->index)
+			pass_turn();	/* acquire: pairs with pass_turn()'s release */
+		else
+			sched_yield();
+	}
+	return NULL;
+}
+
+static int drain_count(void)
+{
+	struct rp_session_stats st = { .sz = sizeof(st) };
+	const char *path = count_keep ? count_keep : tmp_path("count.nettrace");
+	struct turn_arg a[2];
+	pthread_t th[2];
+	uint64_t t0, t1, refused = 0;
+	struct rp_session *s;
+	struct stat fst;
+	int w;
+
+	if (count_writers < 1 || count_writers > 2 || (count_writers == 2 && nr_cpus < 2)) {
+		fprintf(stderr, "bench_session: --writers takes 1, or 2 with two CPUs\n");
+		return 1;
+	}
+	if (!count_live)
+		rp_store_relaxed(&rp_drain_pause, 1);
+	s = session_start(512ull << 20, path);
+	t0 = now_ns();
+	for (w = 0; w < count_writers; w++) {
+		a[w] = (struct turn_arg){ .cpu = cpus[w], .index = (uint32_t)w,
+					  .n = count_events / (uint64_t)count_writers +
+					       ((uint64_t)w < count_events % (uint64_t)count_writers) };
+		if (pthread_create(&th[w], NULL, turn_writer, &a[w]))
+			die("pthread_create");
+	}
+	for (w = 0; w < count_writers; w++) {
+		pthread_join(th[w], NULL);
+		refused += a[w].refused;
+	}
+	if (!count_live) {
+#ifdef CALLGRIND_ZERO_STATS
+		/* under callgrind, count from here: the drainer's held loop
+		 * costs what the writers' time costs, not what the events do */
+		CALLGRIND_ZERO_STATS;
+#endif
+		t0 = now_ns();
+		rp_store_relaxed(&rp_drain_pause, 0);
+	}
+	wait_drained(s, count_events, &st);
+	if (rp_session_stop(s))
+		die("rp_session_stop");
+	t1 = now_ns();
+	printf("events %" PRIu64 "\nrefused %" PRIu64 "\ndrops %" PRIu64 "\nbytes %" PRIu64
+	       "\ndrain_ms %.1f\n", st.events_written, refused, total_drops(&st),
+	       stat(path, &fst) == 0 ? (uint64_t)fst.st_size : 0, (double)(t1 - t0) / 1e6);
+	if (!count_keep)
+		unlink(path);
+	return 0;
+}
+
 /* ---- resident memory ----------------------------------------------------- */
 
 /* Writes from each CPU until its ring's producer position went once around. */
@@ -693,8 +834,21 @@ int main(int argc, char **argv)
 			kv = true;
 		} else if (!strcmp(argv[i], "--drain")) {
 			drain_only = true;
+		} else if (!strcmp(argv[i], "--drain-count") && i + 1 < argc) {
+			count_events = strtoull(argv[++i], NULL, 0);
+		} else if (!strcmp(argv[i], "--writers") && i + 1 < argc) {
+			count_writers = atoi(argv[++i]);
+		} else if (!strcmp(argv[i], "--run") && i + 1 < argc) {
+			count_run = strtoull(argv[++i], NULL, 0);
+		} else if (!strcmp(argv[i], "--live")) {
+			count_live = true;
+		} else if (!strcmp(argv[i], "--v6")) {
+			count_format = 6;
+		} else if (!strcmp(argv[i], "--keep") && i + 1 < argc) {
+			count_keep = argv[++i];
 		} else {
-			fprintf(stderr, "usage: %s [--quick] [--kv] [--drain]\n", argv[0]);
+			fprintf(stderr, "usage: %s [--quick] [--kv] [--drain] | --drain-count N "
+				"[--writers W] [--run R] [--live] [--v6] [--keep PATH]\n", argv[0]);
 			return 2;
 		}
 	}
@@ -710,6 +864,12 @@ int main(int argc, char **argv)
 	if (!ev_on || !ev_off)
 		die("rp_event_new");
 
+	if (count_events) {
+		int rc = drain_count();
+
+		rmdir(tmpdir);
+		return rc;
+	}
 	if (!drain_only)
 		producer_rows();
 	if (!kv)

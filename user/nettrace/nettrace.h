@@ -156,6 +156,41 @@ int nt_event_desc_check(const struct nt_event_desc *d, int format, char *why, si
  * -EINVAL / -E2BIG as nt_event_desc_check() says. */
 int nt_writer_define(struct nt_writer *w, const struct nt_event_desc *d, uint32_t *id);
 int nt_writer_event(struct nt_writer *w, const struct nt_event *ev);
+/*
+ * The same for a plain event, the drainer's usual one: only meta_id, seq,
+ * tid, cpu, ts, payload, payload_len and sorted are read (the rest counts
+ * as zero: no stack, no activity ids, written by the thread it is about,
+ * in the trace's default process), and payload is not NULL when
+ * payload_len is not 0. Costs less per event than nt_writer_event().
+ * Returns a token (below) or a negative errno.
+ */
+int nt_writer_event_plain(struct nt_writer *w, const struct nt_event *ev);
+/*
+ * Plain events repeat: most threads write one event type on one CPU, one
+ * sequence number after another. nt_writer_event_plain() returns, instead
+ * of 0, a token for the event's thread (> 0), and an nt_next with it is
+ * the thread's next event: what nt_writer_event_plain() would write for an
+ * event with the event type, tid, cpu and sorted flag of the thread's last
+ * plain event, its sequence number plus one, and the ts and payload given.
+ * A token is good for the writer that gave it; one whose event failed must
+ * not be used (the writer did not take that event's number).
+ */
+struct nt_next {
+	uint32_t token;
+	uint32_t payload_len;
+	uint64_t ts;
+	const void *payload;
+};
+/*
+ * Writes ev[0..n) in order, each as its thread's next event; returns how
+ * many were written. Fewer than n: ev[returned] was not, nor any after it,
+ * because of the writer's error (nt_writer_error()), or because that
+ * event's token is invalid or stale (the thread's last event was not
+ * written with nt_writer_event_plain() or through its token, or its
+ * numbers moved since: nt_writer_note_seq()): write it with
+ * nt_writer_event_plain() then, and go on from the next.
+ */
+unsigned int nt_writer_events_next(struct nt_writer *w, const struct nt_next *ev, unsigned int n);
 /* Records that a capture thread reached `seq` without a written event (its
  * later attempts were dropped); the next sequence point reports the gap. */
 int nt_writer_note_seq(struct nt_writer *w, uint32_t pid, uint64_t capture_tid, uint32_t seq);

@@ -19,6 +19,17 @@
  *     incarnation); in V6 the new incarnation gets a new thread index;
  *   - drops after a thread's last written event: nt_writer_note_seq() and the
  *     next sequence point carry the higher number.
+ *
+ * Cost per event. A drainer writes millions of events a second on the CPUs
+ * its producers run on, nearly all of them plain (no stack, no activity
+ * ids, on the thread they are about) and repeating their thread's event
+ * type and CPU. Three ways in, each doing the same to the bytes: any event
+ * (event_any()); a plain one (event_plain(): a thread cache, the header
+ * compared field by field with the previous one); and the next events of
+ * threads by token, in batches (nt_writer_events_next(): nothing looked
+ * up, and a run of one thread's events costs a flag byte and a time delta
+ * per header). Varints of up to five bytes are written as one word, thread
+ * ids as bytes encoded once.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -69,17 +80,33 @@ struct hdr_state {
 	/* V5: activity / related may be non-zero (false after the block reset
 	 * zeroed them), so events without ids skip the 16-byte compares */
 	bool act_set, rel_set;
+	/* stack, label, act_set or rel_set is set: a plain header must clear
+	 * them (one test for the four) */
+	bool extra;
 };
 
 struct wthread {
 	uint32_t pid;
 	uint64_t tid;
 	uint64_t index;		/* V6 thread index; V5: tid */
+	/* index as the LEB128 bytes a header carries (index_len of them;
+	 * 0: it takes more than 8, encode it each time) */
+	uint64_t index_var;
+	uint8_t index_len;
 	uint32_t last_raw;	/* last sequence number given by the caller */
 	uint32_t last_file;	/* last sequence number written to the file */
 	uint32_t offset;	/* file = raw + offset (V5 continuity across reuse) */
 	bool in_file;		/* the reader knows this thread (event or SP) */
 	bool has_raw;
+	/* what nt_writer_events_next() repeats: the event type, CPU and order
+	 * flag of the thread's last plain event; next_ok: its numbers are as
+	 * that event left them */
+	bool next_ok, next_sorted;
+	uint32_t next_meta, next_cpu;
+	/* the ids and CPU of a header that follows another thread's (capture
+	 * index, next_cpu, index: switch_len bytes; 0: encode them) */
+	uint8_t switch_len;
+	uint8_t switch_bytes[24];
 };
 
 struct stack_ent {
@@ -93,6 +120,10 @@ struct label_ent {
 	uint8_t act[16];
 	uint8_t rel[16];
 };
+
+/* Threads found by key without a hash map probe: direct-mapped, a
+ * collision just goes to the map; emptied when the thread table moves. */
+#define NT_THREAD_CACHE 256u
 
 /* Event block ends remembered: more than the blocks an output can hold in
  * flight (the io_uring sink buffers at most a few MiB, blocks are ~100 KiB). */
@@ -145,7 +176,7 @@ struct nt_writer {
 	struct wthread *threads;
 	size_t nthreads, capthreads;
 	struct hmap thread_map;		/* key -> index into threads */
-	struct wthread *last_thread;
+	struct wthread *thread_cache[NT_THREAD_CACHE];
 };
 
 /* ---- sinks ------------------------------------------------------------ */
@@ -546,67 +577,175 @@ struct hdr_in {
 	uint32_t meta, seq, cpu, stack, label, size;
 	uint64_t capture, tid, ts;
 	const uint8_t *act, *rel;
+	/* capture and tid already encoded (wthread.index_var), or len 0 */
+	uint64_t capture_var, tid_var;
+	uint8_t capture_len, tid_len;
 	bool sorted;
 };
 
 static const uint8_t zero_guid[16];
 
-/* Encodes one compressed header; the caller reserved NT_EVENT_HEADER_MAX. */
-static void put_header(struct eblock *eb, int format, const struct hdr_in *h)
+/* LEB128 at o, with room reserved; returns the end. The values a header
+ * carries (time deltas, ids, sizes, and a sequence delta between two
+ * threads, which is often 2^32 - 1) take up to five bytes: those go
+ * without a loop. */
+static inline __attribute__((always_inline)) uint8_t *var_put(uint8_t *o, uint64_t v)
+{
+	uint32_t x;
+
+	if (__builtin_expect(v < 0x80, 1)) {
+		*o = (uint8_t)v;
+		return o + 1;
+	}
+	/* seven bits a byte, the continuation bit on all but the last, put
+	 * together in a word and stored at once (the room reserved takes the
+	 * bytes of the word past the encoding; what follows overwrites them) */
+	x = (uint32_t)(v & 0x7f) | 0x80 | (uint32_t)((v << 1) & 0x7f00);
+	if (v < 0x4000) {
+		memcpy(o, &x, 2);
+		return o + 2;
+	}
+	x |= 0x8000 | (uint32_t)((v << 2) & 0x7f0000);
+	if (v < 0x200000) {
+		memcpy(o, &x, 4);
+		return o + 3;
+	}
+	x |= 0x800000 | (uint32_t)((v << 3) & 0x7f000000);
+	if (v < 0x10000000) {
+		memcpy(o, &x, 4);
+		return o + 4;
+	}
+	if (v < 0x800000000ull) {
+		x |= 0x80000000u;
+		memcpy(o, &x, 4);
+		o[4] = (uint8_t)(v >> 28);
+		return o + 5;
+	}
+	do {
+		*o++ = (uint8_t)(v | 0x80);
+		v >>= 7;
+	} while (v >= 0x80);
+	*o++ = (uint8_t)v;
+	return o;
+}
+
+/* A thread id or index: its encoding made once (an 8-byte store, the bytes
+ * past the encoding are overwritten by what follows or lie in the room
+ * reserved), else encoded now. */
+static inline __attribute__((always_inline)) uint8_t *id_put(uint8_t *o, uint64_t v,
+							     uint64_t var, unsigned int len)
+{
+	if (__builtin_expect(len != 0, 1)) {
+		memcpy(o, &var, 8);
+		return o + len;
+	}
+	return var_put(o, v);
+}
+
+static void index_set(struct wthread *t, uint64_t index)
+{
+	uint8_t tmp[16] = { 0 };
+	size_t n = (size_t)(var_put(tmp, index) - tmp);
+
+	t->index = index;
+	t->index_len = n <= 8 ? (uint8_t)n : 0;
+	memcpy(&t->index_var, tmp, 8);
+	t->switch_len = 0;	/* made anew from the new index (next_token()) */
+}
+
+/* V5 activity ids: which of them differ from the previous header's
+ * (HF_ACTIVITY, HF_RELATED). Only events that carry ids, or follow one
+ * that did, get here; act and rel are never NULL. */
+static unsigned int activity_flags_v5(const struct hdr_state *st, bool has_act, bool has_rel,
+				      const uint8_t *act, const uint8_t *rel)
+{
+	unsigned int f = 0;
+
+	if ((has_act || st->act_set) && memcmp(act, st->activity, 16) != 0)
+		f |= HF_ACTIVITY;
+	if ((has_rel || st->rel_set) && memcmp(rel, st->related, 16) != 0)
+		f |= HF_RELATED;
+	return f;
+}
+
+/* Writes the ids that differ and remembers them. */
+static uint8_t *put_activity_v5(struct hdr_state *st, bool has_act, bool has_rel,
+				const uint8_t *act, const uint8_t *rel, unsigned int f,
+				uint8_t *o)
+{
+	if (f & HF_ACTIVITY) {
+		memcpy(o, act, 16);
+		o += 16;
+	}
+	if (f & HF_RELATED) {
+		memcpy(o, rel, 16);
+		o += 16;
+	}
+	if (has_act || st->act_set) {
+		memcpy(st->activity, act, 16);
+		st->act_set = memcmp(act, zero_guid, 16) != 0;
+	}
+	if (has_rel || st->rel_set) {
+		memcpy(st->related, rel, 16);
+		st->rel_set = memcmp(rel, zero_guid, 16) != 0;
+	}
+	return o;
+}
+
+/*
+ * Encodes one compressed header; the caller reserved NT_EVENT_HEADER_MAX
+ * (the largest header is 88 bytes; the word stores of id_put() and
+ * var_put() reach a few bytes past a field, never past byte 96, and what
+ * follows overwrites them). Fields that match the
+ * previous header cost a compare, no encoding: inlined into the event path
+ * so that h stays in registers.
+ */
+static inline __attribute__((always_inline)) void put_header(struct eblock *eb, int format,
+							     const struct hdr_in *h)
 {
 	struct hdr_state *st = &eb->st;
-	struct bytebuf *b = &eb->buf;
-	const uint8_t *act = h->act ? h->act : zero_guid;
-	const uint8_t *rel = h->rel ? h->rel : zero_guid;
-	uint8_t flags = 0;
+	uint8_t *start = eb->buf.p + eb->buf.len, *o = start + 1;
+	unsigned int flags = h->sorted ? HF_SORTED : 0;
 
-	if (h->meta != st->meta)
+	if (h->meta != st->meta) {
 		flags |= HF_META;
+		o = var_put(o, h->meta);
+	}
 	if (h->capture != st->capture || h->cpu != st->cpu || h->seq != st->seq + 1 ||
-	    (h->meta == 0 && h->seq != st->seq))
+	    (h->meta == 0 && h->seq != st->seq)) {
 		flags |= HF_SEQ;
-	if (h->tid != st->tid)
+		o = var_put(o, (uint32_t)(h->seq - st->seq - 1));
+		o = id_put(o, h->capture, h->capture_var, h->capture_len);
+		o = var_put(o, h->cpu);
+	}
+	if (h->tid != st->tid) {
 		flags |= HF_TID;
-	if (h->stack != st->stack)
+		o = id_put(o, h->tid, h->tid_var, h->tid_len);
+	}
+	if (h->stack != st->stack) {
 		flags |= HF_STACK;
-	if (format == NT_FORMAT_V6) {
-		if (h->label != st->label)
-			flags |= HF_ACTIVITY;
-	} else {
-		if (h->act || st->act_set ? memcmp(act, st->activity, 16) != 0 : false)
-			flags |= HF_ACTIVITY;
-		if (h->rel || st->rel_set ? memcmp(rel, st->related, 16) != 0 : false)
-			flags |= HF_RELATED;
+		o = var_put(o, h->stack);
 	}
-	if (h->sorted)
-		flags |= HF_SORTED;
-	if (h->size != st->size)
-		flags |= HF_SIZE;
+	o = var_put(o, h->ts - st->ts);
+	if (format == NT_FORMAT_V6) {
+		if (h->label != st->label) {
+			flags |= HF_ACTIVITY;
+			o = var_put(o, h->label);
+		}
+	} else if (__builtin_expect(h->act || h->rel || st->act_set || st->rel_set, 0)) {
+		const uint8_t *act = h->act ? h->act : zero_guid;
+		const uint8_t *rel = h->rel ? h->rel : zero_guid;
+		unsigned int f = activity_flags_v5(st, h->act, h->rel, act, rel);
 
-	bb_u8(b, flags);
-	if (flags & HF_META)
-		bb_varu32(b, h->meta);
-	if (flags & HF_SEQ) {
-		bb_varu32(b, h->seq - st->seq - 1);
-		bb_varu64(b, h->capture);
-		bb_varu32(b, h->cpu);
+		flags |= f;
+		o = put_activity_v5(st, h->act, h->rel, act, rel, f, o);
 	}
-	if (flags & HF_TID)
-		bb_varu64(b, h->tid);
-	if (flags & HF_STACK)
-		bb_varu32(b, h->stack);
-	bb_varu64(b, h->ts - st->ts);
-	if (format == NT_FORMAT_V6) {
-		if (flags & HF_ACTIVITY)
-			bb_varu32(b, h->label);
-	} else {
-		if (flags & HF_ACTIVITY)
-			bb_put(b, act, 16);
-		if (flags & HF_RELATED)
-			bb_put(b, rel, 16);
+	if (h->size != st->size) {
+		flags |= HF_SIZE;
+		o = var_put(o, h->size);
 	}
-	if (flags & HF_SIZE)
-		bb_varu32(b, h->size);
+	*start = (uint8_t)flags;
+	eb->buf.len = (size_t)(o - eb->buf.p);
 
 	st->meta = h->meta;
 	st->seq = h->seq;
@@ -617,16 +756,7 @@ static void put_header(struct eblock *eb, int format, const struct hdr_in *h)
 	st->ts = h->ts;
 	st->label = h->label;
 	st->size = h->size;
-	if (format != NT_FORMAT_V6) {
-		if (h->act || st->act_set) {
-			memcpy(st->activity, act, 16);
-			st->act_set = memcmp(act, zero_guid, 16) != 0;
-		}
-		if (h->rel || st->rel_set) {
-			memcpy(st->related, rel, 16);
-			st->rel_set = memcmp(rel, zero_guid, 16) != 0;
-		}
-	}
+	st->extra = h->stack || h->label || st->act_set || st->rel_set;
 	if (h->ts < eb->min_ts)
 		eb->min_ts = h->ts;
 	if (h->ts > eb->max_ts)
@@ -1091,7 +1221,7 @@ int nt_writer_define(struct nt_writer *w, const struct nt_event_desc *d, uint32_
 		}
 		w->meta.nevents++;
 	} else {
-		struct hdr_in h = { .size = (uint32_t)p.len, .sorted = true };
+		struct hdr_in h = { .size = (uint32_t)p.len, .sorted = true };	/* ids: 0 */
 
 		if (bb_reserve(&w->meta.buf, NT_EVENT_HEADER_MAX + p.len)) {
 			err = -ENOMEM;
@@ -1221,7 +1351,7 @@ static int declare_thread_v6(struct nt_writer *w, struct wthread *t)
 	struct bytebuf rb = { row, 2, sizeof(row), 0 };
 	uint16_t rs;
 
-	t->index = w->next_index++;
+	index_set(t, w->next_index++);
 	bb_varu64(&rb, t->index);
 	bb_u8(&rb, 2);			/* OSProcessId */
 	bb_varu64(&rb, t->pid);
@@ -1232,24 +1362,31 @@ static int declare_thread_v6(struct nt_writer *w, struct wthread *t)
 	return bb_append(&w->threads_blk, row, rb.len) ? -ENOMEM : 0;
 }
 
-static struct wthread *get_thread(struct nt_writer *w, uint32_t pid, uint64_t tid)
+static uint32_t thread_cache_slot(uint32_t pid, uint64_t tid)
+{
+	return (uint32_t)(((((uint64_t)pid << 32) ^ tid) * 0x9e3779b97f4a7c15ull) >> 56) &
+	       (NT_THREAD_CACHE - 1);
+}
+
+static struct wthread *get_thread_slow(struct nt_writer *w, uint32_t pid, uint64_t tid)
 {
 	uint64_t key = thread_key(w, pid, tid), v;
 	struct wthread *t;
 
-	if (w->last_thread && w->last_thread->tid == tid && w->last_thread->pid == pid)
-		return w->last_thread;
 	if (hmap_get(&w->thread_map, key, &v))
-		return w->last_thread = &w->threads[v];
+		goto out;
+	if (w->nthreads == w->capthreads)
+		memset(w->thread_cache, 0, sizeof(w->thread_cache));	/* the table moves */
 	if (array_grow((void **)&w->threads, &w->capthreads, w->nthreads, sizeof(*w->threads), 64))
 		return NULL;
 	if (hmap_put(&w->thread_map, key, w->nthreads))
 		return NULL;
+	v = w->nthreads;
 	t = &w->threads[w->nthreads++];
 	memset(t, 0, sizeof(*t));
 	t->pid = pid;
 	t->tid = tid;
-	t->index = tid;
+	index_set(t, tid);
 	if (w->format == NT_FORMAT_V6) {
 		/* a declared V6 thread starts at sequence number 0 in the
 		 * reader, so the file numbers from seq_base + 1 -> 1 */
@@ -1257,7 +1394,19 @@ static struct wthread *get_thread(struct nt_writer *w, uint32_t pid, uint64_t ti
 		if (declare_thread_v6(w, t))
 			return NULL;
 	}
-	return w->last_thread = t;
+out:
+	return w->thread_cache[thread_cache_slot(pid, tid)] = &w->threads[v];
+}
+
+/* The thread's state (created when new), or NULL without memory. The
+ * cache answers every event of a thread already seen, bar collisions. */
+static inline struct wthread *get_thread(struct nt_writer *w, uint32_t pid, uint64_t tid)
+{
+	struct wthread *t = w->thread_cache[thread_cache_slot(pid, tid)];
+
+	if (__builtin_expect(t && t->tid == tid && t->pid == pid, 1))
+		return t;
+	return get_thread_slow(w, pid, tid);
 }
 
 /* Another incarnation of a thread id restarted its numbering. */
@@ -1311,20 +1460,40 @@ static int prepare_thread(struct nt_writer *w, struct wthread *t, uint32_t seq,
 
 /* ---- events ----------------------------------------------------------- */
 
-int nt_writer_event(struct nt_writer *w, const struct nt_event *ev)
+/* Copies a payload; the small ones every event carries with two (possibly
+ * overlapping) fixed-size moves instead of a call. */
+static inline __attribute__((always_inline)) void payload_put(uint8_t *o, const void *src,
+							      size_t n)
+{
+	const uint8_t *p = src;
+
+	if (n >= 16 && n <= 32) {
+		memcpy(o, p, 16);
+		memcpy(o + n - 16, p + n - 16, 16);
+	} else if (n > 32 && n <= 64) {
+		memcpy(o, p, 32);
+		memcpy(o + n - 32, p + n - 32, 32);
+	} else if (n) {
+		memcpy(o, p, n);
+	}
+}
+
+/* Any event: nt_writer_event() below takes the common ones itself. */
+static __attribute__((noinline)) int event_any(struct nt_writer *w, const struct nt_event *ev)
 {
 	struct wthread *t, *ct;
 	struct hdr_in h;
-	uint32_t stack = 0, label = 0;
+	uint32_t stack = 0, label = 0, len = ev->payload_len;
 	uint64_t cap_tid;
 	size_t tidx = 0;
+	bool more = false;	/* a stack or label list grew too */
 	uint32_t pid;
 	int err;
 
 	if (__builtin_expect(w->err != 0, 0))
 		return w->err;
-	if (!ev->meta_id || ev->meta_id >= w->next_meta || ev->payload_len > UINT16_MAX ||
-	    (ev->payload_len && !ev->payload) || (ev->stack_depth && !ev->stack))
+	if (!ev->meta_id || ev->meta_id >= w->next_meta || len > UINT16_MAX ||
+	    (len && !ev->payload) || (ev->stack_depth && !ev->stack))
 		return -EINVAL;
 	pid = ev->pid ? ev->pid : w->pid;
 	if (w->format == NT_FORMAT_V5 && pid != w->pid)
@@ -1346,42 +1515,346 @@ int nt_writer_event(struct nt_writer *w, const struct nt_event *ev)
 	if (!ct)
 		return w->err = -ENOMEM;
 	t = cap_tid != ev->tid ? &w->threads[tidx] : ct;
-	err = prepare_thread(w, ct, ev->seq, ev->ts, &h.seq);
-	if (err)
-		return err;
+	ct->next_ok = false;	/* its numbers may move otherwise than by one */
+	if (__builtin_expect(ct->in_file && ct->has_raw && (int32_t)(ev->seq - ct->last_raw) > 0,
+			     1)) {
+		/* the thread's next number: what prepare_thread() does then */
+		ct->last_raw = ev->seq;
+		h.seq = ct->last_file = ev->seq + ct->offset;
+	} else {
+		err = prepare_thread(w, ct, ev->seq, ev->ts, &h.seq);
+		if (err)
+			return err;
+	}
 	if (ev->stack_depth) {
 		err = intern_stack(w, ev->stack, ev->stack_depth, &stack);
 		if (err)
 			return err;
+		more = true;
 	}
 	if (w->format == NT_FORMAT_V6 && (ev->activity || ev->related)) {
 		err = intern_label(w, ev->activity, ev->related, &label);
 		if (err)
 			return w->err = err;
+		more = true;
 	}
 
 	h.meta = ev->meta_id;
 	h.capture = ct->index;
+	h.capture_var = ct->index_var;
+	h.capture_len = ct->index_len;
 	h.tid = t->index;
+	h.tid_var = t->index_var;
+	h.tid_len = t->index_len;
 	h.cpu = ev->cpu;
 	h.stack = stack;
 	h.ts = ev->ts;
 	h.act = ev->activity;
 	h.rel = ev->related;
 	h.label = label;
-	h.size = ev->payload_len;
+	h.size = len;
 	h.sorted = ev->sorted;
-	if (bb_reserve(&w->events.buf, NT_EVENT_HEADER_MAX + ev->payload_len))
+	if (bb_reserve(&w->events.buf, NT_EVENT_HEADER_MAX + len))
 		return w->err = -ENOMEM;
 	put_header(&w->events, w->format, &h);
-	bb_put(&w->events.buf, ev->payload, ev->payload_len);
+	payload_put(w->events.buf.p + w->events.buf.len, ev->payload, len);
+	w->events.buf.len += len;
 	w->nevents++;
 	if (ev->ts > w->last_ts)
 		w->last_ts = ev->ts;
-	if (w->events.buf.len >= w->block_bytes || w->stacks.len >= w->block_bytes ||
-	    w->labels_blk.len >= w->block_bytes)
+	/* the stack and label blocks only grow with an event that has them */
+	if (w->events.buf.len >= w->block_bytes ||
+	    (more && (w->stacks.len >= w->block_bytes || w->labels_blk.len >= w->block_bytes)))
 		return flush_all(w);
 	return 0;
+}
+
+/*
+ * The header of a plain event (no stack, no activity ids, capture thread =
+ * event thread t): what put_header() writes for it, with only what differs
+ * from the previous header compared and stored.
+ */
+static inline __attribute__((always_inline)) uint8_t *put_header_plain(struct eblock *eb,
+								       uint8_t *start, int format,
+								       uint32_t meta, uint32_t seq,
+								       uint32_t cpu,
+								       const struct wthread *t,
+								       uint64_t ts, uint32_t size,
+								       bool sorted, bool use_switch)
+{
+	struct hdr_state *st = &eb->st;
+	uint8_t *o = start + 1;
+	unsigned int flags = sorted ? HF_SORTED : 0;
+	uint64_t idx = t->index;
+
+	if (meta != st->meta) {
+		flags |= HF_META;
+		o = var_put(o, meta);
+		st->meta = meta;
+	}
+	if (idx != st->capture || cpu != st->cpu || seq != st->seq + 1) {
+		flags |= HF_SEQ;
+		o = var_put(o, (uint32_t)(seq - st->seq - 1));
+		if (use_switch && idx != st->tid && t->switch_len) {
+			/* after another thread's header (two CPUs' events
+			 * interleave): capture, CPU and thread in one copy */
+			flags |= HF_TID;
+			memcpy(o, t->switch_bytes, sizeof(t->switch_bytes));
+			o += t->switch_len;
+			st->tid = idx;
+		} else {
+			o = id_put(o, idx, t->index_var, t->index_len);
+			o = var_put(o, cpu);
+		}
+		st->capture = idx;
+		st->cpu = cpu;
+	}
+	st->seq = seq;
+	if (idx != st->tid) {
+		flags |= HF_TID;
+		o = id_put(o, idx, t->index_var, t->index_len);
+		st->tid = idx;
+	}
+	if (__builtin_expect(st->extra, 0)) {
+		if (st->stack) {
+			flags |= HF_STACK;
+			*o++ = 0;
+			st->stack = 0;
+		}
+	}
+	o = var_put(o, ts - st->ts);
+	st->ts = ts;
+	if (__builtin_expect(st->extra, 0)) {
+		if (format == NT_FORMAT_V6) {
+			if (st->label) {
+				flags |= HF_ACTIVITY;
+				*o++ = 0;
+				st->label = 0;
+			}
+		} else if (st->act_set || st->rel_set) {
+			unsigned int f = activity_flags_v5(st, false, false, zero_guid, zero_guid);
+
+			flags |= f;
+			o = put_activity_v5(st, false, false, zero_guid, zero_guid, f, o);
+		}
+		st->extra = false;	/* all four are clear now */
+	}
+	if (size != st->size) {
+		flags |= HF_SIZE;
+		o = var_put(o, size);
+		st->size = size;
+	}
+	*start = (uint8_t)flags;
+	if (ts < eb->min_ts)
+		eb->min_ts = ts;
+	if (ts > eb->max_ts)
+		eb->max_ts = ts;
+	eb->nevents++;
+	return o;
+}
+
+/* The token nt_writer_events_next() takes for t, whose last event, just
+ * written, was plain. */
+static inline uint32_t next_token(struct nt_writer *w, struct wthread *t, uint32_t meta,
+				  uint32_t cpu, bool sorted)
+{
+	t->next_ok = true;
+	t->next_meta = meta;
+	t->next_sorted = sorted;
+	if (cpu != t->next_cpu || !t->switch_len) {
+		uint8_t *o = t->switch_bytes;
+
+		t->next_cpu = cpu;
+		t->switch_len = 0;
+		if (t->index_len) {
+			o = id_put(o, t->index, t->index_var, t->index_len);
+			o = var_put(o, cpu);
+			o = id_put(o, t->index, t->index_var, t->index_len);
+			t->switch_len = (uint8_t)(o - t->switch_bytes);
+		}
+	}
+	return (uint32_t)(t - w->threads) + 1;
+}
+
+/* A plain event that the path below does not take (first of its thread, a
+ * number that does not go up, a full block, an error): through
+ * event_any(), with what nt_writer_event_plain() leaves out zeroed. */
+static __attribute__((noinline)) int event_plain_any(struct nt_writer *w,
+						     const struct nt_event *ev)
+{
+	struct nt_event e = {
+		.meta_id = ev->meta_id, .seq = ev->seq, .tid = ev->tid, .cpu = ev->cpu,
+		.ts = ev->ts, .payload = ev->payload, .payload_len = ev->payload_len,
+		.sorted = ev->sorted,
+	};
+	struct wthread *t;
+	int err = event_any(w, &e);
+	uint64_t v;
+
+	if (err) {
+		/* the thread's number did not move: nothing may repeat it */
+		if (hmap_get(&w->thread_map, thread_key(w, w->pid, ev->tid), &v))
+			w->threads[v].next_ok = false;
+		return err;
+	}
+	t = get_thread(w, w->pid, ev->tid);	/* event_any() made it */
+	if (!t)
+		return w->err = -ENOMEM;
+	return (int)next_token(w, t, ev->meta_id, ev->cpu, ev->sorted);
+}
+
+/*
+ * Nearly every event a drainer writes is plain, and of a thread already
+ * known whose number goes up, with room in the block: this does for those
+ * what event_any() does, with as little as the format needs. Anything else
+ * goes to event_any() (plain_only: through event_plain_any()). Returns 0,
+ * or with plain_only the thread's token, or a negative errno.
+ */
+static inline __attribute__((always_inline)) int event_plain(struct nt_writer *w,
+							     const struct nt_event *ev,
+							     bool plain_only)
+{
+	struct bytebuf *b = &w->events.buf;
+	uint32_t len = ev->payload_len, seq = ev->seq;
+	uint64_t tid = ev->tid;
+	struct wthread *t;
+	uint8_t *o;
+	int err;
+
+	/* the thread cache: a thread is there only once event_any() took it
+	 * (a V6 tid over 32 bits never is) */
+	t = w->thread_cache[thread_cache_slot(w->pid, tid)];
+	if (__builtin_expect(w->err || ev->meta_id - 1 >= w->next_meta - 1 || len > UINT16_MAX ||
+			     b->cap - b->len < NT_EVENT_HEADER_MAX + len || !t || t->tid != tid ||
+			     t->pid != w->pid || !t->in_file || !t->has_raw ||
+			     (int32_t)(seq - t->last_raw) <= 0, 0))
+		return plain_only ? event_plain_any(w, ev) : event_any(w, ev);
+	t->last_raw = seq;
+	seq = t->last_file = seq + t->offset;
+	o = put_header_plain(&w->events, b->p + b->len, w->format, ev->meta_id, seq, ev->cpu, t,
+			     ev->ts, len, ev->sorted, false);
+	payload_put(o, ev->payload, len);
+	b->len = (size_t)(o + len - b->p);
+	w->nevents++;
+	if (ev->ts > w->last_ts)
+		w->last_ts = ev->ts;
+	err = b->len >= w->block_bytes ? flush_all(w) : 0;
+	if (!plain_only) {
+		t->next_ok = false;	/* a token repeats the plain entry's events only */
+		return err;
+	}
+	if (err)
+		return err;
+	return (int)next_token(w, t, ev->meta_id, ev->cpu, ev->sorted);
+}
+
+int nt_writer_event(struct nt_writer *w, const struct nt_event *ev)
+{
+	if (__builtin_expect(ev->stack_depth || ev->activity || ev->related || ev->capture_tid ||
+			     (ev->pid && ev->pid != w->pid) || (ev->payload_len && !ev->payload),
+			     0))
+		return event_any(w, ev);
+	return event_plain(w, ev, false);
+}
+
+int nt_writer_event_plain(struct nt_writer *w, const struct nt_event *ev)
+{
+	return event_plain(w, ev, true);
+}
+
+/*
+ * The threads' next events, in a row: nothing of an event but its token,
+ * time and payload is read, nothing is looked up, and the checks and the
+ * call are paid once per batch. An event of the thread whose event went
+ * just before it in the block (a run of one thread) gets the shortest
+ * header there is: a flag byte and a time delta.
+ */
+unsigned int nt_writer_events_next(struct nt_writer *w, const struct nt_next *ev, unsigned int n)
+{
+	struct eblock *eb = &w->events;
+	struct bytebuf *b = &eb->buf;
+	struct hdr_state *st = &eb->st;
+	const struct wthread *prev = NULL;	/* the thread of the block's last header */
+	uint64_t last_ts = w->last_ts;
+	unsigned int i, done = 0;
+	uint8_t *o, *end;
+
+	if (w->err)
+		return 0;
+	/* the block's end in a register: b->len is brought up to date before
+	 * anything else looks at it (a reserve, the flush, the return) */
+	o = b->p + b->len;
+	end = b->p + b->cap;
+	for (i = 0; i < n; i++) {
+		uint32_t len = ev[i].payload_len, seq;
+		uint64_t ts = ev[i].ts;
+		struct wthread *t;
+
+		if (__builtin_expect(ev[i].token - 1 >= w->nthreads || len > UINT16_MAX ||
+				     (len && !ev[i].payload), 0))
+			break;
+		t = &w->threads[ev[i].token - 1];
+		if (__builtin_expect(!t->next_ok, 0))
+			break;
+		if (__builtin_expect((size_t)(end - o) < NT_EVENT_HEADER_MAX + len, 0)) {
+			b->len = (size_t)(o - b->p);
+			if (bb_reserve(b, NT_EVENT_HEADER_MAX + len)) {
+				w->err = -ENOMEM;
+				break;
+			}
+			o = b->p + b->len;
+			end = b->p + b->cap;
+		}
+		t->last_raw++;
+		seq = ++t->last_file;
+		if (t == prev) {
+			/* what put_header_plain() finds then: only the time, and
+			 * maybe the size, differ */
+			uint8_t *start = o;
+			unsigned int flags = t->next_sorted ? HF_SORTED : 0;
+
+			st->seq = seq;
+			o = var_put(o + 1, ts - st->ts);
+			st->ts = ts;
+			if (len != st->size) {
+				flags |= HF_SIZE;
+				o = var_put(o, len);
+				st->size = len;
+			}
+			*start = (uint8_t)flags;
+			if (ts < eb->min_ts)
+				eb->min_ts = ts;
+			if (ts > eb->max_ts)
+				eb->max_ts = ts;
+			eb->nevents++;
+		} else {
+			o = put_header_plain(eb, o, w->format, t->next_meta, seq, t->next_cpu, t, ts,
+					     len, t->next_sorted, true);
+			prev = t;
+		}
+		payload_put(o, ev[i].payload, len);
+		o += len;
+		done++;
+		if (ts > last_ts)
+			last_ts = ts;
+		if (__builtin_expect((size_t)(o - b->p) >= w->block_bytes, 0)) {
+			b->len = (size_t)(o - b->p);
+			w->nevents += done;
+			w->last_ts = last_ts;
+			done = 0;
+			/* a failed flush loses the event that filled the block,
+			 * as nt_writer_event() reports it */
+			if (flush_all(w))
+				return i;
+			prev = NULL;	/* a new block starts from nothing */
+			o = b->p + b->len;
+			end = b->p + b->cap;
+		}
+	}
+	b->len = (size_t)(o - b->p);
+	w->nevents += done;
+	w->last_ts = last_ts;
+	return i;
 }
 
 int nt_writer_note_seq(struct nt_writer *w, uint32_t pid, uint64_t capture_tid, uint32_t seq)
@@ -1393,6 +1866,7 @@ int nt_writer_note_seq(struct nt_writer *w, uint32_t pid, uint64_t capture_tid, 
 	t = get_thread(w, pid ? pid : w->pid, capture_tid);
 	if (!t)
 		return w->err = -ENOMEM;
+	t->next_ok = false;	/* its numbers move on without an event */
 	if (!t->has_raw) {
 		t->has_raw = true;
 		t->last_raw = w->seq_base;

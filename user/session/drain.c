@@ -16,15 +16,25 @@
  * whose reading stopped early (a record still being written, or the per-pass
  * cap) holds nothing older than the time of the latest look whose position
  * had not passed the stopping point. A backlog written between two looks
- * (the drainer was busy or parked) gets bounds of its own from a lookahead
- * that reads only headers (look_ahead()), so it is merged out as it is read
- * instead of having to be read whole first. Records older than the smallest
- * of these horizons are merged out, oldest first, every one marked sorted;
- * the windows stay in timestamp order by insertion from the back. The result
+ * (the drainer was busy or parked) that the window may not take whole gets
+ * bounds of its own from a lookahead that reads only headers (look_ahead()),
+ * so it is merged out as it is read instead of having to be read whole
+ * first; one the window takes is read to the next look within a few passes,
+ * without the walk. Records older than the smallest of these horizons are
+ * merged out, oldest first, every one marked sorted; the windows stay in
+ * timestamp order by insertion from the back. The result
  * is a global timestamp order without guessing at how long a writer may be
  * preempted. (A record that still arrives after younger ones were written,
  * which clock skew between CPUs could cause, takes the last written
  * timestamp and is counted as late.)
+ *
+ * Cost. The drainer shares the CPUs with the producers, so what it spends
+ * per event is taken from them. Nearly every record is plain (no activity
+ * ids, stack or thread block) and its thread's next, with the event type
+ * and CPU of the thread's last one: emit() checks those against the
+ * thread's state in its home slot and queues the record by the writer's
+ * token for the thread, and the queue goes to the writer in one call per
+ * EMIT_BATCH (nt_writer_events_next()), before anything else is written.
  *
  * Sleeping. With nothing to do the drainer declares itself idle and sleeps on
  * the session's futex word with a timeout; producers wake it only when it is
@@ -68,6 +78,7 @@
  * fills whole blocks. */
 #define FLUSH_AGE_NS 20000000ull	/* 20 ms */
 #define PASS_SKIPS 4u			/* corrupt or stale skips per ring per pass */
+#define EMIT_BATCH 64u			/* records handed to the writer in one call */
 #define STOP_GRACE_NS 100000000ull	/* stopping: passes reading nothing end it */
 /* No Linux thread id is larger (PID_MAX_LIMIT on 64-bit): a record naming
  * one, or thread 0, is corrupt. */
@@ -91,6 +102,7 @@ struct bound {
 };
 
 struct rqueue {
+	struct rp_ring *r;	/* the ring read (rp_shm_ring(), looked up once) */
 	/* records read and held, in timestamp order: a circular window */
 	struct held *w;
 	uint32_t head, n;
@@ -129,6 +141,12 @@ struct seqstate {
 	uint32_t cand;
 	bool has_raw, has_cand;
 	bool cand_back;		/* cand was not above raw: maybe a new thread */
+	/* the writer's token for the thread (nt_writer_events_next()), 0:
+	 * none, and the event index and CPU of the plain record it was given
+	 * for, which a repeat must have */
+	uint32_t token;
+	uint32_t meta_index;
+	uint32_t cpu;
 };
 
 struct seqtab {
@@ -168,6 +186,15 @@ struct drainer {
 	uint64_t pass, loss_pass;
 	uint64_t loss_ns;	/* CLOCK_MONOTONIC of the last refresh */
 	uint64_t stop_ns;	/* CLOCK_MONOTONIC when stop was first seen */
+	/* records that repeat their thread's last (emit()), waiting to go to
+	 * the writer in one call: the events, and each one's record and
+	 * number, should the writer not take it by its token */
+	struct nt_next batch[EMIT_BATCH];
+	struct {
+		const struct held *hd;
+		uint32_t seq;
+	} pend[EMIT_BATCH];
+	uint32_t nbatch;
 };
 
 uint64_t rp_drain_throttle_ns;
@@ -241,27 +268,6 @@ static int win_alloc(struct rqueue *q, const struct rp_ring *r)
 	return 0;
 }
 
-/* Holds a record read from the ring; the window stays in timestamp order
- * (insertion from the back: a ring is nearly sorted already). */
-static void win_push(struct rqueue *q, const struct rp_ring_item *it, uint64_t ts)
-{
-	uint32_t i = q->n;
-	struct held *hd;
-
-	while (i > 0 && win_at(q, i - 1)->h.timestamp > ts) {
-		*win_at(q, i) = *win_at(q, i - 1);
-		i--;
-		q->pos_sorted = false;
-	}
-	hd = win_at(q, i);
-	hd->h = it->hdr;
-	hd->h.len = it->len;
-	hd->h.timestamp = ts;
-	hd->pos = it->pos;
-	hd->stack_nr = it->stack_nr;
-	q->n++;
-}
-
 /* Where ring space can be handed back: the oldest position still held. */
 static uint64_t win_min_pos(struct rqueue *q, uint64_t cons)
 {
@@ -280,14 +286,14 @@ static uint64_t win_min_pos(struct rqueue *q, uint64_t cons)
 	return min;
 }
 
-static uint32_t meta_for(struct drainer *d, uint32_t index)
+/* The first record of an event type: its description, defined to the
+ * writer. 0 when the index names no event (or without memory). */
+static uint32_t meta_define(struct drainer *d, uint32_t index)
 {
 	const struct nt_event_desc *desc;
 	struct rp_event *ev;
 	uint32_t id;
 
-	if (index < d->nmeta_ids && d->meta_ids[index])
-		return d->meta_ids[index];
 	if (d->s->remote_lookup) {
 		desc = d->s->remote_lookup(d->s->remote_ctx, index);
 	} else {
@@ -312,19 +318,48 @@ static uint32_t meta_for(struct drainer *d, uint32_t index)
 	return id;
 }
 
+/* The nettrace metadata id of an event index: one load once defined. */
+static inline uint32_t meta_for(struct drainer *d, uint32_t index)
+{
+	if (rp_likely(index < d->nmeta_ids && d->meta_ids[index]))
+		return d->meta_ids[index];
+	return meta_define(d, index);
+}
+
 /* ---- threads and sequence numbers -------------------------------------- */
+
+/* Where a thread's state is looked for first (t->cap is not 0). */
+static inline uint32_t seq_home(const struct seqtab *t, uint32_t tid)
+{
+	return (tid * 2654435761u) & (t->cap - 1);
+}
 
 static struct seqstate *seq_slot(struct seqtab *t, uint32_t tid)
 {
 	uint32_t i;
 
-	for (i = (tid * 2654435761u) & (t->cap - 1); t->v[i].tid; i = (i + 1) & (t->cap - 1))
+	for (i = seq_home(t, tid); t->v[i].tid; i = (i + 1) & (t->cap - 1))
 		if (t->v[i].tid == tid)
 			return &t->v[i];
 	return &t->v[i];
 }
 
 /* The thread's state (created empty), or NULL without memory. */
+static struct seqstate *seq_get(struct seqtab *t, uint32_t tid, bool create);
+
+/* The same for a record: a thread already followed sits in its home slot
+ * but for collisions, found without a call. */
+static inline struct seqstate *seq_find(struct seqtab *t, uint32_t tid)
+{
+	if (rp_likely(t->cap)) {
+		struct seqstate *e = &t->v[seq_home(t, tid)];
+
+		if (rp_likely(e->tid == tid))
+			return e;
+	}
+	return seq_get(t, tid, true);
+}
+
 static struct seqstate *seq_get(struct seqtab *t, uint32_t tid, bool create)
 {
 	struct seqstate *e;
@@ -431,9 +466,9 @@ static uint32_t claim_upto(struct drainer *d, uint32_t g)
  * never shows more lost than the reader can account for (the thread's
  * final number is claimed from the same budget: seq_final()).
  */
-static bool seq_accept(struct drainer *d, uint32_t tid, uint32_t raw, uint32_t *out)
+static bool seq_accept_slow(struct drainer *d, struct seqstate *e, uint32_t raw,
+			    uint32_t *out)
 {
-	struct seqstate *e = seq_get(&d->seqs, tid, true);
 	uint32_t last, step, prev;
 
 	if (!e) {		/* no memory to follow it: as written */
@@ -479,6 +514,20 @@ static bool seq_accept(struct drainer *d, uint32_t tid, uint32_t raw, uint32_t *
 	return true;
 }
 
+static inline bool seq_accept(struct drainer *d, uint32_t tid, uint32_t raw, uint32_t *out)
+{
+	struct seqstate *e = seq_find(&d->seqs, tid);
+
+	/* nearly every record: its thread's next number */
+	if (rp_likely(e && e->has_raw && raw - e->raw == 1)) {
+		*out = e->out = e->out + 1;
+		e->raw = raw;
+		e->has_cand = false;
+		return true;
+	}
+	return seq_accept_slow(d, e, raw, out);
+}
+
 /*
  * A thread's final number (process memory: trusted) in the trace's terms:
  * the attempts after its last record, as far as the loss budget covers
@@ -506,36 +555,48 @@ static void refuse(struct drainer *d)
 	rp_add_relaxed(&d->s->stats.corrupt, 1);
 }
 
-/* Serializes one held record straight from ring memory (its ring space is
- * not handed back before this). A record naming no known event, a thread id
- * no thread can have, or a sequence number its thread cannot have reached
- * is corrupt. Offsets come from the validated header copy, so a producer
- * scribbling on the record since can change the payload bytes, never where
- * they lie. */
-static void emit(struct drainer *d, const struct rp_ring *r, const struct held *hd)
+/* The timestamp a record goes out with: a record older than the last one
+ * written (clock skew between CPUs) takes its time, and is counted. */
+static inline uint64_t emit_ts(struct drainer *d, uint64_t ts)
 {
-	const unsigned char *rec = r->data + (hd->pos & r->mask);
-	struct nt_event ev;
-	uint64_t ts = hd->h.timestamp;
-	uint16_t flags = hd->h.flags;
-	int err;
+	if (rp_unlikely(ts < d->last_ts)) {
+		ts = d->last_ts;
+		rp_add_relaxed(&d->s->stats.late, 1);
+	}
+	return d->last_ts = ts;
+}
 
-	if (d->failed) {
-		d->lost++;	/* consumed, never written: counted (output) */
+/* What the writer said to a record's event. */
+static void emit_result(struct drainer *d, int err)
+{
+	if (!err) {
+		d->written++;	/* published once per merge (an atomic add per event costs) */
 		return;
 	}
+	if (err == -EINVAL || err == -E2BIG) {
+		refuse(d);
+		return;
+	}
+	set_output_error(d, err);
+	d->lost++;
+}
+
+/* emit() for a record with activity ids, a stack or a thread block. */
+static __attribute__((noinline)) void emit_full(struct drainer *d, const unsigned char *rec,
+						const struct held *hd, uint32_t meta_id)
+{
+	uint16_t flags = hd->h.flags;
+	struct nt_event ev;
+
 	/* field by field: a zeroing initializer of the whole struct is a
 	 * string store, which costs more per event than the rest of this */
+	ev.meta_id = meta_id;
 	ev.pid = 0;
+	ev.tid = hd->h.tid;
 	ev.capture_tid = 0;
 	ev.stack_depth = 0;
 	ev.stack = NULL;
 	ev.activity = ev.related = NULL;
-	ev.meta_id = meta_for(d, hd->h.meta_id);
-	if (!ev.meta_id || !hd->h.tid || hd->h.tid > TID_MAX) {
-		refuse(d);
-		return;
-	}
 	if (flags & RP_REC_F_ACTIVITY) {
 		const struct rp_shm_activity *a = (const void *)(rec + rp_record_activity_off(flags));
 
@@ -547,7 +608,6 @@ static void emit(struct drainer *d, const struct rp_ring *r, const struct held *
 					      sizeof(struct rp_shm_stack));
 		ev.stack_depth = hd->stack_nr;
 	}
-	ev.tid = hd->h.tid;
 	if (flags & RP_REC_F_THREAD) {
 		const struct rp_shm_thread *th = (const void *)(rec + rp_record_thread_off(flags));
 		uint32_t about = rp_load_relaxed(&th->tid);	/* read once */
@@ -573,27 +633,166 @@ static void emit(struct drainer *d, const struct rp_ring *r, const struct held *
 		refuse(d);
 		return;
 	}
-	if (ts < d->last_ts) {
-		ts = d->last_ts;
-		rp_add_relaxed(&d->s->stats.late, 1);
+	{
+		/* the writer's repeat of the thread's last plain event is off */
+		struct seqstate *e = seq_get(&d->seqs, hd->h.tid, false);
+
+		if (e)
+			e->token = 0;
 	}
-	d->last_ts = ts;
+	ev.ts = emit_ts(d, hd->h.timestamp);
 	ev.cpu = hd->h.cpu;
-	ev.ts = ts;
 	ev.payload = rec + rp_record_payload_off(flags, hd->stack_nr);
 	ev.payload_len = hd->h.payload_len;
 	ev.sorted = true;
-	err = nt_writer_event(d->w, &ev);
-	if (err == -EINVAL || err == -E2BIG) {
+	emit_result(d, nt_writer_event(d->w, &ev));
+}
+
+/* A plain record of thread e (NULL: no memory to follow it), numbered seq
+ * for the trace, through the writer's plain entry, keeping the token it
+ * gives. */
+static void emit_plain(struct drainer *d, struct seqstate *e, const struct held *hd,
+		       uint32_t meta_id, const unsigned char *payload, uint64_t ts, uint32_t seq)
+{
+	struct nt_event ev;
+	int err;
+
+	ev.meta_id = meta_id;
+	ev.seq = seq;
+	ev.tid = hd->h.tid;
+	ev.cpu = hd->h.cpu;
+	ev.ts = ts;
+	ev.payload = payload;
+	ev.payload_len = hd->h.payload_len;
+	ev.sorted = true;
+	err = nt_writer_event_plain(d->w, &ev);
+	if (!e) {
+		emit_result(d, err > 0 ? 0 : err);
+	} else if (err > 0) {
+		e->token = (uint32_t)err;
+		e->meta_index = hd->h.meta_id;
+		e->cpu = hd->h.cpu;
+		d->written++;
+	} else {
+		e->token = 0;	/* the writer did not take the number */
+		emit_result(d, err);
+	}
+}
+
+/* A record that is not plain, or whose thread is new or did not go up by
+ * one: the checks in full. */
+static __attribute__((noinline)) void emit_any(struct drainer *d, const unsigned char *rec,
+					       const struct held *hd)
+{
+	uint16_t flags = hd->h.flags;
+	uint32_t tid = hd->h.tid, meta_id = meta_for(d, hd->h.meta_id), out;
+
+	if (!meta_id || !tid || tid > TID_MAX) {
 		refuse(d);
 		return;
 	}
-	if (err) {
-		set_output_error(d, err);
-		d->lost++;
+	if (flags & (RP_REC_F_ACTIVITY | RP_REC_F_STACK | RP_REC_F_THREAD)) {
+		emit_full(d, rec, hd, meta_id);
 		return;
 	}
-	d->written++;		/* published once per merge (an atomic add per event costs) */
+	if (!seq_accept(d, tid, hd->h.seq, &out)) {
+		refuse(d);
+		return;
+	}
+	/* seq_accept() made the thread's state, unless memory ran out */
+	emit_plain(d, seq_get(&d->seqs, tid, false), hd, meta_id,
+		   rec + rp_record_payload_off(flags, 0), emit_ts(d, hd->h.timestamp), out);
+}
+
+/* Hands the waiting repeats to the writer (before anything else is
+ * written, and at the end of a merge). */
+static void flush_batch(struct drainer *d)
+{
+	uint32_t n = d->nbatch, i = 0, k;
+
+	d->nbatch = 0;
+	while (i < n) {
+		const struct held *hd;
+		int err;
+
+		k = nt_writer_events_next(d->w, d->batch + i, n - i);
+		d->written += k;	/* published once per merge (an atomic add per event costs) */
+		i += k;
+		if (i == n)
+			break;
+		err = nt_writer_error(d->w);
+		if (err) {
+			/* what nt_writer_event() failing on each would count */
+			set_output_error(d, err);
+			d->lost += n - i;
+			break;
+		}
+		/* its token went stale: the plain entry, with its number */
+		hd = d->pend[i].hd;
+		emit_plain(d, seq_get(&d->seqs, hd->h.tid, false), hd, meta_for(d, hd->h.meta_id),
+			   d->batch[i].payload, d->batch[i].ts, d->pend[i].seq);
+		i++;
+	}
+}
+
+/* Serializes one held record straight from ring memory (its ring space is
+ * not handed back before this). A record naming no known event, a thread id
+ * no thread can have, or a sequence number its thread cannot have reached
+ * is corrupt. Offsets come from the validated header copy, so a producer
+ * scribbling on the record since can change the payload bytes, never where
+ * they lie. Nearly every record is plain (no ids, stack or thread block)
+ * and the next of a thread followed, found in its home slot: those are
+ * checked here, and most repeat the thread's event type and CPU, which the
+ * writer's token carries. The rest go to emit_any(). */
+static inline __attribute__((always_inline)) void emit(struct drainer *d, const struct rp_ring *r,
+						   const struct held *hd)
+{
+	const unsigned char *rec = r->data + (hd->pos & r->mask);
+	uint16_t flags = hd->h.flags;
+	uint32_t tid = hd->h.tid, k, meta_id;
+	struct seqstate *e;
+
+	if (rp_unlikely(d->failed)) {
+		d->lost++;	/* consumed, never written: counted (output) */
+		return;
+	}
+	e = rp_likely(d->seqs.cap) ? &d->seqs.v[seq_home(&d->seqs, tid)] : NULL;
+	/* a thread followed has a valid id (a free slot has no raw), and the
+	 * event type of its token's record is defined */
+	if (rp_likely(e && e->tid == tid && e->has_raw && hd->h.seq - e->raw == 1 &&
+		      !(flags & (RP_REC_F_ACTIVITY | RP_REC_F_STACK | RP_REC_F_THREAD)) &&
+		      e->token && e->meta_index == hd->h.meta_id && e->cpu == hd->h.cpu)) {
+		e->out++;	/* what seq_accept() does for the next number */
+		e->raw = hd->h.seq;
+		e->has_cand = false;
+		k = d->nbatch++;
+		d->batch[k].token = e->token;
+		d->batch[k].payload_len = hd->h.payload_len;
+		d->batch[k].ts = emit_ts(d, hd->h.timestamp);
+		d->batch[k].payload = rec + rp_record_payload_off(0, 0);	/* plain */
+		d->pend[k].hd = hd;
+		d->pend[k].seq = e->out;
+		if (rp_unlikely(k + 1 == EMIT_BATCH))
+			flush_batch(d);
+		return;
+	}
+	flush_batch(d);		/* the order stays */
+	if (rp_unlikely(!e || e->tid != tid || !e->has_raw || hd->h.seq - e->raw != 1 ||
+			(flags & (RP_REC_F_ACTIVITY | RP_REC_F_STACK | RP_REC_F_THREAD)))) {
+		emit_any(d, rec, hd);
+		return;
+	}
+	/* the next of a thread followed, but not a repeat of its last */
+	meta_id = meta_for(d, hd->h.meta_id);
+	if (rp_unlikely(!meta_id)) {
+		refuse(d);
+		return;
+	}
+	e->out++;
+	e->raw = hd->h.seq;
+	e->has_cand = false;
+	emit_plain(d, e, hd, meta_id, rec + rp_record_payload_off(0, 0),
+		   emit_ts(d, hd->h.timestamp), e->out);
 }
 
 /* Records a look at the producer position taken at time t. */
@@ -714,11 +913,13 @@ static size_t collect(struct drainer *d)
 	uint32_t i;
 
 	for (i = 0; i < d->nr; i++) {
-		struct rp_ring *r = rp_shm_ring(d->s->shm, i);
 		struct rqueue *q = &d->rq[i];
+		struct rp_ring *r = q->r;
 		struct rp_ring_item it;
 		uint64_t look = rp_clock_now(), prod, lim = look, hh, sh;
-		uint32_t n = 0, room, skips = 0;
+		uint32_t n = 0, room, skips = 0, head, cnt, mask;
+		struct held *w;
+		bool pos_sorted;
 		int err;
 
 		/* pairs with the producers' CAS on producer_pos: a position
@@ -734,12 +935,24 @@ static size_t collect(struct drainer *d)
 		room = q->cap - q->n;
 		if (room > PASS_RECORDS)
 			room = PASS_RECORDS;
+		/* the window in registers while it is filled (nothing else
+		 * touches it meanwhile); cap is 0 only when room is */
+		w = q->w;
+		head = q->head;
+		cnt = q->n;
+		mask = q->cap - 1;
+		pos_sorted = q->pos_sorted;
 		/* a bounded bite per pass: passes stay short, so looks are taken
 		 * often and the window is merged out as it is read */
-		while (n < room && (err = rp_ring_peek(r, &it)) != -EAGAIN) {
+		while (n < room) {
+			struct held *hd;
 			uint64_t ts;
+			uint32_t k;
 
-			if (err == -EBADMSG || err == -ESTALE) {
+			err = rp_ring_peek(r, &it);
+			if (rp_unlikely(err)) {
+				if (err != -EBADMSG && err != -ESTALE)
+					break;	/* -EAGAIN: nothing committed next */
 				/* the ring skipped past it, and counted it; a
 				 * ring that keeps going bad waits for the next
 				 * pass, so the others are read meanwhile */
@@ -747,10 +960,8 @@ static size_t collect(struct drainer *d)
 					break;
 				continue;
 			}
-			if (err)
-				break;
 			ts = it.hdr.timestamp;
-			if (ts > lim) {
+			if (rp_unlikely(ts > lim)) {
 				/* committed before we read it, so stamped before
 				 * now: a later stamp is garbage (or clock skew),
 				 * and must not hold the ring space forever */
@@ -758,11 +969,36 @@ static size_t collect(struct drainer *d)
 				if (ts > lim)
 					ts = lim;
 			}
-			win_push(q, &it, ts);
+			/* held in timestamp order, by insertion from the
+			 * back: a ring is nearly sorted already */
+			k = cnt;
+			if (rp_unlikely(k && w[(head + k - 1) & mask].h.timestamp > ts)) {
+				do {
+					w[(head + k) & mask] = w[(head + k - 1) & mask];
+					k--;
+				} while (k > 0 && w[(head + k - 1) & mask].h.timestamp > ts);
+				pos_sorted = false;
+			}
+			hd = &w[(head + k) & mask];
+			hd->h = it.hdr;
+			hd->h.len = it.len;
+			hd->h.timestamp = ts;
+			hd->pos = it.pos;
+			hd->stack_nr = it.stack_nr;
+			cnt++;
 			rp_ring_advance(r);
 			n++;
 		}
-		if (r->cons < prod && prod - r->cons <= r->size)
+		q->n = cnt;
+		q->pos_sorted = pos_sorted;
+		/* a backlog that the window may not take whole before the
+		 * reader gets to this look (room for records of the smallest
+		 * size): bounds from looking ahead, or the window could fill
+		 * with records the horizon holds back. One it does take is read
+		 * to the look within a few passes, and the looks bound it then,
+		 * without a walk through its headers */
+		if (r->cons < prod && prod - r->cons <= r->size &&
+		    prod - r->cons > (uint64_t)(q->cap - q->n) * sizeof(struct rp_shm_record))
 			look_ahead(q, r, prod, look);
 		/* stopped before the producer (a record still being written, or
 		 * the bite): what is left is younger than the last look that had
@@ -793,7 +1029,7 @@ static void release(struct drainer *d)
 	uint32_t i;
 
 	for (i = 0; i < d->nr; i++) {
-		struct rp_ring *r = rp_shm_ring(d->s->shm, i);
+		struct rp_ring *r = d->rq[i].r;
 		uint64_t before = r->published;
 
 		/* pairs with the producers' load_acquire of consumer_pos */
@@ -822,6 +1058,60 @@ static void release(struct drainer *d)
 	}
 }
 
+/* Emits q's held records from the oldest while they are no younger than
+ * limit (the first one is). Only this moves the window (emit() leaves it
+ * alone), so its head and count stay in registers. */
+static inline size_t run_out(struct drainer *d, struct rqueue *q, uint64_t limit)
+{
+	struct held *w = q->w;
+	uint32_t head = q->head, cnt = q->n, mask = q->cap - 1;
+	size_t n = 0;
+
+	do {
+		emit(d, q->r, &w[head]);
+		head = (head + 1) & mask;
+		cnt--;
+		n++;
+	} while (cnt && w[head].h.timestamp <= limit);
+	q->head = head;
+	q->n = cnt;
+	return n;
+}
+
+/*
+ * Two rings holding records (two CPUs writing): record by record, the one
+ * whose head is older goes out; on equal heads the ring being emitted goes
+ * on, which is what the runs of merge_out() do, so the order is the same.
+ * Their writers take turns by the event, so there are no runs to speak of,
+ * and looking at two heads costs less than starting runs.
+ */
+static size_t merge_two(struct drainer *d, struct rqueue *cur, struct rqueue *oth,
+			uint64_t horizon)
+{
+	size_t n = 0;
+
+	for (;;) {
+		struct held *hd;
+
+		if (!cur->n || (oth->n && oth->w[oth->head].h.timestamp < cur->w[cur->head].h.timestamp)) {
+			struct rqueue *t = cur;
+
+			cur = oth;
+			oth = t;
+		}
+		if (!cur->n)
+			break;
+		hd = &cur->w[cur->head];
+		if (hd->h.timestamp > horizon)
+			break;
+		emit(d, cur->r, hd);
+		cur->head = (cur->head + 1) & (cur->cap - 1);
+		cur->n--;
+		n++;
+	}
+	return n;
+}
+
 /* Serializes held records older than horizon, oldest first, straight from
  * the rings: the oldest head goes out, with every record of its ring that
  * is no younger than the other rings' heads. */
@@ -830,34 +1120,45 @@ static size_t merge_out(struct drainer *d, uint64_t horizon)
 	size_t n = 0;
 
 	for (;;) {
-		struct rqueue *best = NULL;
-		uint64_t limit = horizon;
-		uint32_t i, bi = 0;
-		struct rp_ring *r;
+		struct rqueue *best = NULL, *other = NULL;
+		uint64_t min = UINT64_MAX, next = UINT64_MAX;
+		uint32_t i, active = 0;
 
+		/* one look at every head: the oldest (the first ring of
+		 * equals), and the oldest of the others */
 		for (i = 0; i < d->nr; i++) {
 			struct rqueue *q = &d->rq[i];
+			uint64_t ts;
 
-			if (q->n && win_at(q, 0)->h.timestamp <= horizon &&
-			    (!best || win_at(q, 0)->h.timestamp < win_at(best, 0)->h.timestamp)) {
+			if (!q->n)
+				continue;
+			active++;
+			ts = q->w[q->head].h.timestamp;
+			if (ts < min) {
+				next = min;
+				other = best;
+				min = ts;
 				best = q;
-				bi = i;
+			} else if (ts < next) {
+				next = ts;
+				other = q;
 			}
 		}
-		if (!best)
+		if (!best || min > horizon)
 			break;
+		if (active == 1) {
+			n += run_out(d, best, horizon);
+			break;
+		}
+		if (active == 2) {
+			/* nothing else holds records: all that can go, goes */
+			n += merge_two(d, best, other, horizon);
+			break;
+		}
 		/* emit a run: up to the next oldest head of another ring */
-		for (i = 0; i < d->nr; i++)
-			if (i != bi && d->rq[i].n && win_at(&d->rq[i], 0)->h.timestamp < limit)
-				limit = win_at(&d->rq[i], 0)->h.timestamp;
-		r = rp_shm_ring(d->s->shm, bi);
-		do {
-			emit(d, r, win_at(best, 0));
-			best->head = (best->head + 1) & (best->cap - 1);
-			best->n--;
-			n++;
-		} while (best->n && win_at(best, 0)->h.timestamp <= limit);
+		n += run_out(d, best, next < horizon ? next : horizon);
 	}
+	flush_batch(d);
 	/* only the drainer writes them: plain stores, read with relaxed loads;
 	 * the bytes are what the writer produced so far (the sink may still
 	 * hold the tail of them until its next flush) */
@@ -1084,8 +1385,11 @@ static void rotate(struct drainer *d)
 	s->is_socket = so.is_socket;
 	if (d->nmeta_ids)
 		memset(d->meta_ids, 0, d->nmeta_ids * sizeof(*d->meta_ids));
-	for (i = 0; i < d->seqs.cap; i++)
+	/* a new writer: its tokens are its own */
+	for (i = 0; i < d->seqs.cap; i++) {
 		d->seqs.v[i].out = RP_SEQ_BASE;
+		d->seqs.v[i].token = 0;
+	}
 	if (!d->failed) {
 		int e = open_trace(d);
 
@@ -1231,6 +1535,7 @@ int rp_drainer_start(struct rp_session *s)
 {
 	struct rp_uring_sink_opts so = { .sz = sizeof(so), .is_socket = s->is_socket };
 	struct drainer *d = calloc(1, sizeof(*d));
+	uint32_t i;
 	int err;
 
 	if (!d)
@@ -1242,6 +1547,8 @@ int rp_drainer_start(struct rp_session *s)
 		err = -ENOMEM;
 		goto err_free;
 	}
+	for (i = 0; i < d->nr; i++)
+		d->rq[i].r = rp_shm_ring(s->shm, i);
 	d->usink = rp_uring_sink_new(s->out_fd, &so);
 	if (!d->usink) {
 		err = -errno;
