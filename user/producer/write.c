@@ -106,6 +106,32 @@ static inline __attribute__((always_inline)) void copy_payload(char *dst, const 
 	}
 }
 
+/* copy_payload() for at most 64 bytes, with no copy through the stack: the
+ * source is the caller's and the record is ours, so they cannot overlap,
+ * and the two moves of a size may overlap each other in the record. */
+static inline __attribute__((always_inline)) void copy_small(char *dst, const char *src,
+							    size_t n)
+{
+	if (n >= 16) {
+		if (n > 32) {
+			memcpy(dst, src, 32);
+			memcpy(dst + n - 32, src + n - 32, 32);
+		} else {
+			memcpy(dst, src, 16);
+			memcpy(dst + n - 16, src + n - 16, 16);
+		}
+	} else if (n >= 8) {
+		memcpy(dst, src, 8);
+		memcpy(dst + n - 8, src + n - 8, 8);
+	} else if (n >= 4) {
+		memcpy(dst, src, 4);
+		memcpy(dst + n - 4, src + n - 4, 4);
+	} else {
+		for (size_t i = 0; i < n; i++)
+			dst[i] = src[i];
+	}
+}
+
 /*
  * After a commit: wakes the drainer if it declared itself idle and the ring
  * holds more than the watermark (wakes are batched, never one per event).
@@ -393,17 +419,16 @@ static __attribute__((noinline)) int write_flat_general(struct rp_event *ev, uin
 }
 
 /*
- * The flat write. Out of line, so that a disabled rp_event_write() stays a
- * load, a branch and a return. The usual case, one session that this
- * thread has written to before, takes the straight line below: the same
- * steps as write_events() in the same order (Block's queueing and parking
- * included), with few live values. Anything else (several sessions, a
+ * The flat write when write_flat() below cannot finish it: one session that
+ * this thread has written to before takes the straight line below, the
+ * same steps as write_events() in the same order (Block's queueing and
+ * parking included), with few live values. Anything else (several sessions, a
  * failed output, a new session in the slot, a stopping thread, a
  * user_events tracer, a thread without state yet) goes the general way,
  * before the attempt is counted, so it is counted exactly once.
  */
-static __attribute__((noinline)) int write_flat(struct rp_event *ev, uint64_t mask,
-						const void *payload, size_t len)
+static __attribute__((noinline)) int write_flat_slow(struct rp_event *ev, uint64_t mask,
+						     const void *payload, size_t len)
 {
 	struct wthread *t = rp_wt;
 	struct rp_shm_record *rec;
@@ -469,6 +494,129 @@ static __attribute__((noinline)) int write_flat(struct rp_event *ev, uint64_t ma
 	/* pairs with the load_acquire of in_write in rp_writers_quiesce() */
 	rp_store_release(&t->in_write, 0);
 	return 0;
+}
+
+
+/* The end of a fast write whose commit found the drainer idle: the wake
+ * write_events() gives, then the announce withdrawn (the session's memory
+ * is used until then). */
+static __attribute__((noinline)) int write_flat_wake(struct wthread *t, struct rp_shm *shm,
+						     struct rp_ring *r)
+{
+	struct rp_shm_session *h = shm->hdr;
+	uint64_t pending;
+
+	pending = rp_load_relaxed(&r->hdr->producer_pos) - rp_load_relaxed(&r->hdr->consumer_pos);
+	if (pending >= h->wake_watermark && !rp_unlikely(rp_test_no_drainer_wake))
+		rp_drainer_wake_idle(h);
+	/* pairs with the load_acquire of in_write in rp_writers_quiesce() */
+	rp_store_release(&t->in_write, 0);
+	return 0;
+}
+
+/* A fast write that found it cannot finish: nothing was written or
+ * counted, so the announce is withdrawn and the full path does it all. */
+static __attribute__((noinline)) int write_flat_retreat(struct wthread *t, struct rp_event *ev,
+							uint64_t mask, const void *payload,
+							size_t len)
+{
+	/* pairs with the load_acquire of in_write in rp_writers_quiesce() */
+	rp_store_release(&t->in_write, 0);
+	return write_flat_slow(ev, mask, payload, len);
+}
+
+/*
+ * The flat write. Out of line, so that a disabled rp_event_write() stays a
+ * load, a branch and a return. Nearly every enabled write is one Drop
+ * session this thread has written to before, whose rings are reserved
+ * without a CAS, with room in the ring of this CPU and a drainer that is
+ * not asleep. That case is this straight line, which calls nothing: every
+ * other case leaves by a tail call, before anything is counted or written,
+ * so this function needs no stack frame and keeps its few values in
+ * registers (a frame and the spills of the full path cost several
+ * nanoseconds a write; Documentation/performance.md). The steps and their
+ * order are write_events()'s.
+ */
+static __attribute__((noinline)) int write_flat(struct rp_event *ev, uint64_t mask,
+						const void *payload, size_t len)
+{
+#ifdef RP_RSEQ_RESERVE
+	struct wthread *t = rp_wt;
+	struct rp_shm_record *rec;
+	struct rp_shm_ring *h;
+	struct rp_ring *r;
+	struct rp_shm *shm;
+	struct slot *sl;
+	struct rseq *rs;
+	uint32_t size, cpu;
+	__u64 pos, cons;
+	int i, rc;
+
+	/* a payload of more than 64 bytes is copied by a call, and a clock
+	 * other than the TSC is read by one: the full path's. Pairs with the
+	 * store_release of .source in clock_setup(), as in rp_clock_now() */
+	if (rp_unlikely(!t || (mask & (mask - 1)) || (mask & RP_UE_BIT) || t->ending_slot ||
+			len > 64 || rp_load_acquire(&rp_clock_state_.source) != RP_CLOCK_TSC))
+		return write_flat_slow(ev, mask, payload, len);
+	i = __builtin_ctzll(mask);
+	sl = &rp_slots[i];
+	/* a hint only (checked again below): Block's queueing and passes
+	 * are the full path's */
+	if (rp_unlikely(rp_load_relaxed(&sl->block)))
+		return write_flat_slow(ev, mask, payload, len);
+	/* announce, as in write_events() */
+	rp_store_relaxed(&t->in_write, 1);
+	announce_fence();
+	size = (uint32_t)rp_record_size(0, 0, (uint16_t)len);
+	/* pairs with the store_release of RUNNING in rp_session_start() */
+	if (rp_unlikely(rp_load_acquire(&sl->state) != SLOT_RUNNING ||
+			t->gen[i] != rp_load_relaxed(&sl->gen) ||
+			rp_load_relaxed(&sl->output_error) || sl->block || !sl->local_rings ||
+			rp_usdt_event_armed() || size > sl->shm->max_record))
+		return write_flat_retreat(t, ev, mask, payload, len);
+	shm = sl->shm;
+	/* one try at the reservation of rp_ring_reserve_here(); a restart,
+	 * a full ring or a CPU outside the rings is the full path's */
+	rs = rp_rseq_area();
+	cpu = rp_load_relaxed(&rs->cpu_id_start);
+	if (rp_unlikely(cpu >= shm->nr_rings))
+		return write_flat_retreat(t, ev, mask, payload, len);
+	r = &shm->rings[cpu];
+	h = r->hdr;
+	/* pairs with the store_release of consumer_pos by the consumer: its
+	 * reads of the space we may reuse happen before our writes into it */
+	cons = rp_load_acquire(&h->consumer_pos);
+	size = (size + RP_REC_ALIGN - 1) & ~(RP_REC_ALIGN - 1);
+	rc = rp_rseq_bump(rs, cpu, &h->producer_pos, cons, r->size, size, &pos);
+	if (rp_unlikely(rc)) {
+		if (rc < 0)	/* preempted, migrated or signalled: again, in full */
+			return write_flat_retreat(t, ev, mask, payload, len);
+		/* full, in a Drop session: the attempt, dropped and counted */
+		t->seq[i]++;
+		rp_ring_count_drop(r, RP_DROP_FULL);
+		/* pairs with the load_acquire of in_write in rp_writers_quiesce() */
+		rp_store_release(&t->in_write, 0);
+		return -ENOBUFS;
+	}
+	rec = (struct rp_shm_record *)(r->data + (pos & r->mask));
+	/* as in rp_ring_reserve(): BUSY until the commit */
+	rp_store_relaxed(&rec->len, size | RP_REC_BUSY);
+	t->seq[i]++;
+	/* stamped after the reservation (see write_events()) */
+	rp_record_fill(rec, ev->index, rp_clock_rdtsc(), t->tid, t->seq[i], 0, (uint16_t)len,
+		       r->index);
+	copy_small(rp_record_payload_at(rec, 0, 0), payload, len);
+	rp_ring_commit_len(rec, size);
+	/* wake_drainer()'s look at the idle flag; its wake is write_flat_wake()'s */
+	rp_fence_light();
+	if (rp_unlikely(rp_load_relaxed(&shm->hdr->drainer_idle)))
+		return write_flat_wake(t, shm, r);
+	/* pairs with the load_acquire of in_write in rp_writers_quiesce() */
+	rp_store_release(&t->in_write, 0);
+	return 0;
+#else
+	return write_flat_slow(ev, mask, payload, len);
+#endif
 }
 
 RP_API int rp_event_write(struct rp_event *ev, const void *payload, size_t len)
