@@ -10,7 +10,8 @@
  *   - no crash (ASan clean in the asan build);
  *   - Drop: an rp_event_write() never waits: it runs for at most
  *     WRITE_CPU_BOUND_DROP_NS of CPU time (10 ms; 50 ms under sanitizers;
- *     observed: tens of microseconds) and returns within 1 s of wall time,
+ *     observed: tens of microseconds; WRITE_CPU_OUTLIERS writes may be
+ *     charged with an interrupt's time) and returns within 1 s of wall time,
  *     which only adds the scheduling of a loaded runner. Block: it returns
  *     within 4 x drainer_timeout_ms plus a poll (BLOCK_BOUND_NS, 4.2 s), the
  *     longest a Block writer ever waits before it gives up on a drainer
@@ -68,6 +69,13 @@
  * which only adds the scheduling of a loaded runner (Criterion runs these
  * tests in parallel, five busy threads each, on as few as two CPUs) */
 #define WRITE_CPU_BOUND_DROP_NS (SLOW ? 50000000ull : 10000000ull)
+/* Writes allowed past that bound, each still under ten times it: kernels
+ * built without CONFIG_IRQ_TIME_ACCOUNTING (this machine kind's) charge an
+ * interrupt's handling, and a virtual CPU's stall inside it, to the thread
+ * it interrupted, and a run of a million writes meets one such now and
+ * then (seen: 10.5 and 10.7 ms, once in a few CI runs). A write that waits
+ * or spins does so again and again, and is caught by the count. */
+#define WRITE_CPU_OUTLIERS 2u
 #define WRITE_BOUND_DROP_NS 1000000000ull
 #define DRAINER_TIMEOUT_MS 1000u
 #define BLOCK_BOUND_NS (4ull * DRAINER_TIMEOUT_MS * 1000000ull + 200000000ull)
@@ -442,6 +450,7 @@ struct producer {
 	int started;
 	uint64_t attempts, ok, nobufs, other;
 	uint64_t max_ns, max_cpu_ns;
+	uint64_t over_cpu;	/* writes that ran past WRITE_CPU_BOUND_DROP_NS */
 	int last_other;
 };
 
@@ -465,6 +474,8 @@ static void *producer_main(void *arg)
 			p->max_ns = dt;
 		if (dc > p->max_cpu_ns)
 			p->max_cpu_ns = dc;
+		if (dc > WRITE_CPU_BOUND_DROP_NS)
+			p->over_cpu++;
 		if (!rc)
 			p->ok++;
 		else if (rc == -ENOBUFS)
@@ -549,7 +560,7 @@ static bool read_traceevent(const char *path, const char *prov, struct summary *
 /* ---- the scenario ---------------------------------------------------------- */
 
 struct outcome {
-	uint64_t attempts, ok, max_write_ns, max_cpu_ns, heal_max_ns, heal_ns, stop_ns;
+	uint64_t attempts, ok, max_write_ns, max_cpu_ns, over_cpu, heal_max_ns, heal_ns, stop_ns;
 	struct rp_session_stats st;
 	struct summary own, te;
 	bool have_te;
@@ -617,6 +628,7 @@ static void run_hostile(int mode, uint64_t seed, uint64_t attack_ns, unsigned in
 			o->max_write_ns = pr[i].max_ns;
 		if (pr[i].max_cpu_ns > o->max_cpu_ns)
 			o->max_cpu_ns = pr[i].max_cpu_ns;
+		o->over_cpu += pr[i].over_cpu;
 		cr_assert_eq(pr[i].other, 0, "producer %d: %" PRIu64 " writes returned %d", i,
 			     pr[i].other, pr[i].last_other);
 	}
@@ -709,7 +721,10 @@ static void run_hostile(int mode, uint64_t seed, uint64_t attack_ns, unsigned in
 	cr_assert_leq(o->stop_ns, STOP_BOUND_NS, "%s: stop took %" PRIu64 " ms", prov,
 		      o->stop_ns / 1000000);
 	if (mode == RP_BUFFERING_DROP) {
-		cr_assert_leq(o->max_cpu_ns, WRITE_CPU_BOUND_DROP_NS, "%s: a write ran for %" PRIu64
+		cr_assert_leq(o->over_cpu, WRITE_CPU_OUTLIERS, "%s: %" PRIu64 " writes ran for more "
+			      "than %" PRIu64 " us (the longest %" PRIu64 " us)", prov, o->over_cpu,
+			      WRITE_CPU_BOUND_DROP_NS / 1000, o->max_cpu_ns / 1000);
+		cr_assert_leq(o->max_cpu_ns, 10 * WRITE_CPU_BOUND_DROP_NS, "%s: a write ran for %" PRIu64
 			      " us", prov, o->max_cpu_ns / 1000);
 		cr_assert_leq(o->max_write_ns, WRITE_BOUND_DROP_NS, "%s: a write took %" PRIu64 " ms",
 			      prov, o->max_write_ns / 1000000);
