@@ -1569,6 +1569,28 @@ static __attribute__((noinline)) int event_any(struct nt_writer *w, const struct
 	return 0;
 }
 
+/* A plain header's last field, its flag byte at start, and the block's
+ * time range and count; returns the header's end. */
+static inline __attribute__((always_inline)) uint8_t *hdr_end(struct eblock *eb, uint8_t *start,
+							      uint8_t *o, unsigned int flags,
+							      uint32_t size, uint64_t ts)
+{
+	struct hdr_state *st = &eb->st;
+
+	if (size != st->size) {
+		flags |= HF_SIZE;
+		o = var_put(o, size);
+		st->size = size;
+	}
+	*start = (uint8_t)flags;
+	if (ts < eb->min_ts)
+		eb->min_ts = ts;
+	if (ts > eb->max_ts)
+		eb->max_ts = ts;
+	eb->nevents++;
+	return o;
+}
+
 /*
  * The header of a plain event (no stack, no activity ids, capture thread =
  * event thread t): what put_header() writes for it, with only what differs
@@ -1639,18 +1661,7 @@ static inline __attribute__((always_inline)) uint8_t *put_header_plain(struct eb
 		}
 		st->extra = false;	/* all four are clear now */
 	}
-	if (size != st->size) {
-		flags |= HF_SIZE;
-		o = var_put(o, size);
-		st->size = size;
-	}
-	*start = (uint8_t)flags;
-	if (ts < eb->min_ts)
-		eb->min_ts = ts;
-	if (ts > eb->max_ts)
-		eb->max_ts = ts;
-	eb->nevents++;
-	return o;
+	return hdr_end(eb, start, o, flags, size, ts);
 }
 
 /* The token nt_writer_events_next() takes for t, whose last event, just
@@ -1816,17 +1827,7 @@ unsigned int nt_writer_events_next(struct nt_writer *w, const struct nt_next *ev
 			st->seq = seq;
 			o = var_put(o + 1, ts - st->ts);
 			st->ts = ts;
-			if (len != st->size) {
-				flags |= HF_SIZE;
-				o = var_put(o, len);
-				st->size = len;
-			}
-			*start = (uint8_t)flags;
-			if (ts < eb->min_ts)
-				eb->min_ts = ts;
-			if (ts > eb->max_ts)
-				eb->max_ts = ts;
-			eb->nevents++;
+			o = hdr_end(eb, start, o, flags, len, ts);
 		} else {
 			o = put_header_plain(eb, o, w->format, t->next_meta, seq, t->next_cpu, t, ts,
 					     len, t->next_sorted, true);
