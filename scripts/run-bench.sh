@@ -184,8 +184,8 @@ END {
 		if (why("lt") != "") lt = -1
 		if (why("ep") != "") ep = -1
 		if (why("rp") != "") rp = -1
-		tg = sprintf("≤ 2x floor: %s; ≥ 5x cheaper than LTTng: %s; ≥ 20x cheaper than EventPipe: %s",
-			     rp > 0 && fl > 0 ? met(rp <= 2 * fl) : "—",
+		tg = sprintf("≤ 1.5x floor: %s; ≥ 5x cheaper than LTTng: %s; ≥ 20x cheaper than EventPipe: %s",
+			     rp > 0 && fl > 0 ? met(rp <= 1.5 * fl) : "—",
 			     rp > 0 && lt > 0 ? met(5 * rp <= lt) : "—",
 			     rp > 0 && ep > 0 ? met(20 * rp <= ep) : "—")
 		printf "| producer, enabled, %d thread%s (ns/event) | %s | %s | %s | %s | %s | %s | %s | %s |\n",
@@ -194,6 +194,15 @@ END {
 		       ns("ep", "en" t) (has("ep.en" t "_lost") ? " (lost " v["ep.en" t "_lost"] ")" : ""),
 		       (rp > 0 && fl > 0 ? sprintf("%.2fx", rp / fl) : "—"),
 		       cost_ratio(rp, lt), cost_ratio(rp, ep), tg
+	}
+	# the write path alone: on 2 CPUs with 2 writers, a drainer that has
+	# work takes its share of them, which is the gap to the row above
+	for (t = 1; t <= 2; t++) {
+		rp = why("rp") == "" ? num("rp.pk" t) : -1; fl = num("rp.floor" t)
+		printf "| producer, enabled, %d thread%s, drainer parked: the write path alone (ns/event) | %s | %s | — | — | %s | — | — | ≤ 1.5x floor: %s |\n",
+		       t, (t > 1 ? "s" : ""), ns("rp", "pk" t), ns("rp", "floor" t),
+		       (rp > 0 && fl > 0 ? sprintf("%.2fx", rp / fl) : "—"),
+		       (rp > 0 && fl > 0 ? met(rp <= 1.5 * fl) : "—")
 	}
 	for (t = 1; t <= 2; t++) {
 		rp = why("rp") == "" ? num("rp.dis" t) : -1
