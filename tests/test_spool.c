@@ -1,0 +1,260 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The egress spool (tools/ringpipe/lib/spool.h): batches come back oldest
+ * first, byte for byte, across a reopen and a SIGKILL; the size bound is
+ * kept exactly; a damaged file is set aside, never handed out; one process
+ * at a time.
+ */
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "helpers.h"
+#include "spool.h"
+
+#define HDR 32u			/* spool.c's header in front of each batch */
+
+static struct spool *open_at(const char *dir, uint64_t max_bytes)
+{
+	struct spool_opts o = { .sz = sizeof(o), .dir = dir, .max_bytes = max_bytes };
+	char err[256] = "";
+	struct spool *s = spool_open(&o, err, sizeof(err));
+
+	cr_assert_not_null(s, "spool_open(%s): %s", dir, err);
+	return s;
+}
+
+/* batch k: k+1 bytes of a pattern that tells batches apart */
+static size_t fill(unsigned char *buf, unsigned int k)
+{
+	for (unsigned int i = 0; i <= k; i++)
+		buf[i] = (unsigned char)(k * 31 + i);
+	return k + 1;
+}
+
+static void expect_oldest(struct spool *s, uint64_t want_num, unsigned int k)
+{
+	unsigned char want[256];
+	size_t n = fill(want, k), len = 0;
+	uint64_t num = 0;
+	void *data = NULL;
+	int rc = spool_oldest(s, &num, &data, &len);
+
+	cr_assert_eq(rc, 0, "spool_oldest: %d", rc);
+	cr_assert_eq(num, want_num, "oldest is batch %" PRIu64 ", expected %" PRIu64, num, want_num);
+	cr_assert_eq(len, n, "batch %" PRIu64 ": %zu bytes, expected %zu", num, len, n);
+	cr_assert_eq(memcmp(data, want, n), 0, "batch %" PRIu64 ": other bytes", num);
+	free(data);
+}
+
+static uint64_t put(struct spool *s, unsigned int k)
+{
+	unsigned char buf[256];
+	size_t n = fill(buf, k);
+	uint64_t num = 0;
+	int rc = spool_put(s, buf, n, &num);
+
+	cr_assert_eq(rc, 0, "spool_put of batch %u: %d", k, rc);
+	return num;
+}
+
+static int count_files(const char *dir, const char *suffix)
+{
+	char cmd[512];
+	struct bytebuf out = { 0 };
+	int n;
+
+	snprintf(cmd, sizeof(cmd), "ls -a '%s' | grep -c '%s$'", dir, suffix);
+	th_run(cmd, &out);
+	n = out.len ? atoi((char *)out.p) : 0;
+	bb_free(&out);
+	return n;
+}
+
+Test(spool, batches_come_back_oldest_first_until_acknowledged)
+{
+	char *dir = th_tmpdir();
+	struct spool *s = open_at(dir, 0);
+	struct spool_stats st;
+	uint64_t num[3];
+
+	for (unsigned int k = 0; k < 3; k++)
+		num[k] = put(s, k);
+	cr_assert(num[0] < num[1] && num[1] < num[2], "numbers grow");
+	spool_stats(s, &st);
+	cr_assert_eq(st.batches, 3);
+	cr_assert_eq(st.bytes, 3 * HDR + 1 + 2 + 3);
+	expect_oldest(s, num[0], 0);
+	expect_oldest(s, num[0], 0);	/* not taken out by reading it */
+	cr_assert_eq(spool_ack(s, num[1]), 0, "an ack out of order is fine");
+	expect_oldest(s, num[0], 0);
+	cr_assert_eq(spool_ack(s, num[0]), 0);
+	expect_oldest(s, num[2], 2);
+	cr_assert_eq(spool_ack(s, num[2]), 0);
+	cr_assert_eq(spool_ack(s, num[2]), -ENOENT, "a second ack finds nothing");
+	{
+		uint64_t n;
+		void *d;
+		size_t l;
+
+		cr_assert_eq(spool_oldest(s, &n, &d, &l), -ENOENT, "empty");
+	}
+	spool_stats(s, &st);
+	cr_assert_eq(st.batches, 0);
+	cr_assert_eq(st.bytes, 0);
+	cr_assert_eq(count_files(dir, ".batch"), 0, "every acknowledged file is gone");
+	spool_close(s);
+	th_rmdir(dir);
+}
+
+Test(spool, a_batch_written_before_a_sigkill_is_there_after_it)
+{
+	char *dir = th_tmpdir();
+	int pipefd[2], status;
+	uint64_t nums[2];
+	struct spool_stats st;
+	struct spool *s;
+	pid_t pid;
+
+	cr_assert_eq(pipe(pipefd), 0);
+	pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		struct spool_opts o = { .sz = sizeof(o), .dir = dir };
+		struct spool *c = spool_open(&o, NULL, 0);
+		unsigned char buf[256];
+		uint64_t n[2] = { 0, 0 };
+
+		if (!c)
+			_exit(1);
+		for (unsigned int k = 0; k < 2; k++)
+			if (spool_put(c, buf, fill(buf, 10 + k), &n[k]))
+				_exit(1);
+		/* and a batch that was never written whole */
+		{
+			char path[512];
+			FILE *f;
+
+			snprintf(path, sizeof(path), "%s/%020" PRIu64 ".batch.tmp", dir, n[1] + 1);
+			f = fopen(path, "w");
+			if (f) {
+				fputs("RPSPOOL1 torn", f);
+				fclose(f);
+			}
+		}
+		if (write(pipefd[1], n, sizeof(n)) != (ssize_t)sizeof(n))
+			_exit(1);
+		pause();
+		_exit(0);
+	}
+	close(pipefd[1]);
+	cr_assert_eq(read(pipefd[0], nums, sizeof(nums)), (ssize_t)sizeof(nums), "the child wrote");
+	close(pipefd[0]);
+	kill(pid, SIGKILL);
+	waitpid(pid, &status, 0);
+
+	s = open_at(dir, 0);
+	spool_stats(s, &st);
+	cr_assert_eq(st.found, 2, "found %" PRIu64 " batches of the killed run", st.found);
+	cr_assert_eq(count_files(dir, ".tmp"), 0, "the torn .tmp file is removed");
+	expect_oldest(s, nums[0], 10);
+	cr_assert_eq(spool_ack(s, nums[0]), 0);
+	expect_oldest(s, nums[1], 11);
+	cr_assert_gt(put(s, 1), nums[1], "a new batch takes a number above those found");
+	spool_close(s);
+	th_rmdir(dir);
+}
+
+Test(spool, the_size_bound_is_kept_exactly)
+{
+	char *dir = th_tmpdir();
+	/* room for exactly two batches of 100 bytes */
+	struct spool *s = open_at(dir, 2 * (HDR + 100));
+	unsigned char buf[200] = { 0 };
+	struct spool_stats st;
+	uint64_t a, b, c;
+
+	cr_assert_eq(spool_put(s, buf, 100, &a), 0);
+	cr_assert_eq(spool_put(s, buf, 100, &b), 0);
+	cr_assert_eq(spool_put(s, buf, 1, &c), -ENOSPC, "full: nothing more fits");
+	cr_assert_eq(spool_put(s, buf, 2 * 100 + HDR + 1, &c), -E2BIG, "could never fit");
+	spool_stats(s, &st);
+	cr_assert_eq(st.refused, 1);
+	cr_assert_eq(st.bytes, 2 * (HDR + 100));
+	cr_assert_eq(count_files(dir, ".batch"), 2, "a refused batch leaves no file");
+	cr_assert_eq(spool_ack(s, a), 0);
+	cr_assert_eq(spool_put(s, buf, 100, &c), 0, "an ack makes room");
+	cr_assert_gt(c, b);
+	spool_close(s);
+	th_rmdir(dir);
+}
+
+Test(spool, a_damaged_batch_is_set_aside_and_never_handed_out)
+{
+	char *dir = th_tmpdir();
+	struct spool *s = open_at(dir, 0);
+	uint64_t n0 = put(s, 40), n1 = put(s, 41), n2 = put(s, 42);
+	struct spool_stats st;
+	char path[512];
+	uint64_t num;
+	void *data;
+	size_t len;
+	int fd;
+
+	/* a byte of batch n0's payload flipped on disk */
+	snprintf(path, sizeof(path), "%s/%020" PRIu64 ".batch", dir, n0);
+	fd = open(path, O_RDWR);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(pwrite(fd, "X", 1, HDR + 3), 1);
+	close(fd);
+	cr_assert_eq(spool_oldest(s, &num, &data, &len), -EIO, "the damaged batch is refused");
+	expect_oldest(s, n1, 41);
+	spool_stats(s, &st);
+	cr_assert_eq(st.damaged, 1);
+	cr_assert_eq(count_files(dir, ".bad"), 1, "kept aside as .bad");
+	spool_close(s);
+
+	/* a header that does not match its file is found at open */
+	snprintf(path, sizeof(path), "%s/%020" PRIu64 ".batch", dir, n2);
+	cr_assert_eq(truncate(path, HDR + 10), 0);
+	s = open_at(dir, 0);
+	spool_stats(s, &st);
+	cr_assert_eq(st.found, 1, "only batch n1 is taken in");
+	cr_assert_eq(st.damaged, 1);
+	expect_oldest(s, n1, 41);
+	cr_assert_gt(put(s, 1), n2, "numbers set aside are not given again");
+	spool_close(s);
+	th_rmdir(dir);
+}
+
+Test(spool, one_process_at_a_time)
+{
+	char *dir = th_tmpdir();
+	struct spool *s = open_at(dir, 0);
+	struct spool_opts o = { .sz = sizeof(o), .dir = dir };
+	char err[256] = "";
+	int status;
+	pid_t pid = fork();
+
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		struct spool *t = spool_open(&o, err, sizeof(err));
+
+		_exit(!t && errno == EBUSY && strstr(err, "in use by another process") ? 0 : 1);
+	}
+	waitpid(pid, &status, 0);
+	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		  "a second process must be refused with EBUSY and say why");
+	spool_close(s);
+	s = open_at(dir, 0);	/* free again once closed */
+	spool_close(s);
+	o.dir = "/proc/no/such/dir";
+	cr_assert_null(spool_open(&o, err, sizeof(err)));
+	cr_assert(strstr(err, "/proc/no/such/dir"), "the error names the directory: %s", err);
+	th_rmdir(dir);
+}
