@@ -7,7 +7,8 @@ cd "$(dirname "$0")/.."
 
 PKGS=(gcc make pkg-config libcriterion-dev liburing-dev libbpf-dev libelf-dev
       zlib1g-dev clang llvm libclang-rt-14-dev bpftool unzip
-      liblttng-ust-dev lttng-tools systemtap-sdt-dev bpftrace)
+      liblttng-ust-dev lttng-tools systemtap-sdt-dev bpftrace
+      clickhouse-server clickhouse-client zookeeper)
 
 missing=()
 for p in "${PKGS[@]}"; do

@@ -20,5 +20,6 @@ int cmd_convert(int argc, char **argv);
 int cmd_merge(int argc, char **argv);
 int cmd_record(int argc, char **argv);
 int cmd_agent(int argc, char **argv);
+int cmd_fleet(int argc, char **argv);
 
 #endif

@@ -89,6 +89,8 @@ int main(int argc, char **argv)
 		return cmd_merge(argc - 1, argv + 1);
 	if (!strcmp(cmd, "agent"))
 		return cmd_agent(argc - 1, argv + 1);
+	if (!strcmp(cmd, "fleet"))
+		return cmd_fleet(argc - 1, argv + 1);
 	fprintf(stderr, "ringpipe: unknown command '%s'\n\n%s", cmd, usage);
 	return 2;
 }

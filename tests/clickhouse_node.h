@@ -1,0 +1,336 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Test harness: real clickhouse-server nodes on loopback, each in a
+ * temporary directory with its own free ports (http, tcp, interserver),
+ * configured from a rewritten copy of the packaged config.xml and users.xml
+ * (facts: ../shared/docs/fleet.md). A node dies with the test process that
+ * started it (PR_SET_PDEATHSIG), so a crashed test leaves none running.
+ *
+ * One node: th_ch_init(), th_ch_start(), ..., th_ch_stop(). A cluster: init
+ * every node first (that picks their ports), then start each with options
+ * whose <remote_servers>, <macros> and <zookeeper> name the others' ports.
+ *
+ * Without clickhouse-server the caller skips, with the reason, unless
+ * RINGPIPE_REQUIRE_FLEET=1, which makes that a failure.
+ */
+#ifndef RINGPIPE_TEST_CLICKHOUSE_NODE_H
+#define RINGPIPE_TEST_CLICKHOUSE_NODE_H
+
+#include <netinet/in.h>
+#include <stdint.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include "helpers.h"
+#include "http_conn.h"
+
+#define TH_CH_CONFIG_DIR "/etc/clickhouse-server"
+
+struct th_ch_opts {
+	const char *users_xml;		/* more users, put inside <users> */
+	const char *remote_servers_xml;	/* the clusters, inside <remote_servers> */
+	const char *macros_xml;		/* inside <macros>: <shard>, <replica> */
+	const char *zookeeper_xml;	/* inside <zookeeper>: <node><host>..</host>.. */
+	unsigned keep_alive_timeout_s;	/* 0: the packaged one (3 s) */
+};
+
+struct th_ch_node {
+	char *dir;
+	pid_t pid;		/* 0 when not running */
+	uint16_t http_port, tcp_port, interserver_port;
+	char url[128];		/* http://127.0.0.1:HTTP/ */
+};
+
+static inline const char *th_ch_server(void)
+{
+	return th_env("RINGPIPE_CLICKHOUSE_SERVER", "/usr/sbin/clickhouse-server");
+}
+
+static inline bool th_require_fleet(void)
+{
+	const char *v = getenv("RINGPIPE_REQUIRE_FLEET");
+
+	return v && !strcmp(v, "1");
+}
+
+/* Skips (or fails, with RINGPIPE_REQUIRE_FLEET=1) without a server to start. */
+#define TH_NEED_CLICKHOUSE()                                                    \
+	do {                                                                    \
+		if (access(th_ch_server(), X_OK) ||                             \
+		    access(TH_CH_CONFIG_DIR "/config.xml", R_OK)) {             \
+			if (th_require_fleet())                                 \
+				cr_assert_fail("RINGPIPE_REQUIRE_FLEET=1 but %s or "    \
+					       TH_CH_CONFIG_DIR "/config.xml is "       \
+					       "missing (make deps installs "           \
+					       "clickhouse-server)", th_ch_server());   \
+			cr_skip_test("%s is not installed (make deps installs "  \
+				     "clickhouse-server)", th_ch_server());     \
+		}                                                               \
+	} while (0)
+
+/* A loopback TCP port that was free a moment ago */
+static inline uint16_t th_free_port(void)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(a);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	cr_assert_geq(fd, 0, "socket: %s", strerror(errno));
+	cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0, "bind: %s", strerror(errno));
+	cr_assert_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+	close(fd);
+	return ntohs(a.sin_port);
+}
+
+static inline void th_ch_pick_ports(struct th_ch_node *n)
+{
+	n->http_port = th_free_port();
+	do
+		n->tcp_port = th_free_port();
+	while (n->tcp_port == n->http_port);
+	do
+		n->interserver_port = th_free_port();
+	while (n->interserver_port == n->http_port || n->interserver_port == n->tcp_port);
+	snprintf(n->url, sizeof(n->url), "http://127.0.0.1:%u/", n->http_port);
+}
+
+/* A temporary directory and free ports; nothing runs yet. */
+static inline void th_ch_init(struct th_ch_node *n)
+{
+	TH_NEED_CLICKHOUSE();
+	memset(n, 0, sizeof(*n));
+	n->dir = th_tmpdir();
+	cr_assert_not_null(n->dir, "no temporary directory: %s", strerror(errno));
+	th_ch_pick_ports(n);
+}
+
+/* Replaces what lies between the first `open` and the `close` after it. */
+static inline void th_xml_replace(struct bytebuf *x, const char *open, const char *close,
+				  const char *with, bool keep_tags)
+{
+	char *s = (char *)x->p, *a = strstr(s, open), *b = a ? strstr(a, close) : NULL;
+	struct bytebuf out = { 0 };
+
+	cr_assert(a && b, "%s...%s is not in the packaged config.xml", open, close);
+	if (keep_tags) {
+		a += strlen(open);
+	} else {
+		b += strlen(close);
+	}
+	bb_append(&out, s, (size_t)(a - s));
+	bb_append(&out, with, strlen(with));
+	bb_append(&out, b, strlen(b) + 1);
+	cr_assert_not(out.oom);
+	bb_free(x);
+	*x = out;
+	x->len--;
+}
+
+/* The content of <tag> (its first one) */
+static inline void th_xml_set(struct bytebuf *x, const char *tag, const char *value)
+{
+	char open[64], close[64];
+
+	snprintf(open, sizeof(open), "<%s>", tag);
+	snprintf(close, sizeof(close), "</%s>", tag);
+	th_xml_replace(x, open, close, value, true);
+}
+
+/* Replaces the element from open to close by <tag>content</tag> */
+static inline void th_xml_wrap(struct bytebuf *x, const char *open, const char *close,
+			       const char *tag, const char *content)
+{
+	char *with = th_fmt("<%s>%s</%s>", tag, content, tag);
+
+	th_xml_replace(x, open, close, with, false);
+	free(with);
+}
+
+static inline void th_ch_write_config(const struct th_ch_node *n, const struct th_ch_opts *o)
+{
+	struct bytebuf x = { 0 };
+	char *v;
+
+	cr_assert_eq(th_read_file(TH_CH_CONFIG_DIR "/config.xml", &x), 0);
+	/* loopback only: a test's server must not be reachable from elsewhere */
+	th_xml_replace(&x, "<yandex>", "\n", "<yandex>\n    <listen_host>127.0.0.1</listen_host>\n"
+		       "    <interserver_http_host>127.0.0.1</interserver_http_host>\n", false);
+#define TH_SET_PATH(tag, fmt) \
+	(v = th_fmt(fmt, n->dir), th_xml_set(&x, tag, v), free(v))
+	TH_SET_PATH("log", "%s/server.log");
+	TH_SET_PATH("errorlog", "%s/server.err.log");
+	TH_SET_PATH("path", "%s/data/");
+	TH_SET_PATH("tmp_path", "%s/tmp/");
+	TH_SET_PATH("user_files_path", "%s/user_files/");
+	TH_SET_PATH("format_schema_path", "%s/format_schemas/");
+#undef TH_SET_PATH
+#define TH_SET_PORT(tag, port) \
+	(v = th_fmt("%u", port), th_xml_set(&x, tag, v), free(v))
+	TH_SET_PORT("http_port", n->http_port);
+	TH_SET_PORT("tcp_port", n->tcp_port);
+	TH_SET_PORT("interserver_http_port", n->interserver_port);
+	if (o && o->keep_alive_timeout_s)
+		TH_SET_PORT("keep_alive_timeout", o->keep_alive_timeout_s);
+#undef TH_SET_PORT
+	if (o && o->remote_servers_xml)
+		th_xml_wrap(&x, "<remote_servers", "</remote_servers>", "remote_servers",
+			    o->remote_servers_xml);
+	if (o && o->zookeeper_xml)
+		th_xml_wrap(&x, "<zookeeper incl", "/>", "zookeeper", o->zookeeper_xml);
+	if (o && o->macros_xml)
+		th_xml_wrap(&x, "<macros incl", "/>", "macros", o->macros_xml);
+	v = th_fmt("%s/config.xml", n->dir);
+	cr_assert_eq(th_write_file(v, x.p, x.len), 0, "cannot write %s", v);
+	free(v);
+	bb_free(&x);
+}
+
+static inline void th_ch_write_users(const struct th_ch_node *n, const struct th_ch_opts *o)
+{
+	struct bytebuf x = { 0 };
+	char *path = th_fmt("%s/users.xml", n->dir);
+
+	/* without a users.xml beside config.xml the server does not start */
+	cr_assert_eq(th_read_file(TH_CH_CONFIG_DIR "/users.xml", &x), 0);
+	if (o && o->users_xml) {
+		char *with = th_fmt("%s</users>", o->users_xml);
+
+		th_xml_replace(&x, "</users>", "</users>", with, false);
+		free(with);
+	}
+	cr_assert_eq(th_write_file(path, x.p, x.len), 0, "cannot write %s", path);
+	free(path);
+	bb_free(&x);
+}
+
+static inline void th_ch_spawn(struct th_ch_node *n)
+{
+	char *config = th_fmt("--config-file=%s/config.xml", n->dir);
+	char *out = th_fmt("%s/server.out", n->dir);
+	pid_t parent = getpid();
+
+	fflush(NULL);
+	n->pid = fork();
+	cr_assert_geq(n->pid, 0, "fork: %s", strerror(errno));
+	if (n->pid == 0) {
+		int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+
+		/* the server goes when the test goes, whatever ends it */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent)
+			_exit(127);
+		if (fd >= 0) {
+			dup2(fd, 1);
+			dup2(fd, 2);
+		}
+		if (chdir(n->dir) == 0)
+			execl(th_ch_server(), "clickhouse-server", config, (char *)NULL);
+		_exit(127);
+	}
+	free(config);
+	free(out);
+}
+
+/* Does GET /ping answer "Ok."? */
+static inline bool th_ch_ping(const struct th_ch_node *n)
+{
+	struct http_conn c;
+	struct http_response r = { 0 };
+	struct http_request rq = { .method = "GET", .target = "/ping" };
+	char port[8], err[256];
+	bool ok;
+
+	snprintf(port, sizeof(port), "%u", n->http_port);
+	http_conn_init(&c, "127.0.0.1", port, 1000);
+	ok = !http_conn_request(&c, &rq, &r, err, sizeof(err)) && r.status == 200 && r.body.p &&
+	     !strncmp((char *)r.body.p, "Ok.", 3);
+	http_response_free(&r);
+	http_conn_free(&c);
+	return ok;
+}
+
+/* Waits for /ping: true; false when the server exited (its status in *st). */
+static inline bool th_ch_wait_ready(struct th_ch_node *n, int *st)
+{
+	int i;
+
+	for (i = 0; i < 600; i++) {
+		if (waitpid(n->pid, st, WNOHANG) == n->pid) {
+			n->pid = 0;
+			return false;
+		}
+		if (th_ch_ping(n))
+			return true;
+		usleep(50000);
+	}
+	cr_assert_fail("clickhouse-server (pid %d, %s) did not answer /ping on port %u in 30 s",
+		       n->pid, n->dir, n->http_port);
+	return false;
+}
+
+/* The server's own words on why it stopped: its error log, else its output */
+static inline char *th_ch_log_tail(const struct th_ch_node *n)
+{
+	struct bytebuf b = { 0 };
+	char *err_log = th_fmt("%s/server.err.log", n->dir), *out = th_fmt("%s/server.out", n->dir);
+	char *tail;
+
+	if (th_read_file(err_log, &b) || !b.len)
+		th_read_file(out, &b);
+	tail = th_fmt("%.600s", b.len > 600 ? (char *)b.p + b.len - 600 : th_text(&b));
+	free(err_log);
+	free(out);
+	bb_free(&b);
+	return tail;
+}
+
+/*
+ * Writes the configuration and starts the server; returns once it answers.
+ * A port taken meanwhile by someone else is met with new ports, twice
+ * (only a lone node may move: a cluster's configs name each other's).
+ */
+static inline void th_ch_start(struct th_ch_node *n, const struct th_ch_opts *o)
+{
+	int attempt, st = 0;
+
+	for (attempt = 0; attempt < 3; attempt++) {
+		char *tail;
+
+		th_ch_write_config(n, o);
+		th_ch_write_users(n, o);
+		th_ch_spawn(n);
+		if (th_ch_wait_ready(n, &st))
+			return;
+		tail = th_ch_log_tail(n);
+		if (!strstr(tail, "Address already in use") || (o && o->remote_servers_xml))
+			cr_assert_fail("clickhouse-server exited (status 0x%x) before it answered: "
+				       "...%s", st, tail);
+		free(tail);
+		th_ch_pick_ports(n);
+	}
+	cr_assert_fail("clickhouse-server found its ports taken three times");
+}
+
+/* SIGTERM, then SIGKILL after 20 s; removes the directory. Accepts a node
+ * that never started (and one stopped already). */
+static inline void th_ch_stop(struct th_ch_node *n)
+{
+	int i, st;
+
+	if (n->pid > 0) {
+		kill(n->pid, SIGTERM);
+		for (i = 0; i < 400 && waitpid(n->pid, &st, WNOHANG) != n->pid; i++)
+			usleep(50000);
+		if (i == 400) {
+			kill(n->pid, SIGKILL);
+			waitpid(n->pid, &st, 0);
+		}
+		n->pid = 0;
+	}
+	if (n->dir)
+		th_rmdir(n->dir);
+	n->dir = NULL;
+}
+
+#endif /* RINGPIPE_TEST_CLICKHOUSE_NODE_H */

@@ -1,0 +1,285 @@
+// SPDX-License-Identifier: MIT
+/*
+ * ringpipe fleet: the ClickHouse side of the fleet. `init` creates the
+ * schema of lib/fleet_schema.h in the dialect the server's version calls
+ * for; `query` runs a statement and prints the answer.
+ */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clickhouse.h"
+#include "cmds.h"
+#include "fleet_schema.h"
+#include "tool_util.h"
+
+static const char fleet_usage[] =
+"usage: ringpipe fleet init --clickhouse URL [--cluster NAME] [--dialect legacy|current]\n"
+"                           [--print] [CREDENTIALS]\n"
+"       ringpipe fleet query --clickhouse URL [--format FORMAT] [CREDENTIALS] SQL\n"
+"\n"
+"URL is ClickHouse's HTTP interface: http://HOST[:PORT]/[?database=NAME&user=U\n"
+"&password=P&SETTING=VALUE...] (port 8123 and database " CH_DEFAULT_DATABASE " by default;\n"
+"other parameters are ClickHouse settings, passed on with every statement).\n"
+"CREDENTIALS: --user U, and --password P or --password-file FILE (its first\n"
+"line), which take precedence over the URL's. --timeout S (default 30) bounds\n"
+"the connect and every wait for the server.\n"
+"\n"
+"init   creates the database and the tables events, event_meta, stacks,\n"
+"       processes, containers, losses and batches (the manifest of what each\n"
+"       agent sent), each only if it does not exist, so it may run again. The\n"
+"       types follow 'SELECT version()': DateTime64, LowCardinality and Map on\n"
+"       ClickHouse 22 and later ('current'), DateTime plus nanoseconds, String\n"
+"       and Nested before ('legacy'); --dialect overrides. --cluster NAME\n"
+"       creates them ON CLUSTER: ReplicatedMergeTree tables NAME_local (ZooKeeper\n"
+"       path /clickhouse/tables/{shard}/DATABASE/TABLE, replica {replica}: the\n"
+"       servers need those macros) and Distributed tables over them, sharded\n"
+"       by cityHash64(host). --print prints the statements instead of running\n"
+"       them (with --dialect it needs no server).\n"
+"query  runs SQL in the URL's database and prints the answer as it comes, in\n"
+"       FORMAT (default TabSeparatedWithNames; a FORMAT clause in SQL wins).\n"
+"\n"
+"Exit status: 0 on success; 1 when the server cannot be reached or refuses\n"
+"the statement (its message is printed); 2 on a usage error.\n"
+"See Documentation/fleet.md for the schema.\n";
+
+struct fleet_args {
+	const char *sub;		/* "init" or "query" */
+	const char *url, *cluster, *dialect, *user, *password, *password_file, *format;
+	const char *sql;
+	uint64_t timeout_s;
+	bool print;
+};
+
+/* The options that take a value, where args keeps it */
+static const char **fleet_value_slot(struct fleet_args *a, const char *opt)
+{
+	static const char *const init_only[] = { "--cluster", "--dialect", NULL };
+	size_t i;
+
+	for (i = 0; init_only[i]; i++)
+		if (!strcmp(opt, init_only[i]) && strcmp(a->sub, "init"))
+			return NULL;
+	if (!strcmp(opt, "--clickhouse"))
+		return &a->url;
+	if (!strcmp(opt, "--cluster"))
+		return &a->cluster;
+	if (!strcmp(opt, "--dialect"))
+		return &a->dialect;
+	if (!strcmp(opt, "--user"))
+		return &a->user;
+	if (!strcmp(opt, "--password"))
+		return &a->password;
+	if (!strcmp(opt, "--password-file"))
+		return &a->password_file;
+	if (!strcmp(opt, "--format") && !strcmp(a->sub, "query"))
+		return &a->format;
+	return NULL;
+}
+
+/* 0, 1 after printing the help, or 2 after saying what is wrong */
+static int fleet_parse_option(struct fleet_args *a, int argc, char **argv, int *i)
+{
+	const char *opt = argv[*i], **slot;
+
+	if (!strcmp(opt, "--help") || !strcmp(opt, "-h"))
+		return fputs(fleet_usage, stdout), 1;
+	if (!strcmp(opt, "--print") && !strcmp(a->sub, "init")) {
+		a->print = true;
+		return 0;
+	}
+	if (!strcmp(opt, "--timeout")) {
+		if (*i + 1 >= argc || tool_parse_u64(argv[*i + 1], 3600, &a->timeout_s) ||
+		    !a->timeout_s)
+			return tool_err("fleet", "--timeout takes seconds, 1 to 3600"), 2;
+		(*i)++;
+		return 0;
+	}
+	slot = fleet_value_slot(a, opt);
+	if (!slot)
+		return tool_err("fleet", "%s: unknown option '%s' (see --help)", a->sub, opt), 2;
+	if (*i + 1 >= argc)
+		return tool_err("fleet", "option '%s' needs a value (see --help)", opt), 2;
+	*slot = argv[++*i];
+	return 0;
+}
+
+static int fleet_check_args(const struct fleet_args *a)
+{
+	if (!a->url && !(a->print && a->dialect))
+		return tool_err("fleet", "%s: --clickhouse URL is required (see --help)", a->sub), 2;
+	if (a->password && a->password_file)
+		return tool_err("fleet", "give --password or --password-file, not both"), 2;
+	if (!strcmp(a->sub, "query") && !a->sql)
+		return tool_err("fleet", "query: no SQL statement given (see --help)"), 2;
+	if (a->cluster && !fleet_name_ok(a->cluster))
+		return tool_err("fleet", "--cluster '%s': a cluster name is letters, digits and "
+				"'_' (as in <remote_servers>)", a->cluster), 2;
+	if (a->dialect && strcmp(a->dialect, "legacy") && strcmp(a->dialect, "current"))
+		return tool_err("fleet", "--dialect must be legacy or current, not '%s'",
+				a->dialect), 2;
+	return 0;
+}
+
+/* argv[0] is the subcommand. 0; 1 when --help was printed; 2 on a usage error. */
+static int fleet_parse(struct fleet_args *a, int argc, char **argv)
+{
+	int i, rc;
+
+	a->sub = argv[0];
+	a->timeout_s = 30;
+	for (i = 1; i < argc; i++) {
+		if (argv[i][0] == '-' && argv[i][1]) {
+			if ((rc = fleet_parse_option(a, argc, argv, &i)))
+				return rc;
+		} else if (!strcmp(a->sub, "query") && !a->sql) {
+			a->sql = argv[i];
+		} else {
+			return tool_err("fleet", "%s: unexpected argument '%s' (see --help)",
+					a->sub, argv[i]), 2;
+		}
+	}
+	return fleet_check_args(a);
+}
+
+/* The client the arguments name; 0, or 1 (2 for a malformed URL) after saying why. */
+static int fleet_connect(const struct fleet_args *a, struct ch_client *c)
+{
+	struct ch_target t;
+	char err[512];
+
+	if (ch_target_parse(&t, a->url, err, sizeof(err)))
+		return tool_err("fleet", "--clickhouse %s", err), 2;
+	if (!fleet_name_ok(t.database))
+		return tool_err("fleet", "database '%s': a database name is letters, digits and "
+				"'_'", t.database), 2;
+	if (a->user)
+		snprintf(t.user, sizeof(t.user), "%s", a->user);
+	if (a->password)
+		snprintf(t.password, sizeof(t.password), "%s", a->password);
+	if (a->password_file && ch_target_read_password(&t, a->password_file, err, sizeof(err)))
+		return tool_err("fleet", "%s", err);
+	if (ch_client_init(c, &t, (int)(a->timeout_s * 1000)))
+		return tool_err("fleet", "--clickhouse %s: the host name is too long", a->url), 2;
+	return 0;
+}
+
+struct fleet_init_run {
+	struct ch_client *c;	/* NULL: print the statements */
+	unsigned statements;
+};
+
+static int fleet_init_statement(void *ctx, const char *sql)
+{
+	struct fleet_init_run *run = ctx;
+	char err[4096];
+	int rc;
+
+	run->statements++;
+	if (!run->c) {
+		printf("%s;\n\n", sql);
+		return 0;
+	}
+	rc = ch_exec(run->c, sql, NULL, 0, NULL, err, sizeof(err));
+	if (rc)
+		tool_err("fleet", "init: %s\n  in: %.200s%s", err, sql, strlen(sql) > 200 ? "..." : "");
+	return rc;
+}
+
+/* The dialect: --dialect's, else the server's. 0, or 1 after saying why. */
+static int fleet_pick_dialect(const struct fleet_args *a, struct ch_client *c,
+			      enum fleet_dialect *d, char *version, size_t len)
+{
+	char err[4096];
+
+	snprintf(version, len, "?");
+	if (c && ch_query_line(c, "SELECT version()", version, len, err, sizeof(err)))
+		return tool_err("fleet", "init: %s", err);
+	if (a->dialect) {
+		*d = strcmp(a->dialect, "current") ? FLEET_LEGACY : FLEET_CURRENT;
+		return 0;
+	}
+	if (fleet_dialect_of(version, d))
+		return tool_err("fleet", "init: the server's version '%s' is not a version "
+				"number; give --dialect legacy or current", version);
+	return 0;
+}
+
+static int fleet_init(const struct fleet_args *a)
+{
+	struct ch_client client;
+	struct fleet_init_run run = { 0 };
+	struct fleet_ddl_opts o = { .cluster = a->cluster };
+	bool connect = !(a->print && a->dialect);
+	char version[64];
+	int rc;
+
+	if (connect && (rc = fleet_connect(a, &client)))
+		return rc;
+	if (connect) {
+		/* the database may not exist yet: every statement names it itself */
+		client.use_database = false;
+		o.database = client.target.database;
+	} else {
+		o.database = CH_DEFAULT_DATABASE;
+	}
+	run.c = connect && !a->print ? &client : NULL;
+	rc = fleet_pick_dialect(a, connect ? &client : NULL, &o.dialect, version,
+				sizeof(version));
+	if (!rc && fleet_schema_ddl(&o, fleet_init_statement, &run))
+		rc = 1;
+	if (!rc && run.c)
+		fprintf(stderr, "ringpipe fleet: init: ClickHouse %s at %s:%s: database %s, %d "
+			"tables (%s schema%s%s), %u statements\n", version, client.target.host,
+			client.target.port, o.database, FLEET_NTABLES, fleet_dialect_name(o.dialect),
+			a->cluster ? ", on cluster " : "", a->cluster ? a->cluster : "",
+			run.statements);
+	if (connect)
+		ch_client_free(&client);
+	return rc;
+}
+
+static int fleet_query(const struct fleet_args *a)
+{
+	struct ch_client client;
+	struct bytebuf out = { 0 };
+	char err[4096];
+	size_t used;
+	int rc = fleet_connect(a, &client);
+
+	if (rc)
+		return rc;
+	/* the server's default for statements without a FORMAT clause */
+	used = strlen(client.target.settings);
+	snprintf(client.target.settings + used, sizeof(client.target.settings) - used,
+		 "%sdefault_format=%s", used ? "&" : "",
+		 a->format ? a->format : "TabSeparatedWithNames");
+	rc = ch_exec(&client, a->sql, NULL, 0, &out, err, sizeof(err));
+	if (rc)
+		rc = tool_err("fleet", "query: %s", err);
+	else
+		bb_fwrite(&out, stdout);
+	bb_free(&out);
+	ch_client_free(&client);
+	return rc;
+}
+
+int cmd_fleet(int argc, char **argv)
+{
+	struct fleet_args a = { 0 };
+	int rc;
+
+	if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+		fputs(fleet_usage, argc < 2 ? stderr : stdout);
+		return argc < 2 ? 2 : 0;
+	}
+	if (strcmp(argv[1], "init") && strcmp(argv[1], "query"))
+		return tool_err("fleet", "unknown subcommand '%s' (init or query; see --help)",
+				argv[1]), 2;
+	rc = fleet_parse(&a, argc - 1, argv + 1);
+	if (rc)
+		return rc == 1 ? 0 : rc;
+	return !strcmp(a.sub, "init") ? fleet_init(&a) : fleet_query(&a);
+}

@@ -1,0 +1,309 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The fleet schema's types per dialect, its DDL and its row encoder, all
+ * from the lists in fleet_schema.h.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fleet_schema.h"
+#include "rowbinary.h"
+
+#define FLEET_COLUMN(index, name, kind) [index] = { name, kind },
+static const struct fleet_column events_cols[] = { FLEET_EVENTS_COLUMNS(FLEET_COLUMN) };
+static const struct fleet_column event_meta_cols[] = { FLEET_EVENT_META_COLUMNS(FLEET_COLUMN) };
+static const struct fleet_column stacks_cols[] = { FLEET_STACKS_COLUMNS(FLEET_COLUMN) };
+static const struct fleet_column processes_cols[] = { FLEET_PROCESSES_COLUMNS(FLEET_COLUMN) };
+static const struct fleet_column containers_cols[] = { FLEET_CONTAINERS_COLUMNS(FLEET_COLUMN) };
+static const struct fleet_column losses_cols[] = { FLEET_LOSSES_COLUMNS(FLEET_COLUMN) };
+static const struct fleet_column batches_cols[] = { FLEET_BATCHES_COLUMNS(FLEET_COLUMN) };
+#undef FLEET_COLUMN
+
+/* FLEET_EVENTS_COLUMNS -> events_cols: the lists are named after their tables */
+#define FLEET_COLS_OF(columns) FLEET_COLS_##columns
+#define FLEET_COLS_FLEET_EVENTS_COLUMNS events_cols
+#define FLEET_COLS_FLEET_EVENT_META_COLUMNS event_meta_cols
+#define FLEET_COLS_FLEET_STACKS_COLUMNS stacks_cols
+#define FLEET_COLS_FLEET_PROCESSES_COLUMNS processes_cols
+#define FLEET_COLS_FLEET_CONTAINERS_COLUMNS containers_cols
+#define FLEET_COLS_FLEET_LOSSES_COLUMNS losses_cols
+#define FLEET_COLS_FLEET_BATCHES_COLUMNS batches_cols
+
+#define FLEET_TABLE(index, tname, columns, eng, partition, order)		\
+	[index] = { .name = tname, .cols = FLEET_COLS_OF(columns),		\
+		    .ncols = sizeof(FLEET_COLS_OF(columns)) / sizeof(struct fleet_column), \
+		    .engine = eng, .partition_by = partition, .order_by = order },
+const struct fleet_table fleet_tables[FLEET_NTABLES] = { FLEET_TABLES(FLEET_TABLE) };
+#undef FLEET_TABLE
+
+/* The type of a kind that is one column; NULL for the kinds that are two in legacy */
+static const char *fleet_type(enum fleet_kind k, enum fleet_dialect d)
+{
+	bool cur = d == FLEET_CURRENT;
+
+	switch (k) {
+	case FK_U8: return "UInt8";
+	case FK_U32: return "UInt32";
+	case FK_U64: return "UInt64";
+	case FK_I32: return "Int32";
+	case FK_STRING: return "String";
+	case FK_TAG: return cur ? "LowCardinality(String)" : "String";
+	case FK_UUID: return "UUID";
+	case FK_DATETIME: return "DateTime";
+	case FK_TIME: return cur ? "DateTime64(9)" : NULL;
+	case FK_U64_ARRAY: return "Array(UInt64)";
+	case FK_STRING_ARRAY: return "Array(String)";
+	case FK_FIELDS: return cur ? "Map(LowCardinality(String), String)" : NULL;
+	}
+	return NULL;
+}
+
+/* The compression a current server applies to a kind, beyond its default */
+static const char *fleet_codec(enum fleet_kind k)
+{
+	switch (k) {
+	case FK_TIME: return " CODEC(Delta, ZSTD(1))";	/* times of a part ascend */
+	case FK_STRING: case FK_FIELDS: case FK_STRING_ARRAY: return " CODEC(ZSTD(1))";
+	default: return "";
+	}
+}
+
+int fleet_column_parts(const struct fleet_column *col, enum fleet_dialect d,
+		       struct fleet_column_part parts[2])
+{
+	const char *type = fleet_type(col->kind, d);
+
+	snprintf(parts[0].name, sizeof(parts[0].name), "%s", col->name);
+	parts[0].type = type;
+	if (type)
+		return 1;
+	if (col->kind == FK_TIME) {
+		parts[0].type = "DateTime";
+		snprintf(parts[1].name, sizeof(parts[1].name), "%s_ns", col->name);
+		parts[1].type = "UInt32";
+	} else {
+		snprintf(parts[0].name, sizeof(parts[0].name), "%s.name", col->name);
+		parts[0].type = "Array(String)";
+		snprintf(parts[1].name, sizeof(parts[1].name), "%s.value", col->name);
+		parts[1].type = "Array(String)";
+	}
+	return 2;
+}
+
+/* One column's definition in CREATE TABLE */
+static void fleet_column_ddl(struct bytebuf *b, const struct fleet_column *col,
+			     enum fleet_dialect d)
+{
+	struct fleet_column_part parts[2];
+	int i, n;
+
+	if (d == FLEET_CURRENT) {
+		bb_printf(b, "`%s` %s%s", col->name, fleet_type(col->kind, d),
+			  fleet_codec(col->kind));
+		return;
+	}
+	if (col->kind == FK_FIELDS) {
+		/* a Nested column is inserted as its two arrays, name then value */
+		bb_printf(b, "`%s` Nested(name String, value String)", col->name);
+		return;
+	}
+	n = fleet_column_parts(col, d, parts);
+	for (i = 0; i < n; i++)
+		bb_printf(b, "%s`%s` %s", i ? ", " : "", parts[i].name, parts[i].type);
+}
+
+static void fleet_strings(struct bytebuf *b, const struct fleet_str *v, size_t n)
+{
+	size_t i;
+
+	rb_count(b, n);
+	for (i = 0; i < n; i++)
+		rb_string(b, v[i].p, v[i].len);
+}
+
+static void fleet_value_encode(struct bytebuf *b, enum fleet_kind k, enum fleet_dialect d,
+			       const union fleet_value *v)
+{
+	size_t i;
+
+	switch (k) {
+	case FK_U8: rb_u8(b, (uint8_t)v->u); break;
+	case FK_U32: rb_u32(b, (uint32_t)v->u); break;
+	case FK_U64: rb_u64(b, v->u); break;
+	case FK_I32: rb_i32(b, (int32_t)v->i); break;
+	case FK_STRING: case FK_TAG: rb_string(b, v->s.p, v->s.len); break;
+	case FK_UUID: rb_uuid(b, v->uuid); break;
+	case FK_DATETIME: rb_datetime(b, (uint32_t)v->u); break;
+	case FK_TIME:
+		if (d == FLEET_CURRENT) {
+			rb_i64(b, (int64_t)v->u);	/* DateTime64(9): ticks of 1 ns */
+		} else {
+			rb_datetime(b, (uint32_t)(v->u / 1000000000u));
+			rb_u32(b, (uint32_t)(v->u % 1000000000u));
+		}
+		break;
+	case FK_U64_ARRAY:
+		rb_count(b, v->u64s.n);
+		for (i = 0; i < v->u64s.n; i++)
+			rb_u64(b, v->u64s.v[i]);
+		break;
+	case FK_STRING_ARRAY: fleet_strings(b, v->strs.v, v->strs.n); break;
+	case FK_FIELDS:
+		if (d == FLEET_LEGACY) {
+			fleet_strings(b, v->fields.names, v->fields.n);
+			fleet_strings(b, v->fields.values, v->fields.n);
+			break;
+		}
+		rb_count(b, v->fields.n);	/* Map: its pairs, key then value */
+		for (i = 0; i < v->fields.n; i++) {
+			rb_string(b, v->fields.names[i].p, v->fields.names[i].len);
+			rb_string(b, v->fields.values[i].p, v->fields.values[i].len);
+		}
+		break;
+	}
+}
+
+void fleet_row_encode(struct bytebuf *b, enum fleet_dialect d, const struct fleet_table *t,
+		      const union fleet_value *row)
+{
+	size_t i;
+
+	for (i = 0; i < t->ncols; i++)
+		fleet_value_encode(b, t->cols[i].kind, d, &row[i]);
+}
+
+void fleet_insert_sql(struct bytebuf *sql, enum fleet_dialect d, const char *db,
+		      const struct fleet_table *t)
+{
+	struct fleet_column_part parts[2];
+	size_t i;
+	int j, n;
+
+	bb_printf(sql, "INSERT INTO `%s`.`%s` (", db, t->name);
+	for (i = 0; i < t->ncols; i++) {
+		n = fleet_column_parts(&t->cols[i], d, parts);
+		for (j = 0; j < n; j++)
+			bb_printf(sql, "%s`%s`", i || j ? ", " : "", parts[j].name);
+	}
+	bb_printf(sql, ") FORMAT RowBinary");
+}
+
+int fleet_dialect_of(const char *version, enum fleet_dialect *d)
+{
+	char *end;
+	long major;
+
+	if (!isdigit((unsigned char)version[0]))
+		return -EINVAL;
+	major = strtol(version, &end, 10);
+	if (*end != '.' && *end != '\0')
+		return -EINVAL;
+	*d = major >= 22 ? FLEET_CURRENT : FLEET_LEGACY;
+	return 0;
+}
+
+const char *fleet_dialect_name(enum fleet_dialect d)
+{
+	return d == FLEET_CURRENT ? "current" : "legacy";
+}
+
+int fleet_name_ok(const char *s)
+{
+	size_t i;
+
+	if (!s[0] || strlen(s) > 63 || isdigit((unsigned char)s[0]))
+		return 0;
+	for (i = 0; s[i]; i++)
+		if (!isalnum((unsigned char)s[i]) && s[i] != '_')
+			return 0;
+	return 1;
+}
+
+/* " ON CLUSTER `c`", or "" */
+static void fleet_on_cluster(struct bytebuf *b, const struct fleet_ddl_opts *o)
+{
+	if (o->cluster)
+		bb_printf(b, " ON CLUSTER `%s`", o->cluster);
+}
+
+static void fleet_engine_ddl(struct bytebuf *b, const struct fleet_ddl_opts *o,
+			     const struct fleet_table *t)
+{
+	const char *merge = t->engine == FLEET_REPLACE ? "ReplacingMergeTree" : "MergeTree";
+
+	if (o->cluster)
+		/* the same path on every replica of a shard: they replicate each other */
+		bb_printf(b, " ENGINE = Replicated%s('/clickhouse/tables/{shard}/%s/%s', "
+			  "'{replica}')", merge, o->database, t->name);
+	else
+		bb_printf(b, " ENGINE = %s()", merge);
+	if (t->partition_by)
+		bb_printf(b, " PARTITION BY %s", t->partition_by);
+	bb_printf(b, " ORDER BY (%s)", t->order_by);
+}
+
+/* CREATE TABLE for t: the table itself, or on a cluster its <name>_local */
+static void fleet_table_ddl(struct bytebuf *b, const struct fleet_ddl_opts *o,
+			    const struct fleet_table *t)
+{
+	size_t i;
+
+	bb_printf(b, "CREATE TABLE IF NOT EXISTS `%s`.`%s%s`", o->database, t->name,
+		  o->cluster ? "_local" : "");
+	fleet_on_cluster(b, o);
+	bb_printf(b, " (\n");
+	for (i = 0; i < t->ncols; i++) {
+		bb_printf(b, "    ");
+		fleet_column_ddl(b, &t->cols[i], o->dialect);
+		bb_printf(b, "%s\n", i + 1 < t->ncols ? "," : "");
+	}
+	bb_printf(b, ")");
+	fleet_engine_ddl(b, o, t);
+}
+
+/* The Distributed table over a cluster's local ones: rows of a host stay on one shard */
+static void fleet_distributed_ddl(struct bytebuf *b, const struct fleet_ddl_opts *o,
+				  const struct fleet_table *t)
+{
+	bb_printf(b, "CREATE TABLE IF NOT EXISTS `%s`.`%s`", o->database, t->name);
+	fleet_on_cluster(b, o);
+	bb_printf(b, " AS `%s`.`%s_local` ENGINE = Distributed(%s, %s, %s_local, "
+		  "cityHash64(host))", o->database, t->name, o->cluster, o->database, t->name);
+}
+
+/* Runs the statement in b (and empties b): run()'s result, or -ENOMEM */
+static int fleet_run(struct bytebuf *b, int (*run)(void *ctx, const char *sql), void *ctx)
+{
+	int rc;
+
+	bb_append(b, "", 1);
+	rc = b->oom ? -ENOMEM : run(ctx, (const char *)b->p);
+	b->len = 0;
+	return rc;
+}
+
+int fleet_schema_ddl(const struct fleet_ddl_opts *o, int (*run)(void *ctx, const char *sql),
+		     void *ctx)
+{
+	struct bytebuf b = { 0 };
+	size_t i;
+	int rc;
+
+	bb_printf(&b, "CREATE DATABASE IF NOT EXISTS `%s`", o->database);
+	fleet_on_cluster(&b, o);
+	rc = fleet_run(&b, run, ctx);
+	for (i = 0; !rc && i < FLEET_NTABLES; i++) {
+		fleet_table_ddl(&b, o, &fleet_tables[i]);
+		rc = fleet_run(&b, run, ctx);
+		if (!rc && o->cluster) {
+			fleet_distributed_ddl(&b, o, &fleet_tables[i]);
+			rc = fleet_run(&b, run, ctx);
+		}
+	}
+	bb_free(&b);
+	return rc;
+}

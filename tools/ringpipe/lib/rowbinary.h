@@ -1,0 +1,87 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ClickHouse's RowBinary format, the encoding side: each row is its columns'
+ * values one after the other, in the table's column order, with no
+ * separators. Numbers are little-endian; String is a LEB128 byte count and
+ * the bytes; FixedString(N) exactly N bytes; Array(T) a LEB128 element count
+ * and the elements; DateTime a UInt32 of seconds since the epoch; UUID its
+ * two 64-bit halves, each little-endian, the first half first.
+ *
+ * Every appender makes its own room: on allocation failure the value is
+ * dropped and b->oom stays set, so a batch is checked once, when it is done.
+ */
+#ifndef RINGPIPE_ROWBINARY_H
+#define RINGPIPE_ROWBINARY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bytebuf.h"
+
+static inline void rb_u8(struct bytebuf *b, uint8_t v)
+{
+	bb_append_u8(b, v);
+}
+
+static inline void rb_u16(struct bytebuf *b, uint16_t v)
+{
+	bb_append_u16(b, v);
+}
+
+static inline void rb_u32(struct bytebuf *b, uint32_t v)
+{
+	bb_append_u32(b, v);
+}
+
+static inline void rb_u64(struct bytebuf *b, uint64_t v)
+{
+	bb_append_u64(b, v);
+}
+
+/* Int8..Int64: two's complement, as the unsigned types */
+static inline void rb_i8(struct bytebuf *b, int8_t v)
+{
+	rb_u8(b, (uint8_t)v);
+}
+
+static inline void rb_i16(struct bytebuf *b, int16_t v)
+{
+	rb_u16(b, (uint16_t)v);
+}
+
+static inline void rb_i32(struct bytebuf *b, int32_t v)
+{
+	rb_u32(b, (uint32_t)v);
+}
+
+static inline void rb_i64(struct bytebuf *b, int64_t v)
+{
+	rb_u64(b, (uint64_t)v);
+}
+
+static inline void rb_f64(struct bytebuf *b, double v)
+{
+	bb_append(b, &v, sizeof(v));
+}
+
+/* DateTime: seconds since the epoch (UTC) */
+static inline void rb_datetime(struct bytebuf *b, uint32_t unix_seconds)
+{
+	rb_u32(b, unix_seconds);
+}
+
+/* The LEB128 count in front of a String's bytes and an Array's elements */
+void rb_count(struct bytebuf *b, uint64_t n);
+/* String: any bytes (NUL included), len of them */
+void rb_string(struct bytebuf *b, const void *p, size_t len);
+/* rb_string() of a NUL-terminated string; NULL is the empty string */
+void rb_cstring(struct bytebuf *b, const char *s);
+/* FixedString(n): s's first n bytes, padded with NULs if it is shorter */
+void rb_fixed_string(struct bytebuf *b, const void *s, size_t len, size_t n);
+/* UUID from its 16 bytes in text order (00112233-4455-...: 0x00 first) */
+void rb_uuid(struct bytebuf *b, const uint8_t uuid[16]);
+
+/* UUID text (36 characters, any case) to 16 bytes in text order: 0 or -EINVAL */
+int rb_uuid_parse(const char *text, uint8_t uuid[16]);
+
+#endif /* RINGPIPE_ROWBINARY_H */
