@@ -181,7 +181,8 @@ static void events_rows(union fleet_value rows[2][FE_NCOLS], uint8_t *payload, s
 			       1700000000123456789ull;
 		r[FE_HOST].s = (struct fleet_str)STR("node-1");
 		rb_uuid_parse("00112233-4455-6677-8899-aabbccddeeff", r[FE_BOOT_ID].uuid);
-		r[FE_CONTAINER_ID].s = i ? (struct fleet_str){ "", 0 } : (struct fleet_str)STR("c0ffee");
+		r[FE_CONTAINER_ID].s = i ? (struct fleet_str){ "", 0 } :
+					   (struct fleet_str)STR("c0ffee");
 		r[FE_POD_UID].s = (struct fleet_str)STR("0d1e2f30-0000-4000-8000-000000000001");
 		r[FE_PID].u = i ? UINT32_MAX : 4242;
 		r[FE_TID].u = 4243 + i;
@@ -398,8 +399,10 @@ Test(fleet, a_wrong_password_gets_the_servers_refusal, .timeout = 120, .fini = n
 	int rc;
 
 	node_up(&o);
-	rc = tool(&out, "fleet query --clickhouse '%s?database=system' --user fleet --password wrong "
-		  "'SELECT user FROM system.processes'", node.url);
+	rc = tool(&out,
+		  "fleet query --clickhouse '%s?database=system' --user fleet --password wrong "
+		  "'SELECT user FROM system.processes'",
+		  node.url);
 	cr_assert_eq(rc, 1, "expected exit status 1, got %d: %s", rc, th_text(&out));
 	cr_assert(strstr(th_text(&out), "Code: 193") &&
 		  strstr(th_text(&out), "Wrong password for user fleet"),
@@ -407,8 +410,10 @@ Test(fleet, a_wrong_password_gets_the_servers_refusal, .timeout = 120, .fini = n
 	pwfile = th_fmt("%s/password", node.dir);
 	cr_assert_eq(th_write_file(pwfile, "s3cret\n", 7), 0);
 	out.len = 0;
-	rc = tool(&out, "fleet query --clickhouse '%s?database=system&user=fleet' --password-file '%s' "
-		  "'SELECT user FROM system.processes'", node.url, pwfile);
+	rc = tool(&out,
+		  "fleet query --clickhouse '%s?database=system&user=fleet' --password-file '%s' "
+		  "'SELECT user FROM system.processes'",
+		  node.url, pwfile);
 	cr_assert_eq(rc, 0, "expected the password file's password to be taken, got %d: %s", rc,
 		     th_text(&out));
 	cr_assert_str_eq(th_text(&out), "user\nfleet\n", "got: %s", th_text(&out));
@@ -441,9 +446,11 @@ Test(fleet, urls_give_host_port_database_credentials_and_settings)
 	struct ch_target t;
 	char err[512];
 
-	cr_assert_eq(ch_target_parse(&t, "http://ch.example:9123/?database=fleet&user=a%40b"
-				     "&password=p%26w+d&insert_quorum=2", err, sizeof(err)), 0, "%s",
-		     err);
+	cr_assert_eq(ch_target_parse(&t,
+				     "http://ch.example:9123/?database=fleet&user=a%40b"
+				     "&password=p%26w+d&insert_quorum=2",
+				     err, sizeof(err)),
+		     0, "%s", err);
 	cr_assert_str_eq(t.host, "ch.example");
 	cr_assert_str_eq(t.port, "9123");
 	cr_assert_str_eq(t.database, "fleet");

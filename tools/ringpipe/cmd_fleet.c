@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,7 +34,7 @@ static const char fleet_usage[] =
 "       types follow 'SELECT version()': DateTime64, LowCardinality and Map on\n"
 "       ClickHouse 22 and later ('current'), DateTime plus nanoseconds, String\n"
 "       and Nested before ('legacy'); --dialect overrides. --cluster NAME\n"
-"       creates them ON CLUSTER: ReplicatedMergeTree tables NAME_local (ZooKeeper\n"
+"       creates them ON CLUSTER: ReplicatedMergeTree tables TABLE_local (ZooKeeper\n"
 "       path /clickhouse/tables/{shard}/DATABASE/TABLE, replica {replica}: the\n"
 "       servers need those macros) and Distributed tables over them, sharded\n"
 "       by cityHash64(host). --print prints the statements instead of running\n"
@@ -53,29 +54,32 @@ struct fleet_args {
 	bool print;
 };
 
-/* The options that take a value, where args keeps it */
+/* The options that take a value: where fleet_args keeps it, and the one
+ * subcommand it belongs to (NULL: both) */
+static const struct fleet_value_option {
+	const char *name;
+	size_t offset;
+	const char *only_in;
+} fleet_value_options[] = {
+	{ "--clickhouse", offsetof(struct fleet_args, url), NULL },
+	{ "--user", offsetof(struct fleet_args, user), NULL },
+	{ "--password", offsetof(struct fleet_args, password), NULL },
+	{ "--password-file", offsetof(struct fleet_args, password_file), NULL },
+	{ "--cluster", offsetof(struct fleet_args, cluster), "init" },
+	{ "--dialect", offsetof(struct fleet_args, dialect), "init" },
+	{ "--format", offsetof(struct fleet_args, format), "query" },
+};
+
 static const char **fleet_value_slot(struct fleet_args *a, const char *opt)
 {
-	static const char *const init_only[] = { "--cluster", "--dialect", NULL };
 	size_t i;
 
-	for (i = 0; init_only[i]; i++)
-		if (!strcmp(opt, init_only[i]) && strcmp(a->sub, "init"))
-			return NULL;
-	if (!strcmp(opt, "--clickhouse"))
-		return &a->url;
-	if (!strcmp(opt, "--cluster"))
-		return &a->cluster;
-	if (!strcmp(opt, "--dialect"))
-		return &a->dialect;
-	if (!strcmp(opt, "--user"))
-		return &a->user;
-	if (!strcmp(opt, "--password"))
-		return &a->password;
-	if (!strcmp(opt, "--password-file"))
-		return &a->password_file;
-	if (!strcmp(opt, "--format") && !strcmp(a->sub, "query"))
-		return &a->format;
+	for (i = 0; i < sizeof(fleet_value_options) / sizeof(fleet_value_options[0]); i++) {
+		const struct fleet_value_option *o = &fleet_value_options[i];
+
+		if (!strcmp(opt, o->name) && (!o->only_in || !strcmp(a->sub, o->only_in)))
+			return (const char **)((char *)a + o->offset);
+	}
 	return NULL;
 }
 
@@ -109,7 +113,8 @@ static int fleet_parse_option(struct fleet_args *a, int argc, char **argv, int *
 static int fleet_check_args(const struct fleet_args *a)
 {
 	if (!a->url && !(a->print && a->dialect))
-		return tool_err("fleet", "%s: --clickhouse URL is required (see --help)", a->sub), 2;
+		return tool_err("fleet", "%s: --clickhouse URL is required (see --help)", a->sub),
+		       2;
 	if (a->password && a->password_file)
 		return tool_err("fleet", "give --password or --password-file, not both"), 2;
 	if (!strcmp(a->sub, "query") && !a->sql)
@@ -184,7 +189,8 @@ static int fleet_init_statement(void *ctx, const char *sql)
 	}
 	rc = ch_exec(run->c, sql, NULL, 0, NULL, err, sizeof(err));
 	if (rc)
-		tool_err("fleet", "init: %s\n  in: %.200s%s", err, sql, strlen(sql) > 200 ? "..." : "");
+		tool_err("fleet", "init: %s\n  in: %.200s%s", err, sql,
+			 strlen(sql) > 200 ? "..." : "");
 	return rc;
 }
 
@@ -231,11 +237,12 @@ static int fleet_init(const struct fleet_args *a)
 	if (!rc && fleet_schema_ddl(&o, fleet_init_statement, &run))
 		rc = 1;
 	if (!rc && run.c)
-		fprintf(stderr, "ringpipe fleet: init: ClickHouse %s at %s:%s: database %s, %d "
-			"tables (%s schema%s%s), %u statements\n", version, client.target.host,
-			client.target.port, o.database, FLEET_NTABLES, fleet_dialect_name(o.dialect),
-			a->cluster ? ", on cluster " : "", a->cluster ? a->cluster : "",
-			run.statements);
+		fprintf(stderr,
+			"ringpipe fleet: init: ClickHouse %s at %s:%s: database %s, %d "
+			"tables (%s schema%s%s), %u statements\n",
+			version, client.target.host, client.target.port, o.database, FLEET_NTABLES,
+			fleet_dialect_name(o.dialect), a->cluster ? ", on cluster " : "",
+			a->cluster ? a->cluster : "", run.statements);
 	if (connect)
 		ch_client_free(&client);
 	return rc;
@@ -258,7 +265,9 @@ static int fleet_query(const struct fleet_args *a)
 		 a->format ? a->format : "TabSeparatedWithNames");
 	rc = ch_exec(&client, a->sql, NULL, 0, &out, err, sizeof(err));
 	if (rc)
-		rc = tool_err("fleet", "query: %s", err);
+		rc = tool_err("fleet", "query: %s%s", err, strstr(err, "Code: 81,") ?
+			      "\n  (create it with 'ringpipe fleet init', or name the database "
+			      "with ?database=NAME)" : "");
 	else
 		bb_fwrite(&out, stdout);
 	bb_free(&out);

@@ -4,24 +4,12 @@
  */
 #include <ctype.h>
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
 #include "clickhouse.h"
-
-static int ch_fail(char *err, size_t errlen, int rc, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-static int ch_fail(char *err, size_t errlen, int rc, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return rc;
-}
+#include "tool_util.h"
 
 static int ch_hex(char c)
 {
@@ -82,25 +70,27 @@ static int ch_parse_authority(struct ch_target *t, const char *s, const char *en
 		host = s + 1;
 		host_end = memchr(host, ']', (size_t)(end - host));
 		if (!host_end)
-			return ch_fail(err, errlen, -EINVAL, "the IPv6 address has no closing ']'");
+			return tool_set_err(err, errlen, -EINVAL,
+					    "the IPv6 address has no closing ']'");
 		colon = host_end + 1 < end && host_end[1] == ':' ? host_end + 1 : NULL;
 	} else {
 		colon = memchr(s, ':', (size_t)(end - s));
 		host_end = colon ? colon : end;
 	}
 	if (host_end == host || (size_t)(host_end - host) >= sizeof(t->host))
-		return ch_fail(err, errlen, -EINVAL, "no host, or a host name too long");
+		return tool_set_err(err, errlen, -EINVAL, "no host, or a host name too long");
 	memcpy(t->host, host, (size_t)(host_end - host));
 	port_len = colon ? (size_t)(end - colon - 1) : 0;
 	if (!colon) {
 		strcpy(t->port, CH_DEFAULT_PORT);
 		return 0;
 	}
-	if (!port_len || port_len > 5 || strspn(colon + 1, "0123456789") < port_len)
-		return ch_fail(err, errlen, -EINVAL, "the port must be a number from 1 to 65535");
-	memcpy(t->port, colon + 1, port_len);
-	if (atoi(t->port) < 1 || atoi(t->port) > 65535)
-		return ch_fail(err, errlen, -EINVAL, "the port must be a number from 1 to 65535");
+	if (port_len)
+		memcpy(t->port, colon + 1, port_len < sizeof(t->port) ? port_len : 0);
+	if (!port_len || port_len > 5 || strspn(t->port, "0123456789") < port_len ||
+	    atoi(t->port) < 1 || atoi(t->port) > 65535)
+		return tool_set_err(err, errlen, -EINVAL,
+				    "the port must be a number from 1 to 65535");
 	return 0;
 }
 
@@ -121,12 +111,13 @@ static int ch_parse_param(struct ch_target *t, const char *p, size_t n, char *er
 		if (klen != strlen(ours[i].key) || memcmp(p, ours[i].key, klen))
 			continue;
 		if (ch_unescape(eq ? eq + 1 : p + n, vlen, ours[i].dst, ours[i].len))
-			return ch_fail(err, errlen, -EINVAL, "the value of '%s' is malformed or "
-				       "too long", ours[i].key);
+			return tool_set_err(err, errlen, -EINVAL,
+					    "the value of '%s' is malformed or too long",
+					    ours[i].key);
 		return 0;
 	}
 	if (used + n + 2 > sizeof(t->settings))
-		return ch_fail(err, errlen, -EINVAL, "too many URL parameters");
+		return tool_set_err(err, errlen, -EINVAL, "too many URL parameters");
 	snprintf(t->settings + used, sizeof(t->settings) - used, "%s%.*s", used ? "&" : "",
 		 (int)n, p);
 	return 0;
@@ -154,21 +145,25 @@ int ch_target_parse(struct ch_target *t, const char *url, char *err, size_t errl
 
 	memset(t, 0, sizeof(*t));
 	if (strncasecmp(url, scheme, sizeof(scheme) - 1))
-		return ch_fail(err, errlen, -EINVAL, "'%s': the URL must start with http:// "
-			       "(ClickHouse's HTTP interface, port 8123 by default%s)", url,
-			       !strncasecmp(url, "https://", 8) ? "; https is not supported" : "");
+		return tool_set_err(
+			err, errlen, -EINVAL,
+			"'%s': the URL must start with http:// "
+			"(ClickHouse's HTTP interface, port 8123 by default%s)",
+			url, !strncasecmp(url, "https://", 8) ? "; https is not supported" : "");
 	auth = url + sizeof(scheme) - 1;
 	end = auth + strcspn(auth, "/?#");
 	if ((rc = ch_parse_authority(t, auth, end, why, sizeof(why))))
-		return ch_fail(err, errlen, rc, "'%s': %s", url, why);
+		return tool_set_err(err, errlen, rc, "'%s': %s", url, why);
 	path = end;
 	if (*path == '/')
 		path++;
 	if (*path && *path != '?')
-		return ch_fail(err, errlen, -EINVAL, "'%s': the path must be '/' (the database "
-			       "goes in ?database=NAME)", url);
+		return tool_set_err(err, errlen, -EINVAL,
+				    "'%s': the path must be '/' (the database "
+				    "goes in ?database=NAME)",
+				    url);
 	if (*path == '?' && (rc = ch_parse_query(t, path + 1, why, sizeof(why))))
-		return ch_fail(err, errlen, rc, "'%s': %s", url, why);
+		return tool_set_err(err, errlen, rc, "'%s': %s", url, why);
 	if (!t->database[0])
 		strcpy(t->database, CH_DEFAULT_DATABASE);
 	return 0;
@@ -181,15 +176,16 @@ int ch_target_read_password(struct ch_target *t, const char *path, char *err, si
 	size_t n;
 
 	if (!f)
-		return ch_fail(err, errlen, -errno, "cannot read the password file %s: %s", path,
-			       strerror(errno));
+		return tool_set_err(err, errlen, -errno, "cannot read the password file %s: %s",
+				    path, strerror(errno));
 	if (!fgets(line, sizeof(line), f))
 		line[0] = '\0';
 	fclose(f);
 	n = strcspn(line, "\r\n");
 	if (n >= sizeof(t->password))
-		return ch_fail(err, errlen, -EINVAL, "the password in %s is longer than %zu bytes",
-			       path, sizeof(t->password) - 1);
+		return tool_set_err(err, errlen, -EINVAL,
+				    "the password in %s is longer than %zu bytes", path,
+				    sizeof(t->password) - 1);
 	memcpy(t->password, line, n);
 	t->password[n] = '\0';
 	return 0;
@@ -249,11 +245,12 @@ static int ch_server_error(const struct ch_client *c, const struct http_response
 
 	while (n && (body[n - 1] == '\n' || body[n - 1] == '\r'))
 		n--;
-	return ch_fail(err, errlen, auth ? -EACCES : -EREMOTEIO,
-		       "ClickHouse at %s:%s answered HTTP %d: %.*s%s", c->target.host,
-		       c->target.port, r->status, n ? n : 9, n ? body : "(no text)",
-		       auth ? " (check the user and the password: --user, --password, "
-		       "--password-file)" : "");
+	return tool_set_err(err, errlen, auth ? -EACCES : -EREMOTEIO,
+			    "ClickHouse at %s:%s answered HTTP %d: %.*s%s", c->target.host,
+			    c->target.port, r->status, n ? n : 9, n ? body : "(no text)",
+			    auth ? " (check the user and the password: --user, --password, "
+				   "--password-file)" :
+				   "");
 }
 
 int ch_exec(struct ch_client *c, const char *sql, const void *data, size_t data_len,
@@ -266,7 +263,8 @@ int ch_exec(struct ch_client *c, const char *sql, const void *data, size_t data_
 
 	/* a line break in a header value would start a header of its own */
 	if (strpbrk(c->target.user, "\r\n") || strpbrk(c->target.password, "\r\n"))
-		return ch_fail(err, errlen, -EINVAL, "the user name or password holds a line break");
+		return tool_set_err(err, errlen, -EINVAL,
+				    "the user name or password holds a line break");
 	ch_request_target(c, &target, sql, data != NULL);
 	ch_auth_headers(&c->target, &headers);
 	rq.target = (const char *)target.p;
@@ -274,7 +272,7 @@ int ch_exec(struct ch_client *c, const char *sql, const void *data, size_t data_
 	rq.body = data ? data : sql;
 	rq.body_len = data ? data_len : strlen(sql);
 	if (target.oom || headers.oom)
-		rc = ch_fail(err, errlen, -ENOMEM, "%s", strerror(ENOMEM));
+		rc = tool_set_err(err, errlen, -ENOMEM, "%s", strerror(ENOMEM));
 	else
 		rc = http_conn_request(&c->conn, &rq, &r, err, errlen);
 	if (!rc && r.status != 200)

@@ -10,7 +10,6 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,22 +20,11 @@
 #include <unistd.h>
 
 #include "http_conn.h"
+#include "tool_util.h"
 
 /* A response whose status line and headers do not fit is not one we asked for */
 #define HTTP_MAX_HEAD (64u << 10)
 #define HTTP_READ_CHUNK (64u << 10)
-
-static int http_fail(char *err, size_t errlen, int rc, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-static int http_fail(char *err, size_t errlen, int rc, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return rc;
-}
 
 int http_conn_init(struct http_conn *c, const char *host, const char *port, int timeout_ms)
 {
@@ -116,19 +104,22 @@ static int http_connect(struct http_conn *c, char *err, size_t errlen)
 	int rc = getaddrinfo(c->host, c->port, &hints, &res);
 
 	if (rc)
-		return http_fail(err, errlen, -EHOSTUNREACH, "cannot resolve host '%s': %s",
-				 c->host, gai_strerror(rc));
+		return tool_set_err(err, errlen, -EHOSTUNREACH, "cannot resolve host '%s': %s",
+				    c->host, gai_strerror(rc));
 	rc = -EHOSTUNREACH;
 	for (ai = res; ai && rc; ai = ai->ai_next)
 		rc = http_connect_addr(c, ai);
 	freeaddrinfo(res);
 	if (rc == -ETIMEDOUT)
-		return http_fail(err, errlen, rc, "cannot connect to %s:%s: no answer within %d ms",
-				 c->host, c->port, c->timeout_ms);
+		return tool_set_err(err, errlen, rc,
+				    "cannot connect to %s:%s: no answer within %d ms", c->host,
+				    c->port, c->timeout_ms);
 	if (rc)
-		return http_fail(err, errlen, rc, "cannot connect to %s:%s: %s%s", c->host, c->port,
-				 strerror(-rc), rc == -ECONNREFUSED ?
-				 " (is the server running and listening on that port?)" : "");
+		return tool_set_err(err, errlen, rc, "cannot connect to %s:%s: %s%s", c->host,
+				    c->port, strerror(-rc),
+				    rc == -ECONNREFUSED ?
+					    " (is the server running and listening on that port?)" :
+					    "");
 	c->reused = false;
 	return 0;
 }
@@ -465,17 +456,18 @@ static int http_explain(const struct http_conn *c, int rc, bool answered, char *
 			size_t errlen)
 {
 	if (rc == -ETIMEDOUT)
-		return http_fail(err, errlen, rc, "%s:%s did not answer within %d ms", c->host,
-				 c->port, c->timeout_ms);
+		return tool_set_err(err, errlen, rc, "%s:%s did not answer within %d ms", c->host,
+				    c->port, c->timeout_ms);
 	if (rc == -EBADMSG)
-		return http_fail(err, errlen, rc, "%s:%s sent a malformed HTTP response (is it "
-				 "an HTTP port?)", c->host, c->port);
+		return tool_set_err(err, errlen, rc,
+				    "%s:%s sent a malformed HTTP response (is it an HTTP port?)",
+				    c->host, c->port);
 	if (rc == -EPIPE || rc == -ECONNRESET)
-		return http_fail(err, errlen, -ECONNRESET, "%s:%s closed the connection %s",
-				 c->host, c->port, answered ? "in the middle of its answer" :
-				 "before answering");
-	return http_fail(err, errlen, rc, "request to %s:%s failed: %s", c->host, c->port,
-			 strerror(-rc));
+		return tool_set_err(err, errlen, -ECONNRESET, "%s:%s closed the connection %s",
+				    c->host, c->port,
+				    answered ? "in the middle of its answer" : "before answering");
+	return tool_set_err(err, errlen, rc, "request to %s:%s failed: %s", c->host, c->port,
+			    strerror(-rc));
 }
 
 int http_conn_request(struct http_conn *c, const struct http_request *rq,

@@ -27,6 +27,16 @@ int tool_err(const char *cmd, const char *fmt, ...)
 	return 1;
 }
 
+int tool_set_err(char *err, size_t errlen, int rc, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+	return rc;
+}
+
 int tool_parse_u64(const char *s, uint64_t max, uint64_t *out)
 {
 	char *end;

@@ -13,6 +13,11 @@
 /* Prints "ringpipe <cmd>: <message>" to stderr; returns 1 (usage: 2). */
 int tool_err(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* Formats a message into err (errlen bytes) for a caller to print; returns rc.
+ * For library parts that say why they failed without printing it. */
+int tool_set_err(char *err, size_t errlen, int rc, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
 /* Strict unsigned parse: whole string, decimal, <= max. 0 or -EINVAL. */
 int tool_parse_u64(const char *s, uint64_t max, uint64_t *out);
 
