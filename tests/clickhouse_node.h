@@ -6,12 +6,13 @@
  * (facts: ../shared/docs/fleet.md). A node dies with the test process that
  * started it (PR_SET_PDEATHSIG), so a crashed test leaves none running.
  *
- * One node: th_ch_init(), th_ch_start(), ..., th_ch_stop(). A cluster: init
- * every node first (that picks their ports), then start each with options
- * whose <remote_servers>, <macros> and <zookeeper> name the others' ports.
+ * One node: th_ch_init(), th_ch_start(), ..., th_ch_stop(). A cluster:
+ * th_zk_start() a ZooKeeper, init every node first (that picks their
+ * ports), then start each with options whose <remote_servers>, <macros> and
+ * <zookeeper> name the others' ports.
  *
- * Without clickhouse-server the caller skips, with the reason, unless
- * RINGPIPE_REQUIRE_FLEET=1, which makes that a failure.
+ * Without clickhouse-server (or java and ZooKeeper) the caller skips, with
+ * the reason, unless RINGPIPE_REQUIRE_FLEET=1, which makes that a failure.
  */
 #ifndef RINGPIPE_TEST_CLICKHOUSE_NODE_H
 #define RINGPIPE_TEST_CLICKHOUSE_NODE_H
@@ -20,6 +21,7 @@
 #include <stdint.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <time.h>
 
 #include "helpers.h"
@@ -204,19 +206,21 @@ static inline void th_ch_write_users(const struct th_ch_node *n, const struct th
 	bb_free(&x);
 }
 
-static inline void th_ch_spawn(struct th_ch_node *n)
+/*
+ * Starts argv[0] in dir with its output in dir/out_name; it dies with the
+ * test process, whatever ends that (a failed assertion, a crash).
+ */
+static inline pid_t th_daemon_spawn(const char *dir, const char *out_name, char *const argv[])
 {
-	char *config = th_fmt("--config-file=%s/config.xml", n->dir);
-	char *out = th_fmt("%s/server.out", n->dir);
-	pid_t parent = getpid();
+	char *out = th_fmt("%s/%s", dir, out_name);
+	pid_t parent = getpid(), pid;
 
 	fflush(NULL);
-	n->pid = fork();
-	cr_assert_geq(n->pid, 0, "fork: %s", strerror(errno));
-	if (n->pid == 0) {
+	pid = fork();
+	cr_assert_geq(pid, 0, "fork: %s", strerror(errno));
+	if (pid == 0) {
 		int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 
-		/* the server goes when the test goes, whatever ends it */
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		if (getppid() != parent)
 			_exit(127);
@@ -224,12 +228,38 @@ static inline void th_ch_spawn(struct th_ch_node *n)
 			dup2(fd, 1);
 			dup2(fd, 2);
 		}
-		if (chdir(n->dir) == 0)
-			execl(th_ch_server(), "clickhouse-server", config, (char *)NULL);
+		if (chdir(dir) == 0)
+			execv(argv[0], argv);
 		_exit(127);
 	}
-	free(config);
 	free(out);
+	return pid;
+}
+
+/* SIGTERM, then SIGKILL after 20 s; *pid becomes 0. Accepts 0. */
+static inline void th_daemon_stop(pid_t *pid)
+{
+	int i, st;
+
+	if (*pid <= 0)
+		return;
+	kill(*pid, SIGTERM);
+	for (i = 0; i < 400 && waitpid(*pid, &st, WNOHANG) != *pid; i++)
+		usleep(50000);
+	if (i == 400) {
+		kill(*pid, SIGKILL);
+		waitpid(*pid, &st, 0);
+	}
+	*pid = 0;
+}
+
+static inline void th_ch_spawn(struct th_ch_node *n)
+{
+	char *config = th_fmt("--config-file=%s/config.xml", n->dir);
+	char *argv[] = { (char *)th_ch_server(), config, NULL };
+
+	n->pid = th_daemon_spawn(n->dir, "server.out", argv);
+	free(config);
 }
 
 /* Does GET /ping answer "Ok."? */
@@ -312,25 +342,85 @@ static inline void th_ch_start(struct th_ch_node *n, const struct th_ch_opts *o)
 	cr_assert_fail("clickhouse-server found its ports taken three times");
 }
 
-/* SIGTERM, then SIGKILL after 20 s; removes the directory. Accepts a node
- * that never started (and one stopped already). */
+/* Stops the server (th_daemon_stop()) and removes its directory. Accepts a
+ * node that never started, and one stopped already. */
 static inline void th_ch_stop(struct th_ch_node *n)
 {
-	int i, st;
-
-	if (n->pid > 0) {
-		kill(n->pid, SIGTERM);
-		for (i = 0; i < 400 && waitpid(n->pid, &st, WNOHANG) != n->pid; i++)
-			usleep(50000);
-		if (i == 400) {
-			kill(n->pid, SIGKILL);
-			waitpid(n->pid, &st, 0);
-		}
-		n->pid = 0;
-	}
+	th_daemon_stop(&n->pid);
 	if (n->dir)
 		th_rmdir(n->dir);
 	n->dir = NULL;
+}
+
+/* ---- ZooKeeper, for replicated tables and ON CLUSTER statements ---------- */
+
+struct th_zk {
+	char *dir;
+	pid_t pid;
+	uint16_t port;
+};
+
+#define TH_ZK_CLASSPATH "/etc/zookeeper/conf:/usr/share/java/*"
+#define TH_ZK_JAR "/usr/share/java/zookeeper.jar"
+
+/* Does the server answer "ruok" with "imok"? */
+static inline bool th_zk_ok(const struct th_zk *z)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(z->port),
+				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct timeval tv = { 1, 0 };
+	char answer[8] = "";
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	bool ok = false;
+
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	if (fd >= 0 && !connect(fd, (struct sockaddr *)&a, sizeof(a)) && write(fd, "ruok", 4) == 4)
+		ok = read(fd, answer, 4) == 4 && !memcmp(answer, "imok", 4);
+	if (fd >= 0)
+		close(fd);
+	return ok;
+}
+
+/* A standalone ZooKeeper on a free loopback port, up when this returns. */
+static inline void th_zk_start(struct th_zk *z)
+{
+	char *cfg, *text, *java = (char *)th_env("RINGPIPE_JAVA", "/usr/bin/java");
+	char *argv[] = { java, (char *)"-Xmx128m", (char *)"-cp", (char *)TH_ZK_CLASSPATH,
+			 (char *)"org.apache.zookeeper.server.quorum.QuorumPeerMain", NULL, NULL };
+	int i, st;
+
+	if (access(java, X_OK) || access(TH_ZK_JAR, R_OK)) {
+		if (th_require_fleet())
+			cr_assert_fail("RINGPIPE_REQUIRE_FLEET=1 but java or " TH_ZK_JAR " is "
+				       "missing (make deps installs zookeeper)");
+		cr_skip_test("ZooKeeper is not installed (make deps installs zookeeper)");
+	}
+	memset(z, 0, sizeof(*z));
+	z->dir = th_tmpdir();
+	cr_assert_not_null(z->dir);
+	z->port = th_free_port();
+	cfg = th_fmt("%s/zoo.cfg", z->dir);
+	text = th_fmt("tickTime=500\ndataDir=%s\nclientPort=%u\nclientPortAddress=127.0.0.1\n"
+		      "admin.enableServer=false\n4lw.commands.whitelist=ruok\n", z->dir, z->port);
+	cr_assert_eq(th_write_file(cfg, text, strlen(text)), 0);
+	argv[5] = cfg;
+	z->pid = th_daemon_spawn(z->dir, "zookeeper.out", argv);
+	for (i = 0; i < 600 && !th_zk_ok(z); i++) {
+		cr_assert_neq(waitpid(z->pid, &st, WNOHANG), z->pid,
+			      "ZooKeeper exited before it answered (see %s/zookeeper.out)", z->dir);
+		usleep(50000);
+	}
+	cr_assert_lt(i, 600, "ZooKeeper did not answer on port %u in 30 s", z->port);
+	free(cfg);
+	free(text);
+}
+
+static inline void th_zk_stop(struct th_zk *z)
+{
+	th_daemon_stop(&z->pid);
+	if (z->dir)
+		th_rmdir(z->dir);
+	z->dir = NULL;
 }
 
 #endif /* RINGPIPE_TEST_CLICKHOUSE_NODE_H */

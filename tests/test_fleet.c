@@ -388,6 +388,46 @@ Test(fleet, a_closed_port_is_a_connection_refused)
 	bb_free(&out);
 }
 
+Test(fleet, a_server_that_never_answers_times_out)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(sa);
+	struct ch_client c;
+	struct ch_target t;
+	char url[64], err[512];
+	int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), rc;
+
+	/* the kernel completes the handshake of a listening socket: connected, never answered */
+	cr_assert_eq(bind(lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	cr_assert_eq(listen(lfd, 4), 0);
+	cr_assert_eq(getsockname(lfd, (struct sockaddr *)&sa, &len), 0);
+	snprintf(url, sizeof(url), "http://127.0.0.1:%u/", ntohs(sa.sin_port));
+	cr_assert_eq(ch_target_parse(&t, url, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(ch_client_init(&c, &t, 300), 0);
+	rc = ch_exec(&c, "SELECT 1", NULL, 0, NULL, err, sizeof(err));
+	cr_assert_eq(rc, -ETIMEDOUT, "expected -ETIMEDOUT, got %d: %s", rc, err);
+	cr_assert(strstr(err, "did not answer within 300 ms"), "got: %s", err);
+	ch_client_free(&c);
+	close(lfd);
+}
+
+Test(fleet, the_native_ports_answer_names_the_http_port, .timeout = 120, .fini = node_fini)
+{
+	struct bytebuf out = { 0 };
+	char *want;
+	int rc;
+
+	node_up(NULL);
+	rc = tool(&out, "fleet query --clickhouse http://127.0.0.1:%u/ --timeout 5 'SELECT 1'",
+		  node.tcp_port);
+	want = th_fmt("You must use port %u for HTTP", node.http_port);
+	cr_assert_eq(rc, 1, "expected exit status 1, got %d: %s", rc, th_text(&out));
+	cr_assert(strstr(th_text(&out), want), "expected the server's '%s', got: %s", want,
+		  th_text(&out));
+	free(want);
+	bb_free(&out);
+}
+
 Test(fleet, a_wrong_password_gets_the_servers_refusal, .timeout = 120, .fini = node_fini)
 {
 	struct th_ch_opts o = {
@@ -506,4 +546,101 @@ Test(fleet, the_current_dialect_on_a_cluster_is_replicated_and_distributed)
 		  "expected replicated local tables under Distributed ones, got:\n%s", s);
 	cr_assert_not(strstr(s, "time_ns"), "a current server needs no nanosecond column");
 	bb_free(&out);
+}
+
+/* ---- a cluster: two shards, ZooKeeper ------------------------------------------------ */
+
+static struct th_ch_node node_b;
+static struct th_zk zk;
+
+static void cluster_fini(void)
+{
+	th_ch_stop(&node);
+	th_ch_stop(&node_b);
+	th_zk_stop(&zk);
+}
+
+/* Starts node (shard 01) and node_b (shard 02) of cluster "fleet" */
+static void cluster_up(void)
+{
+	struct th_ch_node *nodes[] = { &node, &node_b };
+	char *servers, *keeper;
+	int i;
+
+	th_zk_start(&zk);
+	th_ch_init(&node);
+	th_ch_init(&node_b);
+	servers = th_fmt("<fleet><shard><replica><host>127.0.0.1</host><port>%u</port></replica>"
+			 "</shard><shard><replica><host>127.0.0.1</host><port>%u</port></replica>"
+			 "</shard></fleet>", node.tcp_port, node_b.tcp_port);
+	keeper = th_fmt("<node><host>127.0.0.1</host><port>%u</port></node>", zk.port);
+	for (i = 0; i < 2; i++) {
+		char *macros = th_fmt("<shard>0%d</shard><replica>r%d</replica>", i + 1, i + 1);
+		struct th_ch_opts o = { .remote_servers_xml = servers, .zookeeper_xml = keeper,
+					.macros_xml = macros };
+
+		th_ch_start(nodes[i], &o);
+		free(macros);
+	}
+	free(servers);
+	free(keeper);
+}
+
+/* Rows of events for hosts h0..h(n-1), one each */
+static void hosts_rows(struct bytebuf *body, enum fleet_dialect d, int n)
+{
+	union fleet_value row[FE_NCOLS];
+	char host[8];
+	int i;
+
+	for (i = 0; i < n; i++) {
+		memset(row, 0, sizeof(row));
+		snprintf(host, sizeof(host), "h%d", i);
+		row[FE_TIME].u = 1700000000000000000ull + (uint64_t)i;
+		row[FE_HOST].s = (struct fleet_str){ host, strlen(host) };
+		row[FE_PID].u = (uint64_t)i;
+		fleet_row_encode(body, d, &fleet_tables[FLEET_EVENTS], row);
+	}
+}
+
+Test(fleet, init_on_a_cluster_shards_events_by_host_over_replicated_tables, .timeout = 240,
+     .fini = cluster_fini)
+{
+	struct bytebuf out = { 0 }, body = { 0 }, sql = { 0 };
+	struct ch_client a, b;
+	char *url, *got, *local_a, *local_b;
+	int rc;
+
+	cluster_up();
+	rc = tool(&out, "fleet init --clickhouse '%s?database=rp' --cluster fleet", node.url);
+	cr_assert_eq(rc, 0, "expected fleet init --cluster to succeed, got %d:\n%s", rc,
+		     th_text(&out));
+	/* a synchronous insert: the rows are on their shards when it returns */
+	url = th_fmt("%s?insert_distributed_sync=1", node.url);
+	client_of(&a, url);
+	client_of(&b, node_b.url);
+	got = answer(&b, "SELECT engine FROM system.tables WHERE database = 'rp' AND "
+		     "name IN ('events', 'events_local') ORDER BY name FORMAT TabSeparated");
+	cr_assert_str_eq(got, "Distributed\nReplicatedMergeTree\n",
+			 "expected node b to have the cluster's tables, got:\n%s", got);
+	free(got);
+	hosts_rows(&body, server_dialect(&a), 20);
+	fleet_insert_sql(&sql, server_dialect(&a), "rp", &fleet_tables[FLEET_EVENTS]);
+	bb_append(&sql, "", 1);
+	insert(&a, (const char *)sql.p, &body);
+	got = answer(&b, "SELECT count(), uniqExact(host) FROM rp.events FORMAT TabSeparated");
+	cr_assert_str_eq(got, "20\t20\n", "expected all 20 rows through either node, got %s", got);
+	local_a = answer(&a, "SELECT count() FROM rp.events_local FORMAT TabSeparated");
+	local_b = answer(&b, "SELECT count() FROM rp.events_local FORMAT TabSeparated");
+	cr_assert(atoi(local_a) > 0 && atoi(local_b) > 0 && atoi(local_a) + atoi(local_b) == 20,
+		  "expected the 20 hosts split over both shards, got %s and %s", local_a, local_b);
+	free(got);
+	free(local_a);
+	free(local_b);
+	free(url);
+	bb_free(&out);
+	bb_free(&body);
+	bb_free(&sql);
+	ch_client_free(&a);
+	ch_client_free(&b);
 }

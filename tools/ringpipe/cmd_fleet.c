@@ -39,7 +39,7 @@ static const char fleet_usage[] =
 "       servers need those macros) and Distributed tables over them, sharded\n"
 "       by cityHash64(host). --print prints the statements instead of running\n"
 "       them (with --dialect it needs no server).\n"
-"query  runs SQL in the URL's database and prints the answer as it comes, in\n"
+"query  runs SQL in the URL's database and prints the server's answer, in\n"
 "       FORMAT (default TabSeparatedWithNames; a FORMAT clause in SQL wins).\n"
 "\n"
 "Exit status: 0 on success; 1 when the server cannot be reached or refuses\n"

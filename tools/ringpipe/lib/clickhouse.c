@@ -245,12 +245,14 @@ static int ch_server_error(const struct ch_client *c, const struct http_response
 
 	while (n && (body[n - 1] == '\n' || body[n - 1] == '\r'))
 		n--;
+	if (!n) {
+		body = "(no text)";
+		n = (int)strlen(body);
+	}
 	return tool_set_err(err, errlen, auth ? -EACCES : -EREMOTEIO,
 			    "ClickHouse at %s:%s answered HTTP %d: %.*s%s", c->target.host,
-			    c->target.port, r->status, n ? n : 9, n ? body : "(no text)",
-			    auth ? " (check the user and the password: --user, --password, "
-				   "--password-file)" :
-				   "");
+			    c->target.port, r->status, n, body,
+			    auth ? " (check the user name and the password)" : "");
 }
 
 int ch_exec(struct ch_client *c, const char *sql, const void *data, size_t data_len,
