@@ -44,15 +44,20 @@ static inline struct rseq *rp_rseq_area(void)
 /*
  * One attempt: 0 and *pos on success, 1 when the ring has no room for len,
  * -1 when the sequence was aborted (preempted, migrated, signalled) or the
- * thread is no longer on cpu.
+ * thread is no longer on cpu. The consumer position (*pcons) and the ring
+ * size (*psize) are read inside the sequence as memory operands: they need
+ * no register of their own, which the writer's fast path is short of.
  */
-static inline int rp_rseq_bump(struct rseq *rs, uint32_t cpu, __u64 *ppos, __u64 cons,
-			       __u64 size, __u64 len, __u64 *pos)
+static inline int rp_rseq_bump(struct rseq *rs, uint32_t cpu, __u64 *ppos, const __u64 *pcons,
+			       const uint64_t *psize, __u64 len, __u64 *pos)
 {
-	__u64 p, end, used;
+	__u64 p, used;
 
 	/* The descriptor lives in its own section; numeric labels, since the
-	 * block is inlined many times: 1 start, 2 post-commit, 4 abort. */
+	 * block is inlined many times: 1 start, 2 post-commit, 4 abort. The
+	 * load of *pcons is an acquire on x86: it pairs with the consumer's
+	 * store_release of consumer_pos (its reads of the space we may reuse
+	 * happen before our writes into it). */
 	__asm__ goto(
 		".pushsection __rseq_cs, \"aw\"\n\t"
 		".balign 32\n\t"
@@ -68,12 +73,16 @@ static inline int rp_rseq_bump(struct rseq *rs, uint32_t cpu, __u64 *ppos, __u64
 		"movq %[ppos], %[p]\n\t"
 		"movq %[p], %[used]\n\t"
 		"subq %[cons], %[used]\n\t"
-		/* used > size - len: full; a consumer position ahead of ours
-		 * (scribbled) wraps used around and reads as full too */
-		"cmpq %[room], %[used]\n\t"
+		/* used > size: positions scribbled on (a consumer position
+		 * ahead of ours wraps used around), read as full; else full
+		 * when used + len > size (no wrap: used <= size) */
+		"cmpq %[size], %[used]\n\t"
 		"ja %l[full]\n\t"
-		"leaq (%[p], %[len]), %[end]\n\t"
-		"movq %[end], %[ppos]\n\t"	/* the commit */
+		"addq %[len], %[used]\n\t"
+		"cmpq %[size], %[used]\n\t"
+		"ja %l[full]\n\t"
+		"leaq (%[p], %[len]), %[used]\n\t"
+		"movq %[used], %[ppos]\n\t"	/* the commit */
 		"2:\n\t"
 		".pushsection __rseq_failure, \"ax\"\n\t"
 		/* the signature the kernel checks before the abort label,
@@ -83,10 +92,9 @@ static inline int rp_rseq_bump(struct rseq *rs, uint32_t cpu, __u64 *ppos, __u64
 		"4:\n\t"
 		"jmp %l[aborted]\n\t"
 		".popsection\n\t"
-		: [p] "=&r"(p), [end] "=&r"(end), [used] "=&r"(used),
-		  [rseq_cs] "=m"(rs->rseq_cs), [ppos] "+m"(*ppos)
-		: [cpu] "r"(cpu), [cpu_id] "m"(rs->cpu_id), [len] "r"(len), [cons] "r"(cons),
-		  [room] "r"(size - len)
+		: [p] "=&r"(p), [used] "=&r"(used), [rseq_cs] "=m"(rs->rseq_cs), [ppos] "+m"(*ppos)
+		: [cpu] "r"(cpu), [cpu_id] "m"(rs->cpu_id), [len] "r"(len), [cons] "m"(*pcons),
+		  [size] "m"(*psize)
 		: "memory", "cc"
 		: aborted, full);
 	*pos = p;
@@ -142,11 +150,9 @@ rp_ring_reserve_here(struct rp_shm *shm, bool local, struct rp_ring **rp, uint32
 			uint32_t cpu = rp_load_relaxed(&rs->cpu_id_start);
 			struct rp_ring *r = &shm->rings[cpu < shm->nr_rings ? cpu : 0];
 			struct rp_shm_ring *h = r->hdr;
-			/* pairs with the store_release of consumer_pos by the
-			 * consumer: its reads of the space we may reuse happen
-			 * before our writes into it */
-			__u64 cons = rp_load_acquire(&h->consumer_pos), pos;
-			int rc = rp_rseq_bump(rs, cpu, &h->producer_pos, cons, r->size, len, &pos);
+			__u64 pos;
+			int rc = rp_rseq_bump(rs, cpu, &h->producer_pos, &h->consumer_pos, &r->size,
+					      len, &pos);
 
 			*rp = r;
 			if (rp_likely(!rc)) {

@@ -549,7 +549,7 @@ static __attribute__((noinline)) int write_flat(struct rp_event *ev, uint64_t ma
 	struct slot *sl;
 	struct rseq *rs;
 	uint32_t size, cpu;
-	__u64 pos, cons;
+	__u64 pos;
 	int i, rc;
 
 	/* a payload of more than 64 bytes is copied by a call, and a clock
@@ -583,11 +583,9 @@ static __attribute__((noinline)) int write_flat(struct rp_event *ev, uint64_t ma
 		return write_flat_retreat(t, ev, mask, payload, len);
 	r = &shm->rings[cpu];
 	h = r->hdr;
-	/* pairs with the store_release of consumer_pos by the consumer: its
-	 * reads of the space we may reuse happen before our writes into it */
-	cons = rp_load_acquire(&h->consumer_pos);
 	size = (size + RP_REC_ALIGN - 1) & ~(RP_REC_ALIGN - 1);
-	rc = rp_rseq_bump(rs, cpu, &h->producer_pos, cons, r->size, size, &pos);
+	/* its load of consumer_pos pairs with the consumer's store_release */
+	rc = rp_rseq_bump(rs, cpu, &h->producer_pos, &h->consumer_pos, &r->size, size, &pos);
 	if (rp_unlikely(rc)) {
 		if (rc < 0)	/* preempted, migrated or signalled: again, in full */
 			return write_flat_retreat(t, ev, mask, payload, len);
