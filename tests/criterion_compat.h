@@ -23,20 +23,33 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+/* the options of Criterion's Test() that these tests use: .timeout (s) and
+ * .fini, which also runs when an assertion ends the test (it stops the
+ * servers a test started) */
+struct mini_opts {
+	int first_;		/* so that the options given need no other */
+	double timeout;
+	void (*fini)(void);
+};
+
 struct mini_test {
 	const char *suite, *name;
 	void (*fn)(void);
+	const struct mini_opts *opts;
 };
 static struct mini_test mini_tests[64];
 static int mini_ntests;
+static void (*mini_fini)(void);	/* the running test's .fini */
 
 #define Test(suite, name, ...)							\
 	static void suite##__##name(void);					\
+	static const struct mini_opts suite##__##name##__opts = { .first_ = 0, __VA_ARGS__ }; \
 	__attribute__((constructor)) static void suite##__##name##__reg(void)	\
 	{									\
 		if (mini_ntests < 64)						\
 			mini_tests[mini_ntests++] = (struct mini_test){		\
-				#suite, #name, suite##__##name };		\
+				#suite, #name, suite##__##name,			\
+				&suite##__##name##__opts };			\
 	}									\
 	static void suite##__##name(void)
 
@@ -50,6 +63,8 @@ static void mini_fail(const char *file, int line, const char *expr, const char *
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
 	fputc('\n', stderr);
+	if (mini_fini)
+		mini_fini();
 	_exit(1);
 }
 
@@ -89,8 +104,11 @@ int main(int argc, char **argv)
 		fflush(NULL);
 		pid = fork();
 		if (pid == 0) {
-			alarm(120);
+			alarm(t->opts->timeout > 120 ? (unsigned int)t->opts->timeout : 120);
+			mini_fini = t->opts->fini;
 			t->fn();
+			if (mini_fini)
+				mini_fini();
 			exit(0);	/* not _exit: lets TSan turn reports into exit code 66 */
 		}
 		if (pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&

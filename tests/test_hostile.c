@@ -723,7 +723,7 @@ static void run_hostile(int mode, uint64_t seed, uint64_t attack_ns, unsigned in
 	if (mode == RP_BUFFERING_DROP) {
 		cr_assert_leq(o->over_cpu, WRITE_CPU_OUTLIERS, "%s: %" PRIu64 " writes ran for more "
 			      "than %" PRIu64 " us (the longest %" PRIu64 " us)", prov, o->over_cpu,
-			      WRITE_CPU_BOUND_DROP_NS / 1000, o->max_cpu_ns / 1000);
+			      (uint64_t)(WRITE_CPU_BOUND_DROP_NS / 1000), o->max_cpu_ns / 1000);
 		cr_assert_leq(o->max_cpu_ns, 10 * WRITE_CPU_BOUND_DROP_NS, "%s: a write ran for %" PRIu64
 			      " us", prov, o->max_cpu_ns / 1000);
 		cr_assert_leq(o->max_write_ns, WRITE_BOUND_DROP_NS, "%s: a write took %" PRIu64 " ms",

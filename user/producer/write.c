@@ -497,6 +497,7 @@ static __attribute__((noinline)) int write_flat_slow(struct rp_event *ev, uint64
 }
 
 
+#ifdef RP_RSEQ_RESERVE
 /* The end of a fast write whose commit found the drainer idle: the wake
  * write_events() gives, then the announce withdrawn (the session's memory
  * is used until then). */
@@ -524,6 +525,7 @@ static __attribute__((noinline)) int write_flat_retreat(struct wthread *t, struc
 	rp_store_release(&t->in_write, 0);
 	return write_flat_slow(ev, mask, payload, len);
 }
+#endif
 
 /*
  * The flat write. Out of line, so that a disabled rp_event_write() stays a
