@@ -5,7 +5,7 @@
  * says what it wrote. Linked against the shared library, as a program on a
  * host would be.
  *
- *   agent_producer PROVIDER THREADS EVENTS [forever PROGRESS_FILE | idle]
+ *   agent_producer PROVIDER THREADS EVENTS [forever PROGRESS_FILE | paced PROGRESS_FILE | idle]
  *
  * Each event's payload is (thread index u32, counter u64): counters run
  * 0, 1, 2, ... per thread, so a reader can tell a gap from an end. Prints
@@ -14,6 +14,9 @@
  * written so far in PROGRESS_FILE every 50 ms. "idle" joins, then sleeps
  * until killed (the agent's idle cost). ns_per_event in the JSON line is
  * the writing phase's wall time divided by the events each thread wrote.
+ * "paced" writes EVENTS per thread at the pace of "forever", with the same
+ * progress file, and ends as without it: a producer that is still writing
+ * when its consumer falls behind.
  * Without RINGPIPE_AGENT it waits for any session, such as the startup
  * session of RINGPIPE_OUTPUT (the in-process drainer, for comparison).
  */
@@ -29,7 +32,7 @@
 
 static struct rp_event *ev;
 static uint64_t events, written, dropped;
-static int forever, idle;
+static int forever, paced, idle;
 
 static void *writer(void *arg)
 {
@@ -44,7 +47,7 @@ static void *writer(void *arg)
 		int rc = rp_event_write(ev, &p, sizeof(p));
 
 		__atomic_fetch_add(rc ? &dropped : &written, 1, __ATOMIC_RELAXED);
-		if (forever) {
+		if (forever || paced) {
 			struct timespec ts = { 0, 20000 };
 
 			nanosleep(&ts, NULL);
@@ -75,6 +78,7 @@ int main(int argc, char **argv)
 	nthreads = atoi(argv[2]);
 	events = strtoull(argv[3], NULL, 10);
 	forever = argc > 5 && !strcmp(argv[4], "forever");
+	paced = argc > 5 && !strcmp(argv[4], "paced");
 	idle = argc > 4 && !strcmp(argv[4], "idle");
 	if (nthreads < 1 || nthreads > 256)
 		return 2;
@@ -103,19 +107,18 @@ int main(int argc, char **argv)
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (t = 0; t < nthreads; t++)
 		pthread_create(&th[t], NULL, writer, (void *)(uintptr_t)t);
-	if (forever) {
-		for (;;) {
-			struct timespec ts = { 0, 50000000 };
-			FILE *f = fopen(argv[5], "w");
+	while (forever || (paced && __atomic_load_n(&written, __ATOMIC_RELAXED) +
+			   __atomic_load_n(&dropped, __ATOMIC_RELAXED) < events * (uint64_t)nthreads)) {
+		struct timespec ts = { 0, 50000000 };
+		FILE *f = fopen(argv[5], "w");
 
-			if (f) {
-				fprintf(f, "%llu %llu\n",
-					(unsigned long long)__atomic_load_n(&written, __ATOMIC_RELAXED),
-					(unsigned long long)__atomic_load_n(&dropped, __ATOMIC_RELAXED));
-				fclose(f);
-			}
-			nanosleep(&ts, NULL);
+		if (f) {
+			fprintf(f, "%llu %llu\n",
+				(unsigned long long)__atomic_load_n(&written, __ATOMIC_RELAXED),
+				(unsigned long long)__atomic_load_n(&dropped, __ATOMIC_RELAXED));
+			fclose(f);
 		}
+		nanosleep(&ts, NULL);
 	}
 	for (t = 0; t < nthreads; t++)
 		pthread_join(th[t], NULL);

@@ -24,6 +24,7 @@
 #include "agent_wire.h"
 #include "bpf_capture.h"
 #include "clock.h"
+#include "agent_helpers.h"
 #include "helpers.h"
 #include "identity.h"
 #include "nettrace.h"
@@ -43,123 +44,23 @@
 #define SKIP_MANY_WRITERS_UNDER_TSAN() do { } while (0)
 #endif
 
-static char *test_dir(void)
-{
-	static char d[4096];
-	ssize_t n = readlink("/proc/self/exe", d, sizeof(d) - 1);
-
-	cr_assert_gt(n, 0);
-	d[n] = 0;
-	*strrchr(d, '/') = 0;
-	return d;
-}
-
-static char *producer_bin(void)
-{
-	return th_fmt("%s/agent_producer", test_dir());
-}
-
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-static void sleep_ms(int ms)
-{
-	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000 };
-
-	nanosleep(&ts, NULL);
-}
-
-struct env {
-	char *dir, *out, *sock;
-	pid_t agent;
-};
-
-static pid_t spawn(char *const argv[], char *const extra_env[], const char *log)
-{
-	pid_t pid = fork();
-
-	cr_assert_geq(pid, 0);
-	if (pid == 0) {
-		int i, fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
-
-		if (fd >= 0) {
-			dup2(fd, 2);
-			close(fd);
-		}
-		for (i = 0; extra_env && extra_env[i]; i++)
-			putenv(extra_env[i]);
-		execv(argv[0], argv);
-		_exit(127);
-	}
-	return pid;
-}
-
-/* `ringpipe agent --socket S --output-dir D` and the NULL-ended options
- * in more[], until it answers. */
-static void agent_up_argv(struct env *e, char *const more[])
-{
-	char *argv[32] = { (char *)th_tool(), "agent", "--socket", e->sock, "--output-dir", e->out };
-	uint64_t end = now_ms() + 10000;
-	struct stat st;
-	size_t n = 6, i;
-
-	for (i = 0; more[i]; i++) {
-		cr_assert_lt(n, 31u);
-		argv[n++] = more[i];
-	}
-	argv[n] = NULL;
-	e->agent = spawn(argv, NULL, th_fmt("%s/agent.log", e->dir));
-	while (stat(e->sock, &st) || !S_ISSOCK(st.st_mode)) {
-		cr_assert_lt(now_ms(), end, "the agent did not create %s", e->sock);
-		sleep_ms(10);
-	}
-	/* a socket left by an earlier agent: wait until this one answers */
-	for (;;) {
-		struct bytebuf b = { 0 };
-		int err = agent_status_query(e->sock, false, &b);
-
-		bb_free(&b);
-		if (!err)
-			break;
-		cr_assert_lt(now_ms(), end, "the agent does not answer on %s", e->sock);
-		sleep_ms(10);
-	}
-}
-
-static void agent_up_with(struct env *e, const char *mode, const char *buffer_mb,
+static void agent_up_with(struct th_agent_env *e, const char *mode, const char *buffer_mb,
 			  const char *providers)
 {
 	char *more[] = { "--providers", (char *)providers, "--buffering-mode", (char *)mode,
 			 "--buffer-mb", (char *)buffer_mb, NULL };
 
-	agent_up_argv(e, more);
+	th_agent_up_argv(e, more);
 }
 
-static void agent_up(struct env *e, const char *mode, const char *buffer_mb)
+static void agent_up(struct th_agent_env *e, const char *mode, const char *buffer_mb)
 {
 	agent_up_with(e, mode, buffer_mb, "AgentTest");
 }
 
-static int agent_down(struct env *e)
-{
-	int st = 0;
+static struct th_agent_env *cur_env;	/* what agent_fini() undoes */
 
-	if (e->agent <= 0)
-		return 0;
-	kill(e->agent, SIGTERM);
-	cr_assert_eq(waitpid(e->agent, &st, 0), e->agent);
-	e->agent = 0;
-	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
-static struct env *cur_env;	/* what agent_fini() undoes */
-
-static void env_init(struct env *e)
+static void env_init(struct th_agent_env *e)
 {
 	memset(e, 0, sizeof(*e));
 	e->dir = th_tmpdir();
@@ -169,7 +70,7 @@ static void env_init(struct env *e)
 	cur_env = e;
 }
 
-static void env_fini(struct env *e);
+static void env_fini(struct th_agent_env *e);
 
 static pid_t made_pids[4];	/* processes a test started: killed at its end */
 
@@ -190,7 +91,7 @@ static void agent_fini(void)
 	cur_env = NULL;
 }
 
-static void env_fini(struct env *e)
+static void env_fini(struct th_agent_env *e)
 {
 	if (e->agent > 0) {
 		kill(e->agent, SIGKILL);
@@ -221,7 +122,7 @@ static void sort_numbered(char **v, size_t n)
 }
 
 /* The trace the agent wrote for pid (the n-th join, from 1). */
-static char *file_of(const struct env *e, pid_t pid, int nth)
+static char *file_of(const struct th_agent_env *e, pid_t pid, int nth)
 {
 	char *pat = th_fmt("_%d_", pid), *best = NULL;
 	struct dirent *de;
@@ -246,7 +147,7 @@ static char *file_of(const struct env *e, pid_t pid, int nth)
 	return best;
 }
 
-static char *agent_trace(const struct env *e)
+static char *agent_trace(const struct th_agent_env *e)
 {
 	struct dirent *de;
 	DIR *d = opendir(e->out);
@@ -283,7 +184,7 @@ static struct counts count_ticks(const char *file, pid_t pid)
 /* The same over every file of pid in order (a rotated trace), each
  * thread's counters running on from one file into the next; *nfiles
  * says how many, and c.lost adds up each file's EventsLost. */
-static struct counts count_ticks_all(const struct env *e, pid_t pid, int *nfiles)
+static struct counts count_ticks_all(const struct th_agent_env *e, pid_t pid, int *nfiles)
 {
 	struct counts c = { 0 };
 	uint64_t next[256] = { 0 };
@@ -354,7 +255,7 @@ static char *events_in(const char *file, const char *name, pid_t pid)
 }
 
 /* The same in the agent's trace. */
-static char *agent_events(const struct env *e, const char *name, pid_t pid)
+static char *agent_events(const struct th_agent_env *e, const char *name, pid_t pid)
 {
 	return events_in(agent_trace(e), name, pid);
 }
@@ -393,7 +294,7 @@ static void tracedump_ok(const char *file)
 }
 
 /* Runs the producer to its end: its JSON line's written and dropped. */
-static void run_producer(const struct env *e, int threads, long events, uint64_t *written,
+static void run_producer(const struct th_agent_env *e, int threads, long events, uint64_t *written,
 			 uint64_t *dropped, pid_t *pid)
 {
 	struct bytebuf out = { 0 };
@@ -401,7 +302,7 @@ static void run_producer(const struct env *e, int threads, long events, uint64_t
 	int p = 0;
 
 	cr_assert_eq(th_run(th_fmt("RINGPIPE_AGENT='%s' '%s' AgentTest %d %ld 2>>'%s/producer.log'",
-				   e->sock, producer_bin(), threads, events, e->dir), &out), 0,
+				   e->sock, th_producer_bin(), threads, events, e->dir), &out), 0,
 		     "the producer failed: %s", out.p);
 	cr_assert_eq(sscanf((char *)out.p, "{\"pid\":%d,\"written\":%llu,\"dropped\":%llu,", &p, &w, &d), 3,
 		     "%s", out.p);
@@ -413,7 +314,7 @@ static void run_producer(const struct env *e, int threads, long events, uint64_t
 Test(agent, block_process_joins_and_every_event_arrives, .timeout = 120,
      .fini = agent_fini)
 {
-	static struct env e;	/* the fini undoes it */
+	static struct th_agent_env e;	/* the fini undoes it */
 	uint64_t w, d;
 	pid_t pid;
 	struct counts c;
@@ -432,7 +333,7 @@ Test(agent, block_process_joins_and_every_event_arrives, .timeout = 120,
 	cr_assert_eq(agent_status_query(e.sock, true, &st), 0);
 	cr_assert(strstr((char *)st.p, th_fmt("\"pid\":%d,", pid)), "status: %s", st.p);
 	cr_assert(strstr((char *)st.p, "\"state\":\"stopped\""), "status: %s", st.p);
-	cr_assert_eq(agent_down(&e), 0);
+	cr_assert_eq(th_agent_down(&e), 0);
 	f = file_of(&e, pid, 1);
 	cr_assert_not_null(f, "no trace for pid %d", pid);
 	c = count_ticks(f, pid);
@@ -453,7 +354,7 @@ Test(agent, block_process_joins_and_every_event_arrives, .timeout = 120,
 Test(agent, a_process_started_before_the_agent_joins_when_it_comes, .timeout = 120,
      .fini = agent_fini)
 {
-	static struct env e;	/* the fini undoes it */
+	static struct th_agent_env e;	/* the fini undoes it */
 	struct bytebuf out = { 0 };
 	unsigned long long w = 0, d = 0;
 	int p = 0;
@@ -463,9 +364,9 @@ Test(agent, a_process_started_before_the_agent_joins_when_it_comes, .timeout = 1
 
 	env_init(&e);
 	pf = popen(th_fmt("RINGPIPE_AGENT='%s' '%s' AgentTest 2 20000 2>>'%s/producer.log'", e.sock,
-			  producer_bin(), e.dir), "r");
+			  th_producer_bin(), e.dir), "r");
 	cr_assert_not_null(pf);
-	sleep_ms(1500);		/* no agent: the process goes on, and retries */
+	th_sleep_ms(1500);		/* no agent: the process goes on, and retries */
 	agent_up(&e, "drop", "4");
 	{
 		char buf[512];
@@ -477,7 +378,7 @@ Test(agent, a_process_started_before_the_agent_joins_when_it_comes, .timeout = 1
 	cr_assert_eq(pclose(pf), 0);
 	cr_assert_eq(sscanf((char *)out.p, "{\"pid\":%d,\"written\":%llu,\"dropped\":%llu,", &p, &w, &d), 3);
 	cr_assert_eq(w + d, 40000u);
-	cr_assert_eq(agent_down(&e), 0);
+	cr_assert_eq(th_agent_down(&e), 0);
 	f = file_of(&e, p, 1);
 	cr_assert_not_null(f);
 	c = count_ticks(f, p);
@@ -501,17 +402,17 @@ static uint64_t progress(const char *file)
 	return w + d;
 }
 
-static pid_t producer_forever(const struct env *e, const char *prog, const char *pre)
+static pid_t producer_forever(const struct th_agent_env *e, const char *prog, const char *pre)
 {
 	char *cmd = th_fmt("%s RINGPIPE_AGENT='%s' '%s' AgentTest 2 0 forever '%s' 2>>'%s/producer.log'",
-			   pre ? pre : "exec env", e->sock, producer_bin(), prog, e->dir);
+			   pre ? pre : "exec env", e->sock, th_producer_bin(), prog, e->dir);
 	char *argv[] = { "/bin/sh", "-c", cmd, NULL };
-	pid_t pid = spawn(argv, NULL, th_fmt("%s/producer.log", e->dir));
-	uint64_t end = now_ms() + 10000;
+	pid_t pid = th_spawn(argv, NULL, th_fmt("%s/producer.log", e->dir));
+	uint64_t end = th_now_ms() + 10000;
 
 	while (progress(prog) < 1000) {
-		cr_assert_lt(now_ms(), end, "the producer never wrote (did it join?)");
-		sleep_ms(20);
+		cr_assert_lt(th_now_ms(), end, "the producer never wrote (did it join?)");
+		th_sleep_ms(20);
 	}
 	return pid;
 }
@@ -519,7 +420,7 @@ static pid_t producer_forever(const struct env *e, const char *prog, const char 
 Test(agent, a_killed_process_is_drained_and_its_end_recorded, .timeout = 120,
      .fini = agent_fini)
 {
-	static struct env e;	/* the fini undoes it */
+	static struct th_agent_env e;	/* the fini undoes it */
 	char *prog, *f, *ev;
 	pid_t pid;
 	struct counts c;
@@ -531,22 +432,22 @@ Test(agent, a_killed_process_is_drained_and_its_end_recorded, .timeout = 120,
 	agent_up(&e, "block", "4");
 	pid = producer_forever(&e, prog, NULL);
 	made_pids[0] = pid;
-	sleep_ms(300);
+	th_sleep_ms(300);
 	kill(pid, SIGKILL);
 	/* not reaped yet: the agent reads how it ended from the zombie */
-	end = now_ms() + 10000;
+	end = th_now_ms() + 10000;
 	for (;;) {
 		struct bytebuf b = { 0 };
 
 		cr_assert_eq(agent_status_query(e.sock, true, &b), 0);
 		if (strstr((char *)b.p, "killed by signal 9"))
 			break;
-		cr_assert_lt(now_ms(), end, "status never shows the kill: %s", b.p);
+		cr_assert_lt(th_now_ms(), end, "status never shows the kill: %s", b.p);
 		bb_free(&b);
-		sleep_ms(50);
+		th_sleep_ms(50);
 	}
 	cr_assert_eq(waitpid(pid, &st, 0), pid);
-	cr_assert_eq(agent_down(&e), 0);
+	cr_assert_eq(th_agent_down(&e), 0);
 	f = file_of(&e, pid, 1);
 	cr_assert_not_null(f);
 	c = count_ticks(f, pid);
@@ -563,7 +464,7 @@ Test(agent, a_killed_process_is_drained_and_its_end_recorded, .timeout = 120,
 Test(agent, a_killed_agent_frees_block_producers_and_a_new_one_rejoins, .timeout = 120,
      .fini = agent_fini)
 {
-	static struct env e;	/* the fini undoes it */
+	static struct th_agent_env e;	/* the fini undoes it */
 	char *prog, *f;
 	pid_t pid;
 	uint64_t a, b;
@@ -579,27 +480,27 @@ Test(agent, a_killed_agent_frees_block_producers_and_a_new_one_rejoins, .timeout
 	e.agent = 0;
 	/* Block producers with a dead drainer: they go on writing (dropping,
 	 * counted) within the bound, they do not hang */
-	sleep_ms(1500);
+	th_sleep_ms(1500);
 	a = progress(prog);
-	sleep_ms(1000);
+	th_sleep_ms(1000);
 	b = progress(prog);
 	cr_assert_gt(b, a + 1000, "the producer hangs without its agent: %llu then %llu",
 		     (unsigned long long)a, (unsigned long long)b);
 	/* a new agent on the same socket: the running process joins it */
 	agent_up(&e, "block", "1");
 	{
-		uint64_t end = now_ms() + 10000;
+		uint64_t end = th_now_ms() + 10000;
 
 		while (!(f = file_of(&e, pid, 2))) {
-			cr_assert_lt(now_ms(), end, "the process did not join the new agent");
-			sleep_ms(50);
+			cr_assert_lt(th_now_ms(), end, "the process did not join the new agent");
+			th_sleep_ms(50);
 		}
 	}
-	sleep_ms(500);
+	th_sleep_ms(500);
 	kill(pid, SIGKILL);
-	sleep_ms(300);
+	th_sleep_ms(300);
 	waitpid(pid, NULL, 0);
-	cr_assert_eq(agent_down(&e), 0);
+	cr_assert_eq(th_agent_down(&e), 0);
 	c = count_ticks(f, pid);
 	cr_assert_eq(c.err, 0);
 	cr_assert_gt(c.ticks, 100u);
@@ -645,7 +546,7 @@ static void send_ready(int fd, int memfd)
 Test(agent, hostile_peers_cannot_crash_hang_or_mislead_it, .timeout = 120,
      .fini = agent_fini)
 {
-	static struct env e;	/* the fini undoes it */
+	static struct th_agent_env e;	/* the fini undoes it */
 	uint64_t w, d, end, rng = 0x9e3779b97f4a7c15ull;
 	pid_t pid;
 	struct counts c;
@@ -693,15 +594,15 @@ Test(agent, hostile_peers_cannot_crash_hang_or_mislead_it, .timeout = 120,
 		send_ready(fd, rp_shm_fd(shm));
 		words = (uint64_t *)rp_shm_ring(shm, 0)->hdr;
 		nwords = (4096 + 2 * (1 << 16)) / 8;
-		end = now_ms() + 500;
-		while (now_ms() < end) {
+		end = th_now_ms() + 500;
+		while (th_now_ms() < end) {
 			for (i = 0; i < 1000; i++) {
 				rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
 				/* the ring header's immutable line, then positions
 				 * and data, of ring 0 */
 				words[8 + rng % (nwords - 8)] = rng;
 			}
-			sleep_ms(1);
+			th_sleep_ms(1);
 		}
 		close(fd);
 		rp_shm_destroy(shm);
@@ -712,10 +613,10 @@ Test(agent, hostile_peers_cannot_crash_hang_or_mislead_it, .timeout = 120,
 	/* nobody is taken for pid 1: identities come from the kernel */
 	cr_assert_null(strstr((char *)st.p, "{\"pid\":1,"), "%s", st.p);
 	close(silent);
-	end = now_ms();
-	cr_assert_eq(agent_down(&e), 0);
-	cr_assert_lt(now_ms() - end, 5000u, "the agent took %llu ms to stop",
-		     (unsigned long long)(now_ms() - end));
+	end = th_now_ms();
+	cr_assert_eq(th_agent_down(&e), 0);
+	cr_assert_lt(th_now_ms() - end, 5000u, "the agent took %llu ms to stop",
+		     (unsigned long long)(th_now_ms() - end));
 	c = count_ticks(file_of(&e, pid, 1), pid);
 	cr_assert_eq(c.err, 0);
 	cr_assert_eq(c.ticks, w);
@@ -755,7 +656,7 @@ static void containers_fini(void)
 
 /* A cgroup a test made (up to three), removed with its parents by
  * containers_fini() */
-static void made(struct env *e, char *cg, const char *mnt)
+static void made(struct th_agent_env *e, char *cg, const char *mnt)
 {
 	size_t i;
 
@@ -773,7 +674,7 @@ Test(agent, a_process_in_a_container_is_tagged_and_on_its_host_pid, .timeout = 1
 	static const char id[] = "7e2f1c9b4a5d6e8f0a1b2c3d4e5f60718293a4b5c6d7e8f9a0b1c2d3e4f5a6b7";
 	const char *mnt = agent_cgroup2_mount();
 	char uid[37], uid_[37], *cg, *cgpath, *prog, *f, *ev;
-	static struct env e;	/* the fini undoes it */
+	static struct th_agent_env e;	/* the fini undoes it */
 	pid_t sh, host_pid = 0;
 	struct counts c;
 	uint64_t end;
@@ -782,7 +683,7 @@ Test(agent, a_process_in_a_container_is_tagged_and_on_its_host_pid, .timeout = 1
 	if (geteuid() != 0 || !mnt || system("command -v unshare >/dev/null 2>&1"))
 		cr_skip_test("needs root, a cgroup2 mount and unshare(1) to make a container");
 	snprintf(uid, sizeof(uid), "%08x-1111-4222-8333-%012llx", (unsigned)getpid(),
-		 (unsigned long long)now_ms());
+		 (unsigned long long)th_now_ms());
 	for (i = 0; i < sizeof(uid); i++)
 		uid_[i] = uid[i] == '-' ? '_' : uid[i];
 	cgpath = th_fmt("/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod%s.slice/"
@@ -798,7 +699,7 @@ Test(agent, a_process_in_a_container_is_tagged_and_on_its_host_pid, .timeout = 1
 					       "--mount-proc env ", cg));
 	made_pids[0] = sh;
 	/* the producer is unshare's child: find it by its cgroup */
-	end = now_ms() + 5000;
+	end = th_now_ms() + 5000;
 	while (!host_pid) {
 		struct bytebuf b = { 0 };
 
@@ -815,17 +716,17 @@ Test(agent, a_process_in_a_container_is_tagged_and_on_its_host_pid, .timeout = 1
 			}
 		}
 		bb_free(&b);
-		cr_assert_lt(now_ms(), end);
-		sleep_ms(20);
+		cr_assert_lt(th_now_ms(), end);
+		th_sleep_ms(20);
 	}
 	made_pids[1] = host_pid;
-	sleep_ms(300);
+	th_sleep_ms(300);
 	/* pid 1 of its namespace: only SIGKILL ends it from outside */
 	kill(host_pid, SIGKILL);
 	kill(sh, SIGKILL);
 	waitpid(sh, NULL, 0);
-	sleep_ms(500);
-	cr_assert_eq(agent_down(&e), 0);
+	th_sleep_ms(500);
+	cr_assert_eq(th_agent_down(&e), 0);
 	f = file_of(&e, host_pid, 1);
 	cr_assert_not_null(f, "no trace for host pid %d", host_pid);
 	c = count_ticks(f, host_pid);
@@ -902,7 +803,7 @@ Test(agent, the_demo_in_a_crio_container_loses_no_tick, .timeout = 120, .fini = 
 	char *cg, *f, *ev, *cmd;
 	uint64_t max[8] = { 0 }, seen = 0, gaps = 0, prev[8] = { 0 }, end;
 	unsigned long long said = 0;
-	static struct env e;	/* the fini undoes it */
+	static struct th_agent_env e;	/* the fini undoes it */
 	pid_t sh, host_pid = 0;
 	struct nt_reader *r;
 	struct nt_rec rec;
@@ -914,7 +815,7 @@ Test(agent, the_demo_in_a_crio_container_loses_no_tick, .timeout = 120, .fini = 
 	if (geteuid() != 0 || !mnt || system("command -v unshare >/dev/null 2>&1"))
 		cr_skip_test("needs root, a cgroup2 mount and unshare(1) to make a container");
 	cg = th_fmt("%s/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod%08x_2222_4333_8444_%012llx.slice/crio-%s.scope",
-		    mnt, (unsigned)getpid(), (unsigned long long)now_ms(), id);
+		    mnt, (unsigned)getpid(), (unsigned long long)th_now_ms(), id);
 	cr_assert_eq(system(th_fmt("mkdir -p '%s'", cg)), 0);
 	env_init(&e);
 	made(&e, strdup(cg), mnt);
@@ -930,10 +831,10 @@ Test(agent, the_demo_in_a_crio_container_loses_no_tick, .timeout = 120, .fini = 
 		     cg, e.dir, realpath(th_demo_bin(), NULL));
 	sh = spawn_sh(cmd, th_fmt("%s/demo.out", e.dir));
 	made_pids[0] = sh;
-	end = now_ms() + 5000;
+	end = th_now_ms() + 5000;
 	while (!(host_pid = find_in_cgroup(cg, "ringpipe-demo"))) {
-		cr_assert_lt(now_ms(), end, "the demo did not start");
-		sleep_ms(10);
+		cr_assert_lt(th_now_ms(), end, "the demo did not start");
+		th_sleep_ms(10);
 	}
 	cr_assert_eq(waitpid(sh, &st, 0), sh);
 	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the demo failed: %d", st);
@@ -941,7 +842,7 @@ Test(agent, the_demo_in_a_crio_container_loses_no_tick, .timeout = 120, .fini = 
 	cr_assert(strstr((char *)out.p, "ticks "), "%s", out.p);
 	sscanf(strstr((char *)out.p, "ticks "), "ticks %llu", &said);
 	cr_assert_gt(said, 1000u);
-	cr_assert_eq(agent_down(&e), 0);
+	cr_assert_eq(th_agent_down(&e), 0);
 	f = file_of(&e, host_pid, 1);
 	cr_assert_not_null(f, "no trace for the demo's host pid %d", host_pid);
 	/* every thread's ticks count 1, 2, ... ; those before the demo joined
@@ -986,7 +887,7 @@ Test(agent, the_demo_in_a_crio_container_loses_no_tick, .timeout = 120, .fini = 
 Test(agent, the_command_checks_its_options_and_stops_on_time, .timeout = 60,
      .fini = agent_fini)
 {
-	static struct env e;	/* the fini undoes it */
+	static struct th_agent_env e;	/* the fini undoes it */
 	struct bytebuf out = { 0 };
 	uint64_t t0;
 
@@ -1008,11 +909,11 @@ Test(agent, the_command_checks_its_options_and_stops_on_time, .timeout = 60,
 	cr_assert_eq(th_tool_run(th_fmt("agent status --socket '%s/none.sock'", e.dir), &out), 1);
 	cr_assert(strstr((char *)out.p, "is 'ringpipe agent' running?"), "%s", out.p);
 	out.len = 0;
-	t0 = now_ms();
+	t0 = th_now_ms();
 	cr_assert_eq(th_tool_run(th_fmt("agent --quiet --providers AgentTest --duration 1s --socket '%s' "
 					"--output-dir '%s'", e.sock, e.out), &out), 0, "%s", out.p);
-	cr_assert_lt(now_ms() - t0, 4000u);
-	cr_assert_geq(now_ms() - t0, 1000u);
+	cr_assert_lt(th_now_ms() - t0, 4000u);
+	cr_assert_geq(th_now_ms() - t0, 1000u);
 	/* its socket is gone, its trace is there */
 	cr_assert_neq(access(e.sock, F_OK), 0);
 	agent_trace(&e);
@@ -1021,9 +922,9 @@ Test(agent, the_command_checks_its_options_and_stops_on_time, .timeout = 60,
 
 /* The .NET trace of host pid, waited for: the agent writes it once the
  * process's stream has ended. */
-static char *dotnet_file_of(const struct env *e, pid_t pid)
+static char *dotnet_file_of(const struct th_agent_env *e, pid_t pid)
 {
-	uint64_t end = now_ms() + 20000;
+	uint64_t end = th_now_ms() + 20000;
 	char *want = th_fmt("-%d-", pid), *f = NULL;
 
 	while (!f) {
@@ -1036,9 +937,9 @@ static char *dotnet_file_of(const struct env *e, pid_t pid)
 				f = th_fmt("%s/%s", e->out, de->d_name);
 		if (d)
 			closedir(d);
-		cr_assert_lt(now_ms(), end, "no .NET trace for host pid %d", pid);
+		cr_assert_lt(th_now_ms(), end, "no .NET trace for host pid %d", pid);
 		if (!f)
-			sleep_ms(50);
+			th_sleep_ms(50);
 	}
 	return f;
 }
@@ -1047,7 +948,7 @@ Test(agent, a_dotnet_app_in_a_container_is_traced_on_its_host_pid, .timeout = 24
      .fini = containers_fini)
 {
 	static const char id[] = "d07e70000000000000000000000000000000000000000000000000000000abcd";
-	static struct env e;	/* the fini undoes it */
+	static struct th_agent_env e;	/* the fini undoes it */
 	const char *mnt = agent_cgroup2_mount(), *dll = th_dotnet_app(), *why = NULL;
 	char *cg, *cmd, *f = NULL, *ev, dllabs[4096];
 	struct bytebuf out = { 0 }, counts = { 0 };
@@ -1062,7 +963,7 @@ Test(agent, a_dotnet_app_in_a_container_is_traced_on_its_host_pid, .timeout = 24
 		cr_skip_test("needs root, a cgroup2 mount and unshare(1) to make a container");
 	cr_assert_not_null(realpath(dll, dllabs), "%s", dll);
 	cg = th_fmt("%s/kubepods.slice/kubepods-pod%08x_3333_4444_8555_%012llx.slice/cri-containerd-%s.scope",
-		    mnt, (unsigned)getpid(), (unsigned long long)now_ms(), id);
+		    mnt, (unsigned)getpid(), (unsigned long long)th_now_ms(), id);
 	cr_assert_eq(system(th_fmt("mkdir -p '%s'", cg)), 0);
 	env_init(&e);
 	made(&e, strdup(cg), mnt);
@@ -1071,7 +972,7 @@ Test(agent, a_dotnet_app_in_a_container_is_traced_on_its_host_pid, .timeout = 24
 				 "--providers", "AgentTest", "--dotnet", "--dotnet-providers",
 				 "Ringpipe-DotnetApp", NULL };
 
-		e.agent = spawn(argv, NULL, th_fmt("%s/agent.log", e.dir));
+		e.agent = th_spawn(argv, NULL, th_fmt("%s/agent.log", e.dir));
 	}
 	/* in a Guaranteed pod's container: its own pids, its own /tmp (where
 	 * its diagnostics socket goes); it waits for the agent to resume it */
@@ -1080,12 +981,12 @@ Test(agent, a_dotnet_app_in_a_container_is_traced_on_its_host_pid, .timeout = 24
 		     "&& exec dotnet %s --rate 100 --duration 2'", cg, dllabs);
 	sh = spawn_sh(cmd, th_fmt("%s/app.out", e.dir));
 	made_pids[0] = sh;
-	end = now_ms() + 60000;
+	end = th_now_ms() + 60000;
 	while (!host_pid || waitpid(sh, &st, WNOHANG) != sh) {
 		if (!host_pid)
 			host_pid = find_in_cgroup(cg, "dotnet");
-		cr_assert_lt(now_ms(), end, "the app did not finish (never resumed?)");
-		sleep_ms(20);
+		cr_assert_lt(th_now_ms(), end, "the app did not finish (never resumed?)");
+		th_sleep_ms(20);
 	}
 	made_pids[0] = 0;
 	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the app ended with 0x%x", st);
@@ -1095,7 +996,7 @@ Test(agent, a_dotnet_app_in_a_container_is_traced_on_its_host_pid, .timeout = 24
 	cr_assert_gt(said, 100u);
 	/* the stream ends with the process; the agent then writes the file */
 	f = dotnet_file_of(&e, host_pid);
-	cr_assert_eq(agent_down(&e), 0);
+	cr_assert_eq(th_agent_down(&e), 0);
 	cr_assert_eq(th_run(th_fmt("dotnet '%s' counts '%s'", th_tracedump(&why), f), &counts), 0,
 		     "%s", counts.p);
 	cr_assert(strstr((char *)counts.p, th_fmt("Ringpipe-DotnetApp/Tick\t%llu\n", said)),
@@ -1128,7 +1029,7 @@ Test(agent, cpython_in_a_container_through_its_usdt_probes, .timeout = 120,
      .fini = containers_fini)
 {
 	static const char id[] = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
-	static struct env e;	/* the fini undoes it */
+	static struct th_agent_env e;	/* the fini undoes it */
 	const char *mnt = agent_cgroup2_mount();
 	char *cg, *cmd, *line, msg[256];
 	struct bytebuf out = { 0 };
@@ -1144,7 +1045,7 @@ Test(agent, cpython_in_a_container_through_its_usdt_probes, .timeout = 120,
 	if (rp_capture_check_privilege(msg, sizeof(msg)))
 		cr_skip_test("%s", msg);
 	cg = th_fmt("%s/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod%08x_5555_4666_8777_%012llx.slice/cri-containerd-%s.scope",
-		    mnt, (unsigned)getpid(), (unsigned long long)now_ms(), id);
+		    mnt, (unsigned)getpid(), (unsigned long long)th_now_ms(), id);
 	cr_assert_eq(system(th_fmt("mkdir -p '%s'", cg)), 0);
 	env_init(&e);
 	made(&e, strdup(cg), mnt);
@@ -1153,12 +1054,12 @@ Test(agent, cpython_in_a_container_through_its_usdt_probes, .timeout = 120,
 				 "--usdt", "python", "--kernel", "exec", NULL };
 		struct stat sb;
 
-		e.agent = spawn(argv, NULL, th_fmt("%s/agent.log", e.dir));
-		end = now_ms() + 10000;
+		e.agent = th_spawn(argv, NULL, th_fmt("%s/agent.log", e.dir));
+		end = th_now_ms() + 10000;
 		/* serving means the probes are attached */
 		while (stat(e.sock, &sb)) {
-			cr_assert_lt(now_ms(), end, "the agent did not start");
-			sleep_ms(20);
+			cr_assert_lt(th_now_ms(), end, "the agent did not start");
+			th_sleep_ms(20);
 		}
 	}
 	/* started after the agent, in its container: 40 collections */
@@ -1168,19 +1069,19 @@ Test(agent, cpython_in_a_container_through_its_usdt_probes, .timeout = 120,
 	{
 		char *argv[] = { "/bin/sh", "-c", cmd, NULL };
 
-		sh = spawn(argv, NULL, th_fmt("%s/python.log", e.dir));
+		sh = th_spawn(argv, NULL, th_fmt("%s/python.log", e.dir));
 	}
 	made_pids[0] = sh;
-	end = now_ms() + 5000;
+	end = th_now_ms() + 5000;
 	while (!(host_pid = find_in_cgroup(cg, "python3.11"))) {
-		cr_assert_lt(now_ms(), end, "python did not start");
-		sleep_ms(10);
+		cr_assert_lt(th_now_ms(), end, "python did not start");
+		th_sleep_ms(10);
 	}
 	cr_assert_eq(agent_identity_read((uint32_t)host_pid, &idn), 0);
 	cr_assert_eq(waitpid(sh, &st, 0), sh);
 	made_pids[0] = 0;
 	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "python ended with 0x%x", st);
-	cr_assert_eq(agent_down(&e), 0);
+	cr_assert_eq(th_agent_down(&e), 0);
 	cr_assert_eq(th_tool_run(th_fmt("dump '%s'", agent_trace(&e)), &out), 0);
 	for (line = strtok((char *)out.p, "\n"); line; line = strtok(NULL, "\n")) {
 		if (!strstr(line, th_fmt("\"Pid\":%d,", host_pid)))
@@ -1213,7 +1114,7 @@ Test(agent, cpython_in_a_container_through_its_usdt_probes, .timeout = 120,
 /* ---- rotation ----------------------------------------------------------------- */
 
 /* The agent's traces, in the order they were written. */
-static size_t agent_traces(const struct env *e, char **out, size_t max)
+static size_t agent_traces(const struct th_agent_env *e, char **out, size_t max)
 {
 	struct dirent *de;
 	DIR *d = opendir(e->out);
@@ -1246,7 +1147,7 @@ static uint64_t dump_lines(const char *file, const char *a, const char *b)
 Test(agent, rotated_files_each_read_alone_and_together_hold_every_event, .timeout = 180,
      .fini = agent_fini)
 {
-	static struct env e;	/* the fini undoes it */
+	static struct th_agent_env e;	/* the fini undoes it */
 	char *more[] = { "--providers", "AgentTest", "--buffering-mode", "block", "--buffer-mb", "1",
 			 "--rotate-mb", "1", NULL };
 	char *traces[8];
@@ -1258,11 +1159,11 @@ Test(agent, rotated_files_each_read_alone_and_together_hold_every_event, .timeou
 	SKIP_MANY_WRITERS_UNDER_TSAN();
 
 	env_init(&e);
-	agent_up_argv(&e, more);
+	th_agent_up_argv(&e, more);
 	run_producer(&e, 4, 100000, &w, &d, &pid);
 	cr_assert_eq(w, 400000u);
 	cr_assert_eq(d, 0u);
-	cr_assert_eq(agent_down(&e), 0);
+	cr_assert_eq(th_agent_down(&e), 0);
 	/* a 1 MiB limit on some 7 MB of trace: several files, which together
 	 * hold every event once, each thread's counters running on from one
 	 * file into the next, and no loss in any */
@@ -1296,7 +1197,7 @@ Test(agent, rotated_files_each_read_alone_and_together_hold_every_event, .timeou
 Test(agent, periodic_rotation_names_every_process_again_and_losses_add_up, .timeout = 180,
      .fini = agent_fini)
 {
-	static struct env e;	/* the fini undoes it */
+	static struct th_agent_env e;	/* the fini undoes it */
 	char *more[] = { "--providers", "AgentTest", "--buffering-mode", "drop", "--buffer-mb", "1",
 			 "--rotate-s", "1", "--merge", NULL };
 	char *traces[64], *line = NULL;
@@ -1310,25 +1211,25 @@ Test(agent, periodic_rotation_names_every_process_again_and_losses_add_up, .time
 	SKIP_MANY_WRITERS_UNDER_TSAN();
 
 	env_init(&e);
-	agent_up_argv(&e, more);
+	th_agent_up_argv(&e, more);
 	/* one process that joins and stays, another that writes 2,000,000
 	 * events into 1 MiB and drops some */
-	sh = spawn_sh(th_fmt("RINGPIPE_AGENT='%s' exec '%s' AgentTest 1 0 idle", e.sock, producer_bin()),
+	sh = spawn_sh(th_fmt("RINGPIPE_AGENT='%s' exec '%s' AgentTest 1 0 idle", e.sock, th_producer_bin()),
 		      th_fmt("%s/idle.out", e.dir));
 	made_pids[0] = sh;
-	end = now_ms() + 10000;
+	end = th_now_ms() + 10000;
 	while (!idle) {
 		out.len = 0;
 		th_read_file(th_fmt("%s/idle.out", e.dir), &out);
 		if (out.len && (line = strstr(th_text(&out), "{\"pid\":")))
 			idle = atoi(line + 7);
-		cr_assert_lt(now_ms(), end, "the idle process did not join");
+		cr_assert_lt(th_now_ms(), end, "the idle process did not join");
 		if (!idle)
-			sleep_ms(20);
+			th_sleep_ms(20);
 	}
 	run_producer(&e, 2, 1000000, &w, &d, &pid);
 	cr_assert_eq(w + d, 2000000u);
-	sleep_ms(2500);
+	th_sleep_ms(2500);
 	{
 		/* status: the idle process is on its third file or later */
 		struct bytebuf st = { 0 };
@@ -1344,7 +1245,7 @@ Test(agent, periodic_rotation_names_every_process_again_and_losses_add_up, .time
 		cr_assert_geq(files, 3u, "%s", at);
 		bb_free(&st);
 	}
-	cr_assert_eq(agent_down(&e), 0);
+	cr_assert_eq(th_agent_down(&e), 0);
 	/* Drop across files: what was taken is in them, what was not is
 	 * counted in them, exactly */
 	c = count_ticks_all(&e, pid, &nf);
@@ -1451,14 +1352,14 @@ static uint64_t te_pid_sum(const struct bytebuf *te, pid_t pid)
 }
 
 /* A kubepods cgroup for a test container, made; its path in *cg. */
-static char *pod_cgroup(struct env *e, const char *mnt, const char *form, char uid[37])
+static char *pod_cgroup(struct th_agent_env *e, const char *mnt, const char *form, char uid[37])
 {
 	char uid_[37], *cg;
 	size_t i;
 	static unsigned nth;
 
 	snprintf(uid, 37, "%08x-%04x-4abc-8def-%012llx", (unsigned)getpid(), ++nth,
-		 (unsigned long long)now_ms());
+		 (unsigned long long)th_now_ms());
 	for (i = 0; i < 37; i++)
 		uid_[i] = uid[i] == '-' ? '_' : uid[i];
 	cg = th_fmt(form, mnt, uid_);
@@ -1473,7 +1374,7 @@ Test(agent, one_agent_one_run_finds_every_process_of_every_container, .timeout =
 	static const char id_demo[] = "a1a1a1a1b2b2b2b2c3c3c3c3d4d4d4d4e5e5e5e5f6f6f6f60707070718181818";
 	static const char id_app[] = "9f8e7d6c5b4a39281706f5e4d3c2b1a09f8e7d6c5b4a39281706f5e4d3c2b1a0";
 	static const char id_py[] = "31415926535897932384626433832795028841971693993751058209749445aa";
-	static struct env e;	/* the fini undoes it */
+	static struct th_agent_env e;	/* the fini undoes it */
 	const char *mnt = agent_cgroup2_mount(), *dll = th_dotnet_app(), *why = NULL;
 	char uid_demo[37], uid_app[37], uid_py[37], dllabs[4096], msg[256];
 	char *cg_demo, *cg_app, *cg_py, *f_app = NULL, *trace, *line;
@@ -1515,10 +1416,10 @@ Test(agent, one_agent_one_run_finds_every_process_of_every_container, .timeout =
 	/* on the host, before the agent: it waits for a session, and joins
 	 * when the agent comes */
 	pf = popen(th_fmt("RINGPIPE_AGENT='%s' '%s' AgentTest 2 30000 2>>'%s/producer.log'", e.sock,
-			  producer_bin(), e.dir), "r");
+			  th_producer_bin(), e.dir), "r");
 	cr_assert_not_null(pf);
-	sleep_ms(700);
-	agent_up_argv(&e, more);
+	th_sleep_ms(700);
+	th_agent_up_argv(&e, more);
 
 	/* after it, in their containers: the demo (joins through the socket
 	 * mounted in), a .NET 10 app (found through its own /tmp by its
@@ -1545,7 +1446,7 @@ Test(agent, one_agent_one_run_finds_every_process_of_every_container, .timeout =
 	/* and on the host, after it */
 	run_producer(&e, 2, 50000, &late_w, &late_d, &late);
 
-	end = now_ms() + 90000;
+	end = th_now_ms() + 90000;
 	while (!demo || !app || !py) {
 		if (!demo)
 			demo = find_in_cgroup(cg_demo, "ringpipe-demo");
@@ -1553,8 +1454,8 @@ Test(agent, one_agent_one_run_finds_every_process_of_every_container, .timeout =
 			app = find_in_cgroup(cg_app, "dotnet");
 		if (!py)
 			py = find_in_cgroup(cg_py, "python3.11");
-		cr_assert_lt(now_ms(), end, "not started: demo %d, app %d, python %d", demo, app, py);
-		sleep_ms(10);
+		cr_assert_lt(th_now_ms(), end, "not started: demo %d, app %d, python %d", demo, app, py);
+		th_sleep_ms(10);
 	}
 	cr_assert_eq(waitpid(sh_demo, &st, 0), sh_demo);
 	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the demo ended with 0x%x", st);
@@ -1581,7 +1482,7 @@ Test(agent, one_agent_one_run_finds_every_process_of_every_container, .timeout =
 	sscanf(strstr((char *)out.p, "ticks "), "ticks %llu", &app_said);
 	/* the .NET file is written once its stream has ended */
 	f_app = dotnet_file_of(&e, app);
-	cr_assert_eq(agent_down(&e), 0);
+	cr_assert_eq(th_agent_down(&e), 0);
 	trace = agent_trace(&e);
 
 	/* Block: every event each program wrote is in its file, on its host

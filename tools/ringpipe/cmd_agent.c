@@ -17,6 +17,7 @@
 #include "bpf_capture.h"
 #include "cmds.h"
 #include "collect.h"
+#include "egress.h"
 #include "config.h"
 #include "tool_util.h"
 
@@ -52,6 +53,24 @@ static const char agent_usage[] =
 "  --sample HZ             CPU samples with kernel and user stacks of every process\n"
 "                          (these three go to the agent's own trace; each event\n"
 "                          carries its Pid and CgroupId)\n"
+"  --clickhouse URL        also ship every finished file to ClickHouse's HTTP\n"
+"                          interface (http://HOST[:PORT]/?database=NAME; create the\n"
+"                          tables with 'ringpipe fleet init'): batches of at most\n"
+"                          50,000 events, spooled on disk before they are sent,\n"
+"                          sent again until acknowledged, each row exactly once;\n"
+"                          files rotate every second unless --rotate-s says otherwise\n"
+"  --clickhouse-user U     the ClickHouse user (default: the URL's, else default)\n"
+"  --clickhouse-password-file F\n"
+"                          the password, the first line of F\n"
+"  --clickhouse-dialect D  legacy (before 22) or current: the tables' types, so that\n"
+"                          batches are made before the server first answers\n"
+"                          (default: from the server's version)\n"
+"  --host-id NAME          the host's name in every row (default: the host name)\n"
+"  --spool-dir DIR         where batches wait until acknowledged (default:\n"
+"                          OUTPUT-DIR/spool); a restarted agent sends what it finds\n"
+"  --spool-mb N            the spool's size (default 256); when it is full, Block\n"
+"                          processes park until it has room, and the events of Drop\n"
+"                          processes are counted as lost (reason egress_full)\n"
 "  --quiet                 no progress lines\n"
 "\n"
 "Output: one nettrace V6 file per process, every event on its host pid\n"
@@ -62,6 +81,60 @@ static const char agent_usage[] =
 "container. 'ringpipe report' reads each. See Documentation/agent.md.\n";
 
 #define MAX_USDT 16
+
+/* The --clickhouse family: 1 when opt is not one of them, 0 when taken,
+ * 2 after saying what is wrong */
+static int egress_option(struct egress_opts *eo, const char *opt, const char *v)
+{
+	static const char *const names[] = {
+		"--clickhouse", "--clickhouse-user", "--clickhouse-password-file",
+		"--clickhouse-dialect", "--host-id", "--spool-dir", "--spool-mb",
+	};
+	const char **slots[] = { &eo->url, &eo->user, &eo->password_file, &eo->dialect,
+				 &eo->host_id, &eo->spool_dir, NULL };
+	uint64_t mb;
+	size_t i;
+
+	for (i = 0; i < sizeof(names) / sizeof(names[0]) && strcmp(opt, names[i]); i++)
+		;
+	if (i == sizeof(names) / sizeof(names[0]))
+		return 1;
+	if (!v || !*v)
+		return tool_err("agent", "option '%s' needs a value (see --help)", opt), 2;
+	if (slots[i]) {
+		*slots[i] = v;
+	} else {
+		if (tool_parse_u64(v, 1u << 20, &mb) || !mb)
+			return tool_err("agent", "--spool-mb must be 1 to 1048576 (MiB), not '%s'", v), 2;
+		eo->spool_bytes = mb << 20;
+	}
+	if (eo->dialect && strcmp(eo->dialect, "legacy") && strcmp(eo->dialect, "current"))
+		return tool_err("agent", "--clickhouse-dialect must be legacy or current, not '%s'",
+				eo->dialect), 2;
+	return 0;
+}
+
+/* --clickhouse's defaults, once every option is read */
+static int egress_finish(struct agent_opts *o, struct egress_opts *eo, char *spool, size_t len)
+{
+	if (!eo->url) {
+		if (eo->user || eo->password_file || eo->dialect || eo->host_id || eo->spool_dir ||
+		    eo->spool_bytes)
+			return tool_err("agent", "the --clickhouse-*, --host-id and --spool-* options "
+					"need --clickhouse URL"), 2;
+		return 0;
+	}
+	if (!eo->spool_dir) {
+		snprintf(spool, len, "%s/spool", o->out_dir);
+		eo->spool_dir = spool;
+	}
+	eo->quiet = o->quiet;
+	/* batches leave about once a second: a file is shipped once finished */
+	if (!o->rotate_s)
+		o->rotate_s = 1;
+	o->egress = eo;
+	return 0;
+}
 
 static volatile sig_atomic_t stop_signal;
 
@@ -103,6 +176,8 @@ static int cmd_status(int argc, char **argv)
 int cmd_agent(int argc, char **argv)
 {
 	struct agent_opts o = { .sz = sizeof(o), .out_dir = "ringpipe-agent" };
+	struct egress_opts eo = { .sz = sizeof(eo) };
+	char spool[4096];
 	struct rp_capture_opts co = { .sz = sizeof(co) };
 	const char *usdt[MAX_USDT];
 	uint64_t duration = 0, mb;
@@ -128,6 +203,12 @@ int cmd_agent(int argc, char **argv)
 		}
 		if (!strcmp(opt, "--merge")) {
 			o.merge = true;
+			continue;
+		}
+		if (egress_option(&eo, opt, v) != 1) {
+			if (egress_option(&eo, opt, v))
+				return 2;
+			i++;
 			continue;
 		}
 		if (strcmp(opt, "--providers") && strcmp(opt, "--buffering-mode") &&
@@ -191,6 +272,8 @@ int cmd_agent(int argc, char **argv)
 			return tool_err("agent", "--duration must be a time such as 30s or 5m, not '%s'", v), 2;
 		}
 	}
+	if (egress_finish(&o, &eo, spool, sizeof(spool)))
+		return 2;
 	if (!o.providers && !o.dotnet && !o.capture && !o.sample_hz)
 		return tool_err("agent", "nothing to collect: give --providers, --dotnet, --kernel, "
 				"--usdt or --sample (see --help)"), 2;

@@ -2,7 +2,9 @@
 /*
  * ringpipe fleet: the ClickHouse side of the fleet. `init` creates the
  * schema of lib/fleet_schema.h in the dialect the server's version calls
- * for; `query` runs a statement and prints the answer.
+ * for; `query` runs a statement and prints the answer; `check` says
+ * whether every batch the agents sent is whole and there once
+ * (fleet_check.h).
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -13,6 +15,7 @@
 
 #include "clickhouse.h"
 #include "cmds.h"
+#include "fleet_check.h"
 #include "fleet_schema.h"
 #include "tool_util.h"
 
@@ -20,6 +23,7 @@ static const char fleet_usage[] =
 "usage: ringpipe fleet init --clickhouse URL [--cluster NAME] [--dialect legacy|current]\n"
 "                           [--print] [CREDENTIALS]\n"
 "       ringpipe fleet query --clickhouse URL [--format FORMAT] [CREDENTIALS] SQL\n"
+"       ringpipe fleet check --clickhouse URL [--host H] [CREDENTIALS]\n"
 "\n"
 "URL is ClickHouse's HTTP interface: http://HOST[:PORT]/[?database=NAME&user=U\n"
 "&password=P&SETTING=VALUE...] (port 8123 and database " CH_DEFAULT_DATABASE " by default;\n"
@@ -41,14 +45,21 @@ static const char fleet_usage[] =
 "       them (with --dialect it needs no server).\n"
 "query  runs SQL in the URL's database and prints the server's answer, in\n"
 "       FORMAT (default TabSeparatedWithNames; a FORMAT clause in SQL wins).\n"
+"check  for every host (or H), agent run and stream the agents shipped: the\n"
+"       batches run 1, 2, ... without a gap, each has one manifest row, and\n"
+"       the events and losses tables hold exactly the rows its manifest says.\n"
+"       Prints a line per host and agent run (streams, batches, events, events\n"
+"       lost, problems) and each problem in words. Run it once the agents\n"
+"       have shipped: a batch still in flight shows as a problem.\n"
 "\n"
-"Exit status: 0 on success; 1 when the server cannot be reached or refuses\n"
-"the statement (its message is printed); 2 on a usage error.\n"
+"Exit status: 0 on success (check: everything is accounted for); 1 when the\n"
+"server cannot be reached or refuses the statement (its message is printed),\n"
+"or check found a problem; 2 on a usage error.\n"
 "See Documentation/fleet.md for the schema.\n";
 
 struct fleet_args {
-	const char *sub;		/* "init" or "query" */
-	const char *url, *cluster, *dialect, *user, *password, *password_file, *format;
+	const char *sub;		/* "init", "query" or "check" */
+	const char *url, *cluster, *dialect, *user, *password, *password_file, *format, *host;
 	const char *sql;
 	uint64_t timeout_s;
 	bool print;
@@ -68,6 +79,7 @@ static const struct fleet_value_option {
 	{ "--cluster", offsetof(struct fleet_args, cluster), "init" },
 	{ "--dialect", offsetof(struct fleet_args, dialect), "init" },
 	{ "--format", offsetof(struct fleet_args, format), "query" },
+	{ "--host", offsetof(struct fleet_args, host), "check" },
 };
 
 static const char **fleet_value_slot(struct fleet_args *a, const char *opt)
@@ -275,6 +287,30 @@ static int fleet_query(const struct fleet_args *a)
 	return rc;
 }
 
+static int fleet_run_check(const struct fleet_args *a)
+{
+	struct ch_client client;
+	struct fleet_check_totals t;
+	char err[4096];
+	int rc = fleet_connect(a, &client);
+
+	if (rc)
+		return rc;
+	client.use_database = false;
+	rc = fleet_check(&client, a->host, stdout, &t, err, sizeof(err));
+	if (rc)
+		rc = tool_err("fleet", "check: %s%s", err, strstr(err, "Code: 60,") ||
+			      strstr(err, "Code: 81,") ? "\n  (no fleet tables there: 'ringpipe "
+			      "fleet init' creates them)" : "");
+	else if (t.problems)
+		printf("%llu problems: not everything is accounted for\n", t.problems), rc = 1;
+	else
+		printf("all accounted for: %llu batches in %llu streams of %llu agent runs, %llu "
+		       "events, %llu lost\n", t.batches, t.streams, t.runs, t.events, t.lost);
+	ch_client_free(&client);
+	return rc;
+}
+
 int cmd_fleet(int argc, char **argv)
 {
 	struct fleet_args a = { 0 };
@@ -284,11 +320,13 @@ int cmd_fleet(int argc, char **argv)
 		fputs(fleet_usage, argc < 2 ? stderr : stdout);
 		return argc < 2 ? 2 : 0;
 	}
-	if (strcmp(argv[1], "init") && strcmp(argv[1], "query"))
-		return tool_err("fleet", "unknown subcommand '%s' (init or query; see --help)",
-				argv[1]), 2;
+	if (strcmp(argv[1], "init") && strcmp(argv[1], "query") && strcmp(argv[1], "check"))
+		return tool_err("fleet", "unknown subcommand '%s' (init, query or check; see "
+				"--help)", argv[1]), 2;
 	rc = fleet_parse(&a, argc - 1, argv + 1);
 	if (rc)
 		return rc == 1 ? 0 : rc;
+	if (!strcmp(a.sub, "check"))
+		return fleet_run_check(&a);
 	return !strcmp(a.sub, "init") ? fleet_init(&a) : fleet_query(&a);
 }

@@ -166,6 +166,7 @@ struct drainer {
 	size_t nmeta_ids;
 	uint64_t last_ts;
 	uint64_t last_sp_ns;
+	uint64_t last_held_pass_ns;	/* drain_hold: the last pass let through */
 	uint64_t unflushed_ns;	/* CLOCK_MONOTONIC when the open blocks got
 				 * their first event, 0: nothing unflushed */
 	uint64_t written;	/* events serialized (stats.events_written) */
@@ -1403,6 +1404,29 @@ static void rotate(struct drainer *d)
 	s->rotate_err = err;
 }
 
+/*
+ * rp_session_hold_drain(): is this pass skipped? A producer in another
+ * process takes a drainer that frees nothing for PARK_MAX_TIMEOUTS (4)
+ * timeouts as dead and drops from then on, so a held session still gets
+ * one pass every HELD_PASS_TIMEOUTS timeouts: its producers park most of
+ * the time, moving a ring's worth per period, and never give up. The flag
+ * only says whether to read the rings, it publishes nothing: relaxed, read
+ * anew every pass.
+ */
+#define HELD_PASS_TIMEOUTS 2u
+static bool held_now(struct drainer *d, const struct rp_shm_session *h)
+{
+	uint64_t now, period = HELD_PASS_TIMEOUTS * rp_load_relaxed(&h->drainer_timeout_ns);
+
+	if (rp_likely(!rp_load_relaxed(&d->s->drain_hold)))
+		return false;
+	now = rp_clock_mono_ns();
+	if (now - d->last_held_pass_ns < period)
+		return true;
+	d->last_held_pass_ns = now;
+	return false;
+}
+
 static void *drainer_main(void *arg)
 {
 	struct drainer *d = arg;
@@ -1439,11 +1463,12 @@ static void *drainer_main(void *arg)
 
 		d->pass++;	/* loss_budget() samples anew */
 
-		if (rp_unlikely(rp_load_relaxed(&rp_drain_pause) || rp_load_relaxed(&rp_drain_freeze)) &&
-		    !stopping) {
+		if (rp_unlikely(rp_load_relaxed(&rp_drain_pause) || rp_load_relaxed(&rp_drain_freeze) ||
+				held_now(d, h)) && !stopping) {
 			struct timespec ts = { 0, 1000000 };
 
-			/* test hooks: paused still beats its heart, frozen looks dead */
+			/* held and the test hook paused still beat the heart,
+			 * the hook frozen looks dead */
 			if (!rp_load_relaxed(&rp_drain_freeze))
 				heartbeat(d);
 			nanosleep(&ts, NULL);

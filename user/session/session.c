@@ -415,6 +415,12 @@ int rp_remote_session_end(struct rp_session *s, const struct thread_final *final
 	return err;
 }
 
+void rp_session_hold_drain(struct rp_session *s, bool hold)
+{
+	/* the drainer reads it every pass; it orders nothing (drain.c) */
+	rp_store_relaxed(&s->drain_hold, hold ? 1 : 0);
+}
+
 int rp_session_rotate(struct rp_session *s, int new_fd)
 {
 	int old;

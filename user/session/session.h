@@ -109,6 +109,8 @@ struct rp_session {
 	bool is_socket;
 	bool deferred;			/* RP_SESSION_DEFERRED: drained only at stop */
 	int held;			/* atomic: started held, nothing written yet */
+	/* atomic: rp_session_hold_drain(); not drained, its heart still beating */
+	int drain_hold;
 	/* enable callbacks held back until rp_session_release() */
 	struct rp_provider **held_cbs;
 	const struct rp_provider_config **held_cfgs;
@@ -217,6 +219,20 @@ struct rp_session *rp_remote_session_start(struct rp_shm *shm, const struct rp_r
  * frees s. stats (may be NULL) receives the session's figures first. */
 int rp_remote_session_end(struct rp_session *s, const struct thread_final *finals, size_t n,
 			  struct rp_session_stats *stats);
+
+/*
+ * Throttles the draining of s while hold is true, and drains at full speed
+ * again when it is false: the agent's egress is full, and a Block
+ * session's producers must park (as they do on a full ring) rather than
+ * have their events dropped further down. The drainer goes on beating its
+ * heart and lets one pass through every two drainer timeouts, so that
+ * producers in another process, which take a drainer that frees nothing
+ * for four timeouts as dead, never fall back to dropping; they move a
+ * ring's worth per period. Stopping the session drains it whatever the
+ * hold. A held session should not be rotated: rp_session_rotate() waits
+ * for the next pass.
+ */
+void rp_session_hold_drain(struct rp_session *s, bool hold);
 
 /*
  * Rotation: the trace goes on in new_fd, a stream of its own (header,

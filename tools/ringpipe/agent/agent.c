@@ -37,6 +37,7 @@
 #include "bpf_capture.h"
 #include "clock.h"
 #include "dotnet.h"
+#include "egress.h"
 #include "agent_report.h"
 #include "hmap.h"
 #include "identity.h"
@@ -61,6 +62,9 @@
 /* A process whose connection closed: how long it may take to become a
  * zombie (it closed its files first) before it is taken as alive */
 #define ZOMBIE_WAIT_MS 200
+/* agent_stop(): how long the egress may take to ship what is left; the
+ * rest stays in its spool for the next run */
+#define EGRESS_STOP_WAIT_MS 30000
 
 enum conn_kind { CONN_NEW, CONN_PROC, CONN_STATUS };
 
@@ -86,6 +90,7 @@ struct conn {
 	uint64_t file_bytes0;		/* the session's bytes when its file began */
 	uint32_t files;			/* its files so far (rotation) */
 	int next_file;			/* open_next()'s */
+	bool drain_held;		/* not drained: the egress is full */
 	struct conn *next;
 };
 
@@ -144,6 +149,8 @@ struct agent {
 	struct dn_seen { uint32_t pid; uint64_t start; bool ended; } *dn_seen;
 	size_t ndn_seen;
 	uint64_t last_dn_ns;
+	struct egress *eg;		/* NULL: no --clickhouse */
+	bool egress_holding;		/* Block sessions held for the egress */
 };
 
 static void say(const struct agent *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -161,6 +168,13 @@ static void say(const struct agent *a, const char *fmt, ...)
 }
 
 /* ---- the agent's own events ---------------------------------------------- */
+
+/* Are the processes' events Drop-mode ones, which the egress may count as
+ * lost when it is full, rather than hold their producers? */
+static bool conn_droppable(const struct agent *a)
+{
+	return a->o.buffering != RP_BUFFERING_BLOCK;
+}
 
 static const struct rp_field process_fields[] = {
 	{ "Pid", RP_TYPE_U32, 0, 0, NULL },
@@ -405,7 +419,8 @@ static void emit_end(struct agent *a, uint32_t pid, uint64_t start, const char *
 	emit_built(a->ev_end, &b);
 }
 
-static void closed_add(struct agent *a, const char *path);
+static void closed_add(struct agent *a, const char *path, const struct agent_identity *id,
+		       bool droppable);
 
 static void emit_file(struct agent *a, uint32_t pid, uint64_t start, const char *file)
 {
@@ -691,7 +706,7 @@ static void conn_end(struct agent *a, struct conn *c, bool answer)
 		if (c->out_fd >= 0 && close(c->out_fd))
 			a->output_failed = 1;
 		c->out_fd = -1;
-		closed_add(a, c->file);
+		closed_add(a, c->file, c->have_id ? &c->id : NULL, conn_droppable(a));
 		if (answer && c->stopping)
 			send_hdr(c->fd, RP_AM_DRAINED);
 		emit_end(a, c->pid, c->id.start_time, c->how, c->exit_status, &c->st, 0);
@@ -926,7 +941,7 @@ static void dotnet_poll(struct agent *a, bool final)
 			emit_end(a, v[i].pid, v[i].start_time, how, -1, &st,
 				 v[i].lost > 0 ? (uint64_t)v[i].lost : 0);
 			if (v[i].state == AGENT_DN_ENDED)
-				closed_add(a, v[i].file);
+				closed_add(a, v[i].file, NULL, conn_droppable(a));
 		}
 	}
 }
@@ -1041,11 +1056,15 @@ static void name_seen(struct agent *a)
 
 /* ---- merged files (--merge) ------------------------------------------------- */
 
-/* A trace finished: it goes into the period's merged file. */
-static void closed_add(struct agent *a, const char *path)
+/* A trace finished: it goes to ClickHouse, and into the period's merged
+ * file. id: the process whose file it is, NULL for a file of many. */
+static void closed_add(struct agent *a, const char *path, const struct agent_identity *id,
+		       bool droppable)
 {
 	char *p;
 
+	if (a->eg && path[0])
+		egress_file(a->eg, path, id, droppable);
 	if (!a->o.merge || !path[0])
 		return;
 	p = strdup(path);
@@ -1185,7 +1204,7 @@ static void rotate_conn(struct agent *a, struct conn *c)
 	c->out_fd = fd;
 	c->file_bytes0 = bytes_of(c->rs);
 	c->files++;
-	closed_add(a, old);
+	closed_add(a, old, c->have_id ? &c->id : NULL, conn_droppable(a));
 	emit_file(a, c->pid, c->id.start_time, c->file);
 }
 
@@ -1210,7 +1229,7 @@ static void rotate_trace(struct agent *a)
 		unlink(path);
 		return;
 	}
-	closed_add(a, a->trace_file);
+	closed_add(a, a->trace_file, NULL, false);
 	pthread_mutex_lock(&a->lock);
 	memcpy(a->trace_file, path, sizeof(path));
 	pthread_mutex_unlock(&a->lock);
@@ -1244,7 +1263,7 @@ static void rotate_check(struct agent *a, uint64_t now)
 		return;
 	a->last_size_ns = now;
 	for (c = a->live; c; c = c->next)
-		if (c->kind == CONN_PROC && c->rs &&
+		if (c->kind == CONN_PROC && c->rs && !c->drain_held &&
 		    (period || (a->o.rotate_bytes &&
 				bytes_of(c->rs) - c->file_bytes0 >= a->o.rotate_bytes)))
 			rotate_conn(a, c);
@@ -1252,6 +1271,27 @@ static void rotate_check(struct agent *a, uint64_t now)
 		rotate_trace(a);
 	if (period && a->o.merge)
 		merge_start(a, false);
+}
+
+/* ---- the egress's room ------------------------------------------------------ */
+
+/* While the egress is full, Block sessions are not drained, so that their
+ * producers park; Drop sessions go on and the egress counts what it
+ * cannot take. A process that joins meanwhile is held at its first look. */
+static void hold_check(struct agent *a)
+{
+	bool full = egress_full(a->eg) && !conn_droppable(a);
+	struct conn *c;
+
+	if (full != a->egress_holding)
+		say(a, full ? "the egress is full: Block processes are not drained until it has room"
+			    : "the egress has room again: every process is drained");
+	a->egress_holding = full;
+	for (c = a->live; c; c = c->next)
+		if (c->kind == CONN_PROC && c->rs && c->drain_held != full) {
+			rp_session_hold_drain(c->rs, full);
+			c->drain_held = full;
+		}
 }
 
 /* ---- the loop -------------------------------------------------------------- */
@@ -1314,6 +1354,7 @@ static void *agent_main(void *arg)
 			dotnet_poll(a, false);
 		}
 		name_seen(a);
+		hold_check(a);
 		rotate_check(a, now);
 		merge_reap(a, false);
 	}
@@ -1390,6 +1431,8 @@ struct agent *agent_start(const struct agent_opts *uo)
 	}
 	if (open_trace(a))
 		goto fail;
+	if (a->o.egress && !(a->eg = egress_start(a->o.egress)))
+		goto fail;
 	a->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (a->wake_fd < 0 || listen_on(a))
 		goto fail;
@@ -1424,6 +1467,7 @@ fail:
 	if (a->trace)
 		rp_session_stop(a->trace);
 	rp_capture_close(a->cap);
+	egress_stop(a->eg, 0);
 	free(a);
 	return NULL;
 }
@@ -1472,9 +1516,12 @@ int agent_stop(struct agent *a)
 	rp_session_stop(a->trace);
 	rp_capture_close(a->cap);
 	a->cap = NULL;
-	closed_add(a, a->trace_file);
+	closed_add(a, a->trace_file, NULL, false);
 	merge_start(a, true);
 	rc = a->output_failed ? 1 : 0;
+	if (egress_stop(a->eg, EGRESS_STOP_WAIT_MS))
+		rc = 1;
+	a->eg = NULL;
 	say(a, "stopped; the agent's trace is %s", a->trace_file);
 	while (a->ended) {
 		c = a->ended;
@@ -1626,7 +1673,13 @@ static void status_text(struct agent *a, bool json, struct bytebuf *b)
 		}
 	}
 	if (json)
-		bb_printf(b, "]}\n");
+		bb_printf(b, "]");
+	if (a->eg) {
+		bb_printf(b, "%s", json ? ",\"egress\":" : "");
+		egress_status(a->eg, json, b);
+	}
+	if (json)
+		bb_printf(b, "}\n");
 }
 
 int agent_status_query(const char *path, bool json, struct bytebuf *out)

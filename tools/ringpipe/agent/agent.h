@@ -42,9 +42,12 @@ struct agent_opts {
 	 * run) merged into one multi-process file, AGENT_MERGED_PREFIX
 	 * PID_DATE[.N].nettrace, once the period's files are finished */
 	bool merge;
+	/* also ship every finished file to ClickHouse (egress.h); NULL: no */
+	const struct egress_opts *egress;
 };
 
 struct rp_capture_opts;
+struct egress_opts;
 
 struct agent;
 

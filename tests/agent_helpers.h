@@ -1,0 +1,120 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What the agent's tests share (test_agent.c, test_fleet_egress.c): a real
+ * `ringpipe agent` on a private socket, started with options and stopped
+ * with SIGTERM, and the producer program beside the test binary.
+ */
+#ifndef RINGPIPE_TEST_AGENT_HELPERS_H
+#define RINGPIPE_TEST_AGENT_HELPERS_H
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "helpers.h"
+
+static inline char *th_test_dir(void)
+{
+	static char d[4096];
+	ssize_t n = readlink("/proc/self/exe", d, sizeof(d) - 1);
+
+	cr_assert_gt(n, 0);
+	d[n] = 0;
+	*strrchr(d, '/') = 0;
+	return d;
+}
+
+static inline char *th_producer_bin(void)
+{
+	return th_fmt("%s/agent_producer", th_test_dir());
+}
+
+static inline uint64_t th_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static inline void th_sleep_ms(int ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000 };
+
+	nanosleep(&ts, NULL);
+}
+
+struct th_agent_env {
+	char *dir, *out, *sock;
+	pid_t agent;
+};
+
+static inline pid_t th_spawn(char *const argv[], char *const extra_env[], const char *log)
+{
+	pid_t pid = fork();
+
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		int i, fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+
+		if (fd >= 0) {
+			dup2(fd, 2);
+			close(fd);
+		}
+		for (i = 0; extra_env && extra_env[i]; i++)
+			putenv(extra_env[i]);
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	return pid;
+}
+
+/* `ringpipe agent --socket S --output-dir D` and the NULL-ended options
+ * in more[], until it answers. */
+static inline void th_agent_up_argv(struct th_agent_env *e, char *const more[])
+{
+	char *argv[32] = { (char *)th_tool(), "agent", "--socket", e->sock, "--output-dir", e->out };
+	uint64_t end = th_now_ms() + 10000;
+	struct stat st;
+	size_t n = 6, i;
+
+	for (i = 0; more[i]; i++) {
+		cr_assert_lt(n, 31u);
+		argv[n++] = more[i];
+	}
+	argv[n] = NULL;
+	e->agent = th_spawn(argv, NULL, th_fmt("%s/agent.log", e->dir));
+	while (stat(e->sock, &st) || !S_ISSOCK(st.st_mode)) {
+		cr_assert_lt(th_now_ms(), end, "the agent did not create %s", e->sock);
+		th_sleep_ms(10);
+	}
+	/* a socket left by an earlier agent: wait until this one answers */
+	for (;;) {
+		struct bytebuf b = { 0 };
+		int err = agent_status_query(e->sock, false, &b);
+
+		bb_free(&b);
+		if (!err)
+			break;
+		cr_assert_lt(th_now_ms(), end, "the agent does not answer on %s", e->sock);
+		th_sleep_ms(10);
+	}
+}
+
+static inline int th_agent_down(struct th_agent_env *e)
+{
+	int st = 0;
+
+	if (e->agent <= 0)
+		return 0;
+	kill(e->agent, SIGTERM);
+	cr_assert_eq(waitpid(e->agent, &st, 0), e->agent);
+	e->agent = 0;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+#endif /* RINGPIPE_TEST_AGENT_HELPERS_H */

@@ -1,0 +1,387 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The agent's ClickHouse egress end to end (agent/egress.c): a real
+ * clickhouse-server on loopback (clickhouse_node.h), a real `ringpipe
+ * agent --clickhouse`, real producers (agent_producer.c) on the host and in
+ * a kubepods-style container. Every count is what the programs said they
+ * wrote, held against the rows in ClickHouse, against the agent's own
+ * nettrace files, and against `ringpipe fleet check`. Without the server
+ * these tests skip, with the reason, unless RINGPIPE_REQUIRE_FLEET=1.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+
+#include "agent_helpers.h"
+#include "clickhouse.h"
+#include "clickhouse_node.h"
+#include "helpers.h"
+#include "identity.h"
+#include "nettrace.h"
+
+#define MAX_AGENTS 2
+
+static struct th_ch_node node;
+static struct th_agent_env agents[MAX_AGENTS];
+static pid_t started[4];	/* producers a test started */
+static char *made_cgroup;
+
+/* Whatever a test started goes, also when an assertion ended it early */
+static void egress_fini(void)
+{
+	size_t i;
+
+	for (i = 0; i < 4; i++)
+		if (started[i] > 0) {
+			kill(started[i], SIGKILL);
+			waitpid(started[i], NULL, 0);
+			started[i] = 0;
+		}
+	for (i = 0; i < MAX_AGENTS; i++) {
+		if (agents[i].agent > 0) {
+			kill(agents[i].agent, SIGKILL);
+			waitpid(agents[i].agent, NULL, 0);
+			agents[i].agent = 0;
+		}
+		if (agents[i].dir && !getenv("RINGPIPE_KEEP"))
+			th_rmdir(agents[i].dir);
+		agents[i].dir = NULL;
+	}
+	th_ch_stop(&node);
+	if (made_cgroup) {
+		for (i = 0; i < 100 && rmdir(made_cgroup) && errno == EBUSY; i++)
+			th_sleep_ms(10);
+		free(made_cgroup);
+		made_cgroup = NULL;
+	}
+}
+
+static struct th_agent_env *agent_env(size_t i)
+{
+	struct th_agent_env *e = &agents[i];
+
+	memset(e, 0, sizeof(*e));
+	e->dir = th_tmpdir();
+	cr_assert_not_null(e->dir);
+	e->out = th_fmt("%s/out", e->dir);
+	e->sock = th_fmt("%s/agent.sock", e->dir);
+	return e;
+}
+
+static void fleet_init(void)
+{
+	struct bytebuf out = { 0 };
+
+	cr_assert_eq(th_tool_run(th_fmt("fleet init --clickhouse '%s'", node.url), &out), 0,
+		     "fleet init: %s", th_text(&out));
+	bb_free(&out);
+}
+
+/* The first line of the answer to sql, which must succeed */
+static char *ask(const char *sql)
+{
+	struct ch_client c;
+	struct ch_target t;
+	char err[2048], line[4096];
+
+	cr_assert_eq(ch_target_parse(&t, node.url, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(ch_client_init(&c, &t, 10000), 0);
+	cr_assert_eq(ch_query_line(&c, sql, line, sizeof(line), err, sizeof(err)), 0,
+		     "expected '%s' to succeed: %s", sql, err);
+	ch_client_free(&c);
+	return th_fmt("%s", line);
+}
+
+static uint64_t ask_u64(const char *sql)
+{
+	return strtoull(ask(sql), NULL, 10);
+}
+
+/* `ringpipe fleet check`: its exit status, its output in out */
+static int fleet_check(const char *host, struct bytebuf *out)
+{
+	return th_tool_run(th_fmt("fleet check --clickhouse '%s' --host '%s'", node.url, host), out);
+}
+
+/* A producer run through sh: RINGPIPE_AGENT=SOCK PRODUCER AgentTest T N
+ * [MORE], behind prefix (a cgroup, a namespace), its JSON line into out_file */
+static pid_t producer_start_more(const struct th_agent_env *e, const char *prefix, int threads,
+				 long events, const char *more, const char *out_file)
+{
+	char *cmd = th_fmt("%s env RINGPIPE_AGENT='%s' '%s' AgentTest %d %ld %s > '%s'", prefix,
+			   e->sock, th_producer_bin(), threads, events, more, out_file);
+	char *argv[] = { "/bin/sh", "-c", cmd, NULL };
+
+	return th_spawn(argv, NULL, th_fmt("%s/producer.log", e->dir));
+}
+
+static pid_t producer_start(const struct th_agent_env *e, const char *prefix, int threads,
+			    long events, const char *out_file)
+{
+	return producer_start_more(e, prefix, threads, events, "", out_file);
+}
+
+/* What a paced producer wrote so far, from its progress file (rewritten
+ * every 50 ms: one caught empty is read again) */
+static uint64_t progress_of(const char *file)
+{
+	int i;
+
+	for (i = 0; i < 100; i++) {
+		struct bytebuf b = { 0 };
+		bool whole = !th_read_file(file, &b) && b.len && b.p[b.len - 1] == '\n';
+		uint64_t n = whole ? strtoull(th_text(&b), NULL, 10) : 0;
+
+		bb_free(&b);
+		if (whole)
+			return n;
+		th_sleep_ms(2);
+	}
+	return 0;
+}
+
+struct said {
+	int pid;		/* as the producer sees itself */
+	unsigned long long written, dropped;
+};
+
+/* Waits for a producer's end: what its JSON line says */
+static struct said producer_wait(pid_t pid, const char *out_file, int timeout_ms)
+{
+	uint64_t end = th_now_ms() + (uint64_t)timeout_ms;
+	struct bytebuf b = { 0 };
+	struct said s = { 0 };
+	int st = 0;
+
+	while (waitpid(pid, &st, WNOHANG) == 0) {
+		cr_assert_lt(th_now_ms(), end, "the producer did not end within %d ms", timeout_ms);
+		th_sleep_ms(20);
+	}
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the producer failed: status 0x%x", st);
+	cr_assert_eq(th_read_file(out_file, &b), 0);
+	cr_assert_eq(sscanf(th_text(&b), "{\"pid\":%d,\"written\":%llu,\"dropped\":%llu,", &s.pid,
+			    &s.written, &s.dropped), 3, "%s", th_text(&b));
+	bb_free(&b);
+	return s;
+}
+
+/* The events of pid in every trace file of dir, read back with our reader */
+static uint64_t local_events(const char *dir, int pid)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	uint64_t n = 0;
+
+	cr_assert_not_null(d, "%s: %s", dir, strerror(errno));
+	while ((de = readdir(d))) {
+		struct nt_reader *r;
+		struct nt_rec rec;
+		int rc;
+
+		if (!strstr(de->d_name, ".nettrace"))
+			continue;
+		r = nt_reader_open(th_fmt("%s/%s", dir, de->d_name));
+		cr_assert_not_null(r, "%s", de->d_name);
+		while ((rc = nt_reader_next(r, &rec)) > 0)
+			n += rec.pid == pid;
+		cr_assert_eq(rc, 0, "%s: %s", de->d_name, nt_reader_errmsg(r));
+		nt_reader_free(r);
+	}
+	closedir(d);
+	return n;
+}
+
+static void agent_up_clickhouse(struct th_agent_env *e, const char *host, const char *mode,
+				const char *buffer_mb, const char *spool_mb)
+{
+	char *more[] = { "--providers", "AgentTest", "--buffering-mode", (char *)mode,
+			 "--buffer-mb", (char *)buffer_mb, "--clickhouse", node.url,
+			 "--clickhouse-dialect", "legacy", "--host-id", (char *)host,
+			 "--spool-mb", (char *)spool_mb, NULL };
+
+	th_agent_up_argv(e, more);
+}
+
+/* A kubepods-style cgroup of a burstable pod's containerd container */
+static char *pod_container(const char *mnt, const char *id, char uid[37])
+{
+	char uid_[37];
+	size_t i;
+
+	snprintf(uid, 37, "%08x-2222-4333-8444-%012llx", (unsigned)getpid(),
+		 (unsigned long long)th_now_ms());
+	for (i = 0; i < 37; i++)
+		uid_[i] = uid[i] == '-' ? '_' : uid[i];
+	return th_fmt("%s/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod%s.slice/"
+		      "cri-containerd-%s.scope", mnt, uid_, id);
+}
+
+static uint64_t rows_of_pid(const char *table, const char *what, const char *host, uint64_t pid)
+{
+	return ask_u64(th_fmt("SELECT %s FROM ringpipe.%s WHERE host = '%s' AND pid = %" PRIu64,
+			      what, table, host, pid));
+}
+
+Test(fleet_egress, every_event_lands_once_and_on_its_container, .timeout = 300,
+     .fini = egress_fini)
+{
+	static const char id[] = "5d1e2f3a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f9a0b1c2d3e4f5a";
+	const char *mnt = agent_cgroup2_mount();
+	struct th_agent_env *e;
+	struct bytebuf out = { 0 };
+	char uid[37], *cg, *line;
+	struct said host_said, pod_said;
+	pid_t hp, pp;
+	uint64_t pod_pid;
+
+	TH_NEED_CLICKHOUSE();
+	if (geteuid() != 0 || !mnt || system("command -v unshare >/dev/null 2>&1"))
+		cr_skip_test("needs root, a cgroup2 mount and unshare(1) to make a container");
+	th_ch_init(&node);
+	th_ch_start(&node, NULL);
+	fleet_init();
+	e = agent_env(0);
+	agent_up_clickhouse(e, "egress-a", "block", "4", "256");
+	cg = pod_container(mnt, id, uid);
+	cr_assert_eq(system(th_fmt("mkdir -p '%s'", cg)), 0);
+	made_cgroup = strdup(cg);
+	hp = started[0] = producer_start(e, "", 2, 60000, th_fmt("%s/host.json", e->dir));
+	/* into the cgroup first, then a pid and mount namespace of its own */
+	pp = started[1] = producer_start(e, th_fmt("echo $$ > '%s/cgroup.procs'; exec unshare -p "
+						   "-m -f --mount-proc", cg), 2, 40000,
+					 th_fmt("%s/pod.json", e->dir));
+	host_said = producer_wait(hp, th_fmt("%s/host.json", e->dir), 120000);
+	started[0] = 0;
+	pod_said = producer_wait(pp, th_fmt("%s/pod.json", e->dir), 120000);
+	started[1] = 0;
+	cr_assert_eq(host_said.written, 120000u);
+	cr_assert_eq(pod_said.written, 80000u);
+	cr_assert_eq(pod_said.pid, 1, "the container's producer is pid 1 of its namespace");
+	cr_assert_eq(th_agent_down(e), 0, "the agent did not stop cleanly");
+
+	/* the host's producer: every event once, outside any container */
+	cr_assert_eq(rows_of_pid("events", "count()", "egress-a", (uint64_t)host_said.pid), 120000u);
+	cr_assert_eq(rows_of_pid("events", "uniqExact(payload)", "egress-a",
+				 (uint64_t)host_said.pid), 120000u, "an event arrived twice");
+	cr_assert_eq(rows_of_pid("events", "countIf(container_id != '')", "egress-a",
+				 (uint64_t)host_said.pid), 0u);
+	/* the container's: all of its events on one host pid, tagged */
+	line = ask(th_fmt("SELECT groupUniqArray(pid), count(), uniqExact(pid, payload), "
+			  "any(pod_uid) FROM ringpipe.events WHERE host = 'egress-a' AND "
+			  "container_id = '%s'", id));
+	cr_assert_eq(sscanf(line, "[%" SCNu64 "]", &pod_pid), 1, "one pid expected: %s", line);
+	cr_assert_neq(pod_pid, (uint64_t)host_said.pid);
+	cr_assert(strstr(line, th_fmt("\t80000\t80000\t%s", uid)), "count, uniques, pod: %s", line);
+	cr_assert_eq(rows_of_pid("events", "count()", "egress-a", pod_pid), 80000u,
+		     "events of the container's pid outside its container");
+	line = ask(th_fmt("SELECT nspids, container_id FROM ringpipe.processes FINAL WHERE "
+			  "host = 'egress-a' AND pid = %" PRIu64, pod_pid));
+	cr_assert(!strcmp(line, th_fmt("[%" PRIu64 ",1]\t%s", pod_pid, id)), "process: %s", line);
+	cr_assert_eq(rows_of_pid("losses", "count()", "egress-a", pod_pid) +
+		     rows_of_pid("losses", "count()", "egress-a", (uint64_t)host_said.pid), 0u);
+	/* the same counts as the agent's own files */
+	cr_assert_eq(local_events(e->out, host_said.pid), 120000u);
+	cr_assert_eq(local_events(e->out, (int)pod_pid), 80000u);
+	cr_assert_eq(fleet_check("egress-a", &out), 0, "fleet check: %s", th_text(&out));
+	cr_assert(strstr(th_text(&out), "all accounted for"), "%s", th_text(&out));
+	cr_assert(strstr(th_text(&out), " 200000 events") || strstr(th_text(&out), "events, 0 lost"),
+		  "%s", th_text(&out));
+	bb_free(&out);
+}
+
+/* Waits until the agent's status has want in it */
+static void status_wait(const struct th_agent_env *e, const char *want, int timeout_ms)
+{
+	uint64_t end = th_now_ms() + (uint64_t)timeout_ms;
+
+	for (;;) {
+		struct bytebuf b = { 0 };
+		bool seen = !agent_status_query(e->sock, true, &b) && strstr(th_text(&b), want);
+
+		if (seen) {
+			bb_free(&b);
+			return;
+		}
+		cr_assert_lt(th_now_ms(), end, "the status never said %s: %s", want, th_text(&b));
+		bb_free(&b);
+		th_sleep_ms(50);
+	}
+}
+
+Test(fleet_egress, a_full_spool_parks_block_and_counts_drop_losses, .timeout = 300,
+     .fini = egress_fini)
+{
+	struct th_agent_env *block, *drop;
+	struct bytebuf out = { 0 };
+	struct said bs, ds;
+	pid_t bp, dp;
+	uint64_t events, lost, full, before, during, t0, t_full;
+	char *prog;
+
+	TH_NEED_CLICKHOUSE();
+	/* the server is down at first: its ports are chosen, nothing runs */
+	th_ch_init(&node);
+	block = agent_env(0);
+	drop = agent_env(1);
+	agent_up_clickhouse(block, "egress-block", "block", "1", "1");
+	agent_up_clickhouse(drop, "egress-drop", "drop", "1", "1");
+	prog = th_fmt("%s/progress", block->dir);
+	bp = started[0] = producer_start_more(block, "", 4, 40000, th_fmt("paced '%s'", prog),
+					      th_fmt("%s/p.json", block->dir));
+	dp = started[1] = producer_start_more(drop, "", 2, 60000,
+					      th_fmt("paced '%s/progress'", drop->dir),
+					      th_fmt("%s/p.json", drop->dir));
+	for (t0 = th_now_ms(); !progress_of(prog); t0 = th_now_ms())
+		th_sleep_ms(5);
+	/* the Block one parks once the spool is full: its session is drained
+	 * one pass per two drainer timeouts (so that it is never taken for
+	 * dead), and it writes much slower than it did */
+	status_wait(block, "\"full\":true", 120000);
+	t_full = th_now_ms();
+	before = progress_of(prog);
+	th_sleep_ms(4000);
+	during = progress_of(prog);
+	cr_assert_geq(during, before, "progress went back: %" PRIu64 " after %" PRIu64, during,
+		      before);
+	during -= before;
+	cr_assert_lt(during * 1000 / 4000, before * 1000 / (t_full - t0) * 6 / 10,
+		     "the Block producer went on writing with the spool full: %" PRIu64 " events "
+		     "in 4 s, %" PRIu64 " in the %" PRIu64 " ms before", during, before, t_full - t0);
+	cr_assert_eq(waitpid(bp, NULL, WNOHANG), 0, "the Block producer ended with the spool full");
+	status_wait(block, "\"full\":true", 1000);
+	/* the Drop producer runs to its end with nowhere to ship: the files
+	 * finished once the spool is full are counted lost */
+	ds = producer_wait(dp, th_fmt("%s/p.json", drop->dir), 120000);
+	started[1] = 0;
+	status_wait(drop, "\"full\":true", 60000);
+
+	th_ch_start(&node, NULL);
+	fleet_init();
+	bs = producer_wait(bp, th_fmt("%s/p.json", block->dir), 240000);
+	started[0] = 0;
+	cr_assert_eq(bs.written, 160000u, "Block wrote %llu", bs.written);
+	cr_assert_eq(bs.dropped, 0u);
+	cr_assert_eq(th_agent_down(block), 0);
+	cr_assert_eq(th_agent_down(drop), 0);
+
+	cr_assert_eq(rows_of_pid("events", "count()", "egress-block", (uint64_t)bs.pid), 160000u);
+	events = rows_of_pid("events", "uniqExact(payload)", "egress-block", (uint64_t)bs.pid);
+	cr_assert_eq(events, 160000u, "%" PRIu64 " distinct events of 160000", events);
+	cr_assert_eq(rows_of_pid("losses", "count()", "egress-block", (uint64_t)bs.pid), 0u);
+	cr_assert_eq(fleet_check("egress-block", &out), 0, "fleet check: %s", th_text(&out));
+	out.len = 0;
+
+	events = rows_of_pid("events", "count()", "egress-drop", (uint64_t)ds.pid);
+	lost = rows_of_pid("losses", "sum(count)", "egress-drop", (uint64_t)ds.pid);
+	full = ask_u64(th_fmt("SELECT sum(count) FROM ringpipe.losses WHERE host = 'egress-drop' "
+			      "AND pid = %d AND reason = 'egress_full'", ds.pid));
+	cr_assert_gt(full, 0u, "no event was counted lost for the full spool");
+	cr_assert_eq(events + lost, ds.written + ds.dropped,
+		     "%" PRIu64 " events and %" PRIu64 " lost, the producer tried %llu", events,
+		     lost, ds.written + ds.dropped);
+	cr_assert_eq(rows_of_pid("events", "uniqExact(payload)", "egress-drop",
+				 (uint64_t)ds.pid), events);
+	cr_assert_eq(fleet_check("egress-drop", &out), 0, "fleet check: %s", th_text(&out));
+	cr_assert(strstr(th_text(&out), th_fmt("%" PRIu64 " lost", lost)), "%s", th_text(&out));
+	bb_free(&out);
+}

@@ -1,0 +1,895 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The agent's ClickHouse egress (egress.h), one thread:
+ *
+ *   egress_file() ─► files ─► batches (egress_batch.c) ─► spool_put() ─┐
+ *                                                                       │ oldest first
+ *   ClickHouse ◄── losses, events, small tables, manifest ◄── batch ◄──┘
+ *                  all 200 ─► spool_ack()
+ *
+ * Exactly once on a plain MergeTree, which keeps a row sent twice: a batch
+ * is sent blind only on its first attempt in the run that made it. Sent
+ * again (the attempt failed, or the batch is a previous run's, found in
+ * the spool), it is looked up first: a manifest row means all of it
+ * arrived (the manifest goes last) and it is acknowledged without sending;
+ * otherwise each counted table (events, losses) is asked how many rows of
+ * this batch it has, and only a table that has none is sent. That is sound
+ * because one RowBinary INSERT of a batch is one block: the server writes
+ * a block as one part per partition, made visible when the part is
+ * renamed into place, so a table's rows of a batch are all there or none,
+ * as long as the batch falls in one partition (a day); one that spans
+ * midnight is two parts, and a crash between them leaves a part count
+ * that `fleet check` reports. The small tables are ReplacingMergeTree,
+ * keyed by what the rows are: sending them again only replaces them.
+ *
+ * A full spool: the file at hand waits (its next batch is held in memory)
+ * and egress_full() says so, which holds the agent's Block sessions. Files
+ * of Drop sessions that arrive meanwhile are not shipped: their events are
+ * counted as lost ("egress_full"), and that loss goes out in a batch of its
+ * own, which may use the spool's last LOSS_RESERVE bytes that event batches
+ * leave free, so the losses are shipped first when the server returns.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "atomics.h"
+#include "clickhouse.h"
+#include "clock.h"
+#include "egress.h"
+#include "egress_batch.h"
+#include "identity.h"
+#include "rowbinary.h"
+#include "spool.h"
+#include "thread.h"
+
+#define CH_TIMEOUT_MS 10000
+#define BACKOFF_FIRST_MS 100
+#define BACKOFF_MAX_MS 10000
+#define IDLE_WAIT_MS 200
+#define LOSS_MAX 4096		/* distinct (pid, container) losses held for shipping */
+
+struct egress_pending {
+	char *path;
+	bool have_id, droppable;
+	struct agent_identity id;
+	struct egress_pending *next;
+};
+
+struct egress {
+	struct egress_opts o;
+	char host[256];
+	struct egress_name name;
+	struct ch_client ch;
+	struct spool *spool;
+	uint64_t spool_max, loss_reserve;
+	pthread_t thread;
+	pthread_mutex_t lock;		/* the queue, the losses, the status */
+	pthread_cond_t cond;
+	struct egress_pending *head, **tail;
+	size_t npending;
+	int quit;			/* atomic: stop now */
+	int stopping;			/* atomic: stop once all is shipped */
+	int full;			/* atomic */
+	int done;			/* atomic: the thread returned */
+	struct spool_stats spool_seen;	/* the spool as the thread last saw it (under lock) */
+	/* the egress thread's own */
+	bool dialect_known;
+	struct egress_source *cur;
+	bool cur_droppable;
+	struct bytebuf held;		/* a batch made, waiting for room in the spool */
+	struct bytebuf loss_batch;
+	bool have_held;
+	uint32_t next_stream;
+	uint64_t retry_at_ns, backoff_ms;
+	uint64_t failed_num;		/* the spooled batch whose last send failed; 0: none */
+	bool outage;
+	/* losses waiting for a batch (under lock) */
+	struct egress_loss_acc {
+		uint32_t pid;
+		const char *reason;	/* a literal */
+		char container_id[65];
+		uint64_t count;
+		uint64_t time_ns;
+	} *losses;
+	size_t nlosses, caplosses;
+	/* status (under lock) */
+	char last_error[512];
+	uint64_t batches_sent, batches_already, rows_sent[FLEET_NTABLES], bytes_sent;
+	uint64_t retries, outages, files_done, files_given_up, lost_full, unshipped;
+};
+
+static void egress_say(const struct egress *e, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static void egress_say(const struct egress *e, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (e->o.quiet)
+		return;
+	va_start(ap, fmt);
+	fputs("ringpipe agent: egress: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+}
+
+/* ---- names ------------------------------------------------------------------- */
+
+static void read_boot_id(uint8_t id[16])
+{
+	char text[64] = "";
+	FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+
+	if (f) {
+		if (!fgets(text, sizeof(text), f))
+			text[0] = 0;
+		fclose(f);
+	}
+	text[strcspn(text, "\n")] = 0;
+	if (rb_uuid_parse(text, id))
+		memset(id, 0, 16);
+}
+
+/* A random (version 4) UUID: one per start of the agent */
+static int new_run_id(uint8_t id[16])
+{
+	if (getrandom(id, 16, 0) != 16)
+		return -errno;
+	id[6] = (uint8_t)((id[6] & 0x0f) | 0x40);
+	id[8] = (uint8_t)((id[8] & 0x3f) | 0x80);
+	return 0;
+}
+
+static void uuid_text(const uint8_t id[16], char out[37])
+{
+	static const char hex[] = "0123456789abcdef";
+	size_t i, o = 0;
+
+	for (i = 0; i < 16; i++) {
+		if (i == 4 || i == 6 || i == 8 || i == 10)
+			out[o++] = '-';
+		out[o++] = hex[id[i] >> 4];
+		out[o++] = hex[id[i] & 15];
+	}
+	out[o] = 0;
+}
+
+static int client_setup(struct egress *e)
+{
+	struct ch_target t;
+	char err[512];
+	size_t used;
+
+	if (ch_target_parse(&t, e->o.url, err, sizeof(err))) {
+		fprintf(stderr, "ringpipe agent: --clickhouse %s\n", err);
+		return -EINVAL;
+	}
+	if (e->o.user)
+		snprintf(t.user, sizeof(t.user), "%s", e->o.user);
+	if (e->o.password_file && ch_target_read_password(&t, e->o.password_file, err, sizeof(err))) {
+		fprintf(stderr, "ringpipe agent: %s\n", err);
+		return -EINVAL;
+	}
+	/* on a Distributed table, a 200 is durable only when the insert
+	 * waited for the shards */
+	used = strlen(t.settings);
+	snprintf(t.settings + used, sizeof(t.settings) - used, "%sinsert_distributed_sync=1",
+		 used ? "&" : "");
+	if (!fleet_name_ok(t.database) || ch_client_init(&e->ch, &t, CH_TIMEOUT_MS)) {
+		fprintf(stderr, "ringpipe agent: --clickhouse %s: bad host or database name\n",
+			e->o.url);
+		return -EINVAL;
+	}
+	e->ch.use_database = false;
+	return 0;
+}
+
+/* ---- the server -------------------------------------------------------------- */
+
+static void note_failure(struct egress *e, const char *err)
+{
+	uint64_t now = rp_clock_mono_ns();
+
+	pthread_mutex_lock(&e->lock);
+	snprintf(e->last_error, sizeof(e->last_error), "%s", err);
+	e->retries++;
+	if (!e->outage)
+		e->outages++;
+	pthread_mutex_unlock(&e->lock);
+	if (!e->outage)
+		egress_say(e, "%s; batches wait in the spool and are sent again, with backoff", err);
+	e->outage = true;
+	e->backoff_ms = e->backoff_ms ? e->backoff_ms * 2 : BACKOFF_FIRST_MS;
+	if (e->backoff_ms > BACKOFF_MAX_MS)
+		e->backoff_ms = BACKOFF_MAX_MS;
+	e->retry_at_ns = now + e->backoff_ms * 1000000ull;
+}
+
+static void note_success(struct egress *e)
+{
+	if (e->outage) {
+		egress_say(e, "ClickHouse at %s:%s answers again", e->ch.target.host,
+			   e->ch.target.port);
+		pthread_mutex_lock(&e->lock);
+		e->last_error[0] = 0;
+		pthread_mutex_unlock(&e->lock);
+	}
+	e->outage = false;
+	e->backoff_ms = 0;
+	e->retry_at_ns = 0;
+}
+
+/* The dialect rows are encoded in: the server's, asked once */
+static int learn_dialect(struct egress *e, char *err, size_t errlen)
+{
+	char version[64];
+	int rc = ch_query_line(&e->ch, "SELECT version()", version, sizeof(version), err, errlen);
+
+	if (rc)
+		return rc;
+	if (fleet_dialect_of(version, &e->name.dialect)) {
+		snprintf(err, errlen, "ClickHouse answered version '%s', not a version number",
+			 version);
+		return -EPROTO;
+	}
+	e->dialect_known = true;
+	egress_say(e, "ClickHouse %s at %s:%s, database %s (%s schema)", version,
+		   e->ch.target.host, e->ch.target.port, e->ch.target.database,
+		   fleet_dialect_name(e->name.dialect));
+	return 0;
+}
+
+/* 'text' as a ClickHouse string literal */
+static void sql_quoted(struct bytebuf *q, const char *text)
+{
+	bb_printf(q, "'");
+	for (; *text; text++)
+		bb_printf(q, "%s%c", *text == '\'' || *text == '\\' ? "\\" : "", *text);
+	bb_printf(q, "'");
+}
+
+/* How many rows of batch b table t holds (the manifest: rows for b's seq) */
+static int rows_of_batch(struct egress *e, const struct egress_batch *b, enum fleet_table_id t,
+			 uint64_t *n, char *err, size_t errlen)
+{
+	struct bytebuf q = { 0 };
+	char run[37], line[64];
+	int rc;
+
+	uuid_text(b->agent_run, run);
+	bb_printf(&q, "SELECT count() FROM `%s`.`%s` WHERE host = ", e->ch.target.database,
+		  fleet_tables[t].name);
+	sql_quoted(&q, b->host);
+	bb_printf(&q, " AND agent_run = toUUID('%s') AND stream = %u AND %s = %llu", run, b->stream,
+		  t == FLEET_BATCHES ? "seq" : "batch_seq", (unsigned long long)b->seq);
+	bb_append(&q, "", 1);
+	rc = q.oom ? -ENOMEM : ch_query_line(&e->ch, (const char *)q.p, line, sizeof(line), err,
+					     errlen);
+	bb_free(&q);
+	if (!rc)
+		*n = strtoull(line, NULL, 10);
+	return rc;
+}
+
+static int insert_section(struct egress *e, const struct egress_batch *b,
+			  const struct egress_section *s, char *err, size_t errlen)
+{
+	struct bytebuf sql = { 0 };
+	int rc;
+
+	fleet_insert_sql(&sql, (enum fleet_dialect)b->dialect, e->ch.target.database,
+			 &fleet_tables[s->table]);
+	bb_append(&sql, "", 1);
+	rc = sql.oom ? -ENOMEM : ch_exec(&e->ch, (const char *)sql.p, s->body, s->len, NULL, err,
+					 errlen);
+	bb_free(&sql);
+	if (!rc) {
+		pthread_mutex_lock(&e->lock);
+		e->rows_sent[s->table] += s->rows;
+		e->bytes_sent += s->len;
+		pthread_mutex_unlock(&e->lock);
+	}
+	return rc;
+}
+
+/* Is a section sent again already there? (see the top of the file) */
+static int section_arrived(struct egress *e, const struct egress_batch *b,
+			   const struct egress_section *s, bool *arrived, char *err, size_t errlen)
+{
+	uint64_t n = 0;
+	int rc;
+
+	*arrived = false;
+	if (!egress_table_counted(s->table))
+		return 0;
+	rc = rows_of_batch(e, b, s->table, &n, err, errlen);
+	if (rc)
+		return rc;
+	if (n && n != s->rows)
+		egress_say(e, "batch %u/%llu: %s holds %llu of its %u rows; the rest is sent",
+			   b->stream, (unsigned long long)b->seq, fleet_tables[s->table].name,
+			   (unsigned long long)n, s->rows);
+	*arrived = n == s->rows;
+	return 0;
+}
+
+/* Sends a spooled batch: 0 once all of it is in ClickHouse */
+static int send_batch(struct egress *e, const struct egress_batch *b, bool again, char *err,
+		      size_t errlen)
+{
+	const struct egress_section *manifest = &b->sections[b->nsections - 1];
+	uint64_t have = 0;
+	size_t i;
+	int rc;
+
+	if (again) {
+		rc = rows_of_batch(e, b, FLEET_BATCHES, &have, err, errlen);
+		if (rc)
+			return rc;
+		if (have) {
+			pthread_mutex_lock(&e->lock);
+			e->batches_already++;
+			pthread_mutex_unlock(&e->lock);
+			return 0;
+		}
+	}
+	for (i = 0; i + 1 < b->nsections; i++) {
+		bool arrived = false;
+
+		if (again && (rc = section_arrived(e, b, &b->sections[i], &arrived, err, errlen)))
+			return rc;
+		if (!arrived && (rc = insert_section(e, b, &b->sections[i], err, errlen)))
+			return rc;
+	}
+	rc = insert_section(e, b, manifest, err, errlen);
+	if (!rc) {
+		pthread_mutex_lock(&e->lock);
+		e->batches_sent++;
+		pthread_mutex_unlock(&e->lock);
+	}
+	return rc;
+}
+
+/* The oldest spooled batch to ClickHouse. 1: one was acknowledged (or set
+ * aside as damaged), 0: the spool is empty, <0: the send failed. */
+static int ship_oldest(struct egress *e)
+{
+	struct egress_batch b;
+	char err[1024] = "";
+	uint64_t num;
+	void *data;
+	size_t len;
+	int rc = spool_oldest(e->spool, &num, &data, &len);
+
+	if (rc == -ENOENT)
+		return 0;
+	if (rc == -EIO)
+		return 1;
+	if (rc) {
+		egress_say(e, "the spool cannot be read: %s", strerror(-rc));
+		return rc;
+	}
+	if (egress_batch_parse(data, len, &b)) {
+		/* not a batch of ours: kept aside would be kept forever */
+		egress_say(e, "spooled batch %llu is not a batch; dropped", (unsigned long long)num);
+		free(data);
+		spool_ack(e->spool, num);
+		return 1;
+	}
+	rc = send_batch(e, &b, num == e->failed_num || memcmp(b.agent_run, e->name.agent_run, 16),
+			err, sizeof(err));
+	free(data);
+	if (rc) {
+		e->failed_num = num;
+		note_failure(e, err);
+		return rc;
+	}
+	note_success(e);
+	spool_ack(e->spool, num);
+	return 1;
+}
+
+/* ---- making batches ---------------------------------------------------------- */
+
+static bool spool_room(struct egress *e, size_t len, bool losses)
+{
+	struct spool_stats st;
+	uint64_t limit = e->spool_max - (losses ? 0 : e->loss_reserve);
+
+	spool_stats(e->spool, &st);
+	/* the spool adds a header of its own to each batch */
+	return st.bytes + len + 64 <= limit;
+}
+
+/* A batch into the spool: true when it went in. losses: a batch of losses
+ * only, which may take the room event batches leave. */
+static bool spool_batch(struct egress *e, const struct bytebuf *b, bool losses)
+{
+	uint64_t num;
+	int rc;
+
+	if (!spool_room(e, b->len, losses))
+		rc = -ENOSPC;
+	else
+		rc = spool_put(e->spool, b->p, b->len, &num);
+	if (rc == -ENOSPC || rc == -E2BIG) {
+		rp_store_relaxed(&e->full, 1);
+		return false;
+	}
+	if (rc) {
+		egress_say(e, "the spool cannot take a batch: %s", strerror(-rc));
+		return false;
+	}
+	return true;
+}
+
+/* The held batch into the spool: true when it went in */
+static bool put_held(struct egress *e)
+{
+	if (!spool_batch(e, &e->held, false))
+		return false;
+	e->have_held = false;
+	rp_store_relaxed(&e->full, 0);
+	return true;
+}
+
+static struct egress_pending *pop_pending(struct egress *e)
+{
+	struct egress_pending *p;
+
+	pthread_mutex_lock(&e->lock);
+	p = e->head;
+	if (p) {
+		e->head = p->next;
+		if (!e->head)
+			e->tail = &e->head;
+		e->npending--;
+	}
+	pthread_mutex_unlock(&e->lock);
+	return p;
+}
+
+static void pending_free(struct egress_pending *p)
+{
+	free(p->path);
+	free(p);
+}
+
+static uint64_t wall_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* The losses of pid for reason, counted until a batch takes them (under lock) */
+static void count_loss(struct egress *e, const struct egress_pending *p, const char *reason,
+		       uint64_t n)
+{
+	uint32_t pid = p->have_id ? p->id.pid : 0;
+	size_t i;
+
+	if (!n)
+		return;
+	for (i = 0; i < e->nlosses; i++)
+		if (e->losses[i].pid == pid && !strcmp(e->losses[i].reason, reason))
+			break;
+	if (i == e->nlosses) {
+		if (e->nlosses >= LOSS_MAX ||
+		    array_grow((void **)&e->losses, &e->caplosses, e->nlosses, sizeof(*e->losses), 16)) {
+			egress_say(e, "%llu events of pid %u lost (%s) cannot be counted: too many "
+				   "losses wait", (unsigned long long)n, pid, reason);
+			return;
+		}
+		memset(&e->losses[i], 0, sizeof(e->losses[i]));
+		e->losses[i].pid = pid;
+		e->losses[i].reason = reason;
+		if (p->have_id)
+			snprintf(e->losses[i].container_id, sizeof(e->losses[i].container_id), "%s",
+				 p->id.tags.container_id);
+		e->nlosses++;
+	}
+	e->losses[i].count += n;
+	e->losses[i].time_ns = wall_ns();
+}
+
+/* A Drop session's file when there is no room: its events become a loss,
+ * and so does what the file itself lost */
+static void give_up_file(struct egress *e, const struct egress_pending *p)
+{
+	uint64_t events = 0, lost = 0;
+
+	if (egress_file_count(p->path, &events, &lost))
+		egress_say(e, "%s cannot be read to count its events", p->path);
+	pthread_mutex_lock(&e->lock);
+	e->files_given_up++;
+	e->lost_full += events;
+	count_loss(e, p, "egress_full", events);
+	count_loss(e, p, "events_lost", lost);
+	pthread_mutex_unlock(&e->lock);
+}
+
+/* The losses counted for room, as a batch of their own stream */
+static bool make_loss_batch(struct egress *e)
+{
+	struct egress_loss l[64];
+	size_t n, i;
+	int rc;
+
+	pthread_mutex_lock(&e->lock);
+	n = e->nlosses < 64 ? e->nlosses : 64;
+	for (i = 0; i < n; i++)
+		l[i] = (struct egress_loss){ e->losses[i].time_ns, e->losses[i].pid, 0,
+					     e->losses[i].container_id, e->losses[i].reason,
+					     e->losses[i].count };
+	rc = n ? egress_loss_batch(&e->name, e->next_stream, 1, l, n, &e->loss_batch) : -ENOENT;
+	pthread_mutex_unlock(&e->lock);
+	/* no room: made again later, with what is counted by then */
+	if (rc || !spool_batch(e, &e->loss_batch, true))
+		return false;
+	e->next_stream++;
+	pthread_mutex_lock(&e->lock);
+	memmove(e->losses, e->losses + n, (e->nlosses - n) * sizeof(*e->losses));
+	e->nlosses -= n;
+	pthread_mutex_unlock(&e->lock);
+	return true;
+}
+
+/* With the spool full, the files of Drop sessions waiting are given up
+ * (their events counted lost); the others wait on, in their order */
+static bool give_up_droppable(struct egress *e)
+{
+	struct egress_pending *mine = NULL, **pp, *p;
+	bool any = false;
+
+	pthread_mutex_lock(&e->lock);
+	for (pp = &e->head; (p = *pp);) {
+		if (!p->droppable) {
+			pp = &p->next;
+			continue;
+		}
+		*pp = p->next;
+		e->npending--;
+		p->next = mine;
+		mine = p;
+	}
+	for (e->tail = &e->head; *e->tail; e->tail = &(*e->tail)->next)
+		;
+	pthread_mutex_unlock(&e->lock);
+	while ((p = mine)) {
+		mine = p->next;
+		give_up_file(e, p);
+		pending_free(p);
+		any = true;
+	}
+	return any;
+}
+
+/* The next file to cut into batches, or NULL */
+static bool open_next_file(struct egress *e)
+{
+	struct egress_pending *p;
+	char err[512] = "";
+
+	while ((p = pop_pending(e))) {
+		if (p->droppable && rp_load_relaxed(&e->full)) {
+			give_up_file(e, p);
+			pending_free(p);
+			continue;
+		}
+		e->cur = egress_source_open(p->path, p->have_id ? &p->id : NULL, e->next_stream,
+					    err, sizeof(err));
+		e->cur_droppable = p->droppable;
+		if (!e->cur) {
+			egress_say(e, "%s is not shipped: %s", p->path, err);
+			pthread_mutex_lock(&e->lock);
+			e->unshipped++;
+			pthread_mutex_unlock(&e->lock);
+		} else {
+			e->next_stream++;
+		}
+		pending_free(p);
+		if (e->cur)
+			return true;
+	}
+	return false;
+}
+
+static bool losses_waiting(struct egress *e)
+{
+	bool any;
+
+	pthread_mutex_lock(&e->lock);
+	any = e->nlosses > 0;
+	pthread_mutex_unlock(&e->lock);
+	return any;
+}
+
+/* One batch made and spooled; false when there is nothing to do or no room */
+static bool make_batch(struct egress *e)
+{
+	char err[512] = "";
+	int rc;
+
+	if (losses_waiting(e) && make_loss_batch(e))
+			return true;
+	if (e->have_held) {
+		if (put_held(e))
+			return true;
+		return give_up_droppable(e);
+	}
+	if (!e->cur && !open_next_file(e))
+		return false;
+	rc = egress_source_next(e->cur, &e->name, &e->held, err, sizeof(err));
+	if (err[0])
+		egress_say(e, "a trace ends early: %s (its batches say so)", err);
+	if (rc <= 0) {
+		if (rc < 0)
+			egress_say(e, "out of memory making a batch; the file is not shipped");
+		egress_source_close(e->cur);
+		e->cur = NULL;
+		pthread_mutex_lock(&e->lock);
+		e->files_done++;
+		pthread_mutex_unlock(&e->lock);
+		return rc == 0;
+	}
+	e->have_held = true;
+	return put_held(e);
+}
+
+/* ---- the thread -------------------------------------------------------------- */
+
+/* The egress thread's: also keeps the spool's figures for egress_status(),
+ * since the spool is the thread's alone */
+static bool work_left(struct egress *e)
+{
+	struct spool_stats st;
+	bool left;
+
+	spool_stats(e->spool, &st);
+	pthread_mutex_lock(&e->lock);
+	e->spool_seen = st;
+	left = e->head || e->nlosses;
+	pthread_mutex_unlock(&e->lock);
+	return left || e->cur || e->have_held || st.batches;
+}
+
+
+static void wait_for_work(struct egress *e, uint64_t now)
+{
+	uint64_t ms = IDLE_WAIT_MS;
+	struct timespec ts;
+
+	if (e->retry_at_ns > now && (e->retry_at_ns - now) / 1000000 < ms)
+		ms = (e->retry_at_ns - now) / 1000000 + 1;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_nsec += (long)(ms % 1000) * 1000000;
+	ts.tv_sec += (time_t)(ms / 1000) + ts.tv_nsec / 1000000000;
+	ts.tv_nsec %= 1000000000;
+	pthread_mutex_lock(&e->lock);
+	if (!e->head && !rp_load_relaxed(&e->quit))
+		pthread_cond_timedwait(&e->cond, &e->lock, &ts);
+	pthread_mutex_unlock(&e->lock);
+}
+
+/* One round: the server when it is due, then a batch if there is room */
+static bool egress_round(struct egress *e, uint64_t now)
+{
+	char err[1024] = "";
+	bool progress = false;
+	int rc;
+
+	if (now >= e->retry_at_ns) {
+		if (!e->dialect_known) {
+			rc = learn_dialect(e, err, sizeof(err));
+			if (rc)
+				note_failure(e, err);
+			else
+				note_success(e);
+		}
+		if (e->dialect_known)
+			progress = ship_oldest(e) > 0;
+	}
+	/* rows are encoded in the server's dialect: none before it is known */
+	if (e->dialect_known && make_batch(e))
+		progress = true;
+	return progress;
+}
+
+static void *egress_main(void *arg)
+{
+	struct egress *e = arg;
+
+	while (!rp_load_relaxed(&e->quit)) {
+		uint64_t now = rp_clock_mono_ns();
+
+		bool left = work_left(e);
+
+		if (rp_load_relaxed(&e->stopping) && !left)
+			break;
+		if (!egress_round(e, now))
+			wait_for_work(e, now);
+	}
+	rp_store_release(&e->done, 1);	/* pairs with the acquire in egress_stop() */
+	return NULL;
+}
+
+struct egress *egress_start(const struct egress_opts *uo)
+{
+	struct egress *e = calloc(1, sizeof(*e));
+	struct spool_opts so = { .sz = sizeof(so) };
+	char err[512];
+
+	if (!e)
+		return NULL;
+	memcpy(&e->o, uo, uo->sz < sizeof(e->o) ? uo->sz : sizeof(e->o));
+	e->tail = &e->head;
+	e->next_stream = 1;
+	pthread_mutex_init(&e->lock, NULL);
+	pthread_cond_init(&e->cond, NULL);
+	if (e->o.host_id)
+		snprintf(e->host, sizeof(e->host), "%s", e->o.host_id);
+	else if (gethostname(e->host, sizeof(e->host) - 1))
+		snprintf(e->host, sizeof(e->host), "localhost");
+	e->name.host = e->host;
+	e->name.batch_rows = e->o.batch_rows ? e->o.batch_rows : EGRESS_BATCH_ROWS;
+	read_boot_id(e->name.boot_id);
+	e->spool_max = e->o.spool_bytes ? e->o.spool_bytes : (uint64_t)EGRESS_DEFAULT_SPOOL_MB << 20;
+	e->loss_reserve = e->spool_max / 16;
+	/* a batch must fit in the spool with room to spare for the next */
+	e->name.batch_bytes = e->spool_max / 8 < (32u << 20) ? e->spool_max / 8 : (32u << 20);
+	if (e->o.dialect) {
+		e->name.dialect = strcmp(e->o.dialect, "current") ? FLEET_LEGACY : FLEET_CURRENT;
+		e->dialect_known = true;
+	}
+	if (new_run_id(e->name.agent_run) || client_setup(e))
+		goto fail;
+	so.dir = e->o.spool_dir;
+	so.max_bytes = e->spool_max;
+	e->spool = spool_open(&so, err, sizeof(err));
+	if (!e->spool) {
+		fprintf(stderr, "ringpipe agent: the spool: %s\n", err);
+		goto fail;
+	}
+	if (rp_thread_start(&e->thread, "rp-egress", egress_main, e)) {
+		fprintf(stderr, "ringpipe agent: cannot start the egress thread\n");
+		goto fail;
+	}
+	return e;
+fail:
+	spool_close(e->spool);
+	ch_client_free(&e->ch);
+	pthread_cond_destroy(&e->cond);
+	pthread_mutex_destroy(&e->lock);
+	free(e);
+	return NULL;
+}
+
+void egress_file(struct egress *e, const char *path, const struct agent_identity *id,
+		 bool droppable)
+{
+	struct egress_pending *p = calloc(1, sizeof(*p));
+
+	if (!e)
+		return free(p);
+	if (!p || !(p->path = strdup(path))) {
+		free(p);
+		egress_say(e, "out of memory: %s is not shipped", path);
+		return;
+	}
+	p->droppable = droppable;
+	if (id) {
+		p->have_id = true;
+		p->id = *id;
+	}
+	pthread_mutex_lock(&e->lock);
+	*e->tail = p;
+	e->tail = &p->next;
+	e->npending++;
+	pthread_cond_signal(&e->cond);
+	pthread_mutex_unlock(&e->lock);
+}
+
+bool egress_full(const struct egress *e)
+{
+	return e && rp_load_relaxed(&e->full);
+}
+
+static void status_json(struct egress *e, const struct spool_stats *st, struct bytebuf *b)
+{
+	bb_printf(b, "{\"host\":\"%s\",\"server\":\"%s:%s\",\"state\":\"%s\",\"full\":%s,"
+		  "\"batches_sent\":%llu,\"batches_found_sent\":%llu,\"events_sent\":%llu,"
+		  "\"losses_sent\":%llu,\"bytes_sent\":%llu,\"retries\":%llu,\"outages\":%llu,"
+		  "\"files_pending\":%zu,\"files_given_up\":%llu,\"lost_egress_full\":%llu,"
+		  "\"spool_batches\":%llu,\"spool_bytes\":%llu,\"spool_found\":%llu}",
+		  e->host, e->ch.target.host, e->ch.target.port,
+		  e->last_error[0] ? "retrying" : "ok", rp_load_relaxed(&e->full) ? "true" : "false",
+		  (unsigned long long)e->batches_sent, (unsigned long long)e->batches_already,
+		  (unsigned long long)e->rows_sent[FLEET_EVENTS],
+		  (unsigned long long)e->rows_sent[FLEET_LOSSES], (unsigned long long)e->bytes_sent,
+		  (unsigned long long)e->retries, (unsigned long long)e->outages, e->npending,
+		  (unsigned long long)e->files_given_up, (unsigned long long)e->lost_full,
+		  (unsigned long long)st->batches, (unsigned long long)st->bytes,
+		  (unsigned long long)st->found);
+}
+
+void egress_status(struct egress *e, bool json, struct bytebuf *b)
+{
+	struct spool_stats st;
+
+	pthread_mutex_lock(&e->lock);
+	st = e->spool_seen;
+	if (json) {
+		status_json(e, &st, b);
+	} else {
+		bb_printf(b, "egress to ClickHouse %s:%s as host %s: %s%s%s\n", e->ch.target.host,
+			  e->ch.target.port, e->host, e->last_error[0] ? "retrying: " : "ok",
+			  e->last_error, rp_load_relaxed(&e->full) ? " (spool full)" : "");
+		bb_printf(b, "  sent %llu batches (%llu found sent already), %llu events, %llu "
+			  "losses, %llu bytes; %llu retries in %llu outages\n",
+			  (unsigned long long)e->batches_sent, (unsigned long long)e->batches_already,
+			  (unsigned long long)e->rows_sent[FLEET_EVENTS],
+			  (unsigned long long)e->rows_sent[FLEET_LOSSES],
+			  (unsigned long long)e->bytes_sent, (unsigned long long)e->retries,
+			  (unsigned long long)e->outages);
+		bb_printf(b, "  spool %llu batches, %llu of %llu bytes; %zu files waiting; %llu "
+			  "files given up for room (%llu events counted lost)\n",
+			  (unsigned long long)st.batches, (unsigned long long)st.bytes,
+			  (unsigned long long)e->spool_max, e->npending,
+			  (unsigned long long)e->files_given_up, (unsigned long long)e->lost_full);
+	}
+	pthread_mutex_unlock(&e->lock);
+}
+
+int egress_stop(struct egress *e, uint32_t wait_ms)
+{
+	uint64_t end;
+	size_t left;
+	int rc = 0;
+
+	if (!e)
+		return 0;
+	end = rp_clock_mono_ns() + wait_ms * 1000000ull;
+	rp_store_relaxed(&e->stopping, 1);
+	pthread_mutex_lock(&e->lock);
+	pthread_cond_signal(&e->cond);
+	pthread_mutex_unlock(&e->lock);
+	/* the thread ends by itself once all is shipped; past the wait it is
+	 * told to stop, and what is spooled stays for the next run */
+	while (!rp_load_acquire(&e->done) && rp_clock_mono_ns() < end) {
+		struct timespec ts = { 0, 20000000 };
+
+		nanosleep(&ts, NULL);
+	}
+	rp_store_relaxed(&e->quit, 1);
+	pthread_mutex_lock(&e->lock);
+	pthread_cond_signal(&e->cond);
+	pthread_mutex_unlock(&e->lock);
+	pthread_join(e->thread, NULL);
+	left = e->npending + (e->cur != NULL);
+	if (left) {
+		egress_say(e, "stopped with %zu files not yet in the spool: they are not shipped",
+			   left);
+		rc = 1;
+	}
+	egress_source_close(e->cur);
+	while (e->head)
+		pending_free(pop_pending(e));
+	bb_free(&e->held);
+	bb_free(&e->loss_batch);
+	free(e->losses);
+	spool_close(e->spool);
+	ch_client_free(&e->ch);
+	pthread_cond_destroy(&e->cond);
+	pthread_mutex_destroy(&e->lock);
+	free(e);
+	return rc;
+}

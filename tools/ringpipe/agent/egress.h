@@ -1,0 +1,76 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The agent's ClickHouse egress (Documentation/agent.md, "Shipping to
+ * ClickHouse"). The agent hands over every trace file it finished; a thread
+ * of the egress reads each with the nettrace reader and turns it into
+ * batches of rows for the fleet tables (fleet_schema.h). A batch is named
+ * (host, agent run, stream, sequence number), written whole to the on-disk
+ * spool (spool.h) before it is sent, and taken out of the spool only once
+ * ClickHouse acknowledged every table's rows and then the batch's manifest
+ * row. A batch sent again (after a failure, or found in the spool at start)
+ * is first looked up, so the plain MergeTree tables of a single server,
+ * which keep duplicates, still get each row once.
+ *
+ * One stream is one finished file: its batches are cut by row count only,
+ * so the same file always gives the same batches, byte for byte.
+ */
+#ifndef RINGPIPE_AGENT_EGRESS_H
+#define RINGPIPE_AGENT_EGRESS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bytebuf.h"
+
+struct agent_identity;
+
+#define EGRESS_DEFAULT_SPOOL_MB 256
+#define EGRESS_BATCH_ROWS 50000u	/* events per batch at most */
+
+struct egress_opts {
+	size_t sz;			/* sizeof(struct egress_opts) */
+	const char *url;		/* ClickHouse's HTTP interface (clickhouse.h) */
+	const char *user;		/* NULL: the URL's */
+	const char *password_file;	/* NULL: the URL's password */
+	const char *host_id;		/* NULL: the host name */
+	const char *spool_dir;		/* created when missing */
+	uint64_t spool_bytes;		/* 0: EGRESS_DEFAULT_SPOOL_MB MiB */
+	uint32_t batch_rows;		/* 0: EGRESS_BATCH_ROWS */
+	/* "legacy" or "current": the tables' types, so that batches are made
+	 * before the server first answers; NULL: the server's version says */
+	const char *dialect;
+	bool quiet;
+};
+
+struct egress;
+
+/* Opens the spool and starts the thread; NULL with the reason on stderr.
+ * An unreachable server is not an error: batches wait in the spool. */
+struct egress *egress_start(const struct egress_opts *o);
+
+/*
+ * A finished trace file to ship. id: the one process whose file it is
+ * (its container and pod tag every event), or NULL for a file of many
+ * processes (the agent's own trace), whose events carry their own pid.
+ * droppable: it comes from a Drop session, so when the egress is full its
+ * events may be counted as lost (reason "egress_full") instead of shipped.
+ */
+void egress_file(struct egress *e, const char *path, const struct agent_identity *id,
+		 bool droppable);
+
+/* Is the egress full (its spool, and the files waiting for room)? A Block
+ * session is then not drained, so that its producers park. */
+bool egress_full(const struct egress *e);
+
+/* The egress's part of `agent status`: text lines, or a JSON object. */
+void egress_status(struct egress *e, bool json, struct bytebuf *out);
+
+/*
+ * Ships what was handed over, waiting at most wait_ms for the server, then
+ * stops the thread and frees. What is not acknowledged by then stays in the
+ * spool for the next run. 0, or 1 when files were left unshipped.
+ */
+int egress_stop(struct egress *e, uint32_t wait_ms);
+
+#endif /* RINGPIPE_AGENT_EGRESS_H */

@@ -1,0 +1,97 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The egress's batches (egress.h): how a finished trace file becomes
+ * batches of fleet rows, and how a batch is laid out in the spool.
+ *
+ * A spooled batch is the batch's name and, per table, the RowBinary body of
+ * one INSERT and its row count, in the order they are sent: losses first,
+ * then events and the small tables, the manifest row (batches) last:
+ *
+ *   "RPEB" u8 version u8 dialect u16 host_len host[host_len]
+ *   agent_run[16] u32 stream u64 seq u8 nsections
+ *   nsections x { u8 table u32 rows u64 len body[len] }      little-endian
+ */
+#ifndef RINGPIPE_AGENT_EGRESS_BATCH_H
+#define RINGPIPE_AGENT_EGRESS_BATCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bytebuf.h"
+#include "fleet_schema.h"
+
+struct agent_identity;
+
+/* What names every batch of this agent run */
+struct egress_name {
+	const char *host;
+	uint8_t boot_id[16];
+	uint8_t agent_run[16];
+	enum fleet_dialect dialect;
+	uint32_t batch_rows;	/* events per batch at most */
+	uint64_t batch_bytes;	/* and the events' RowBinary bytes, reached at most once */
+};
+
+struct egress_section {
+	enum fleet_table_id table;
+	uint32_t rows;
+	const uint8_t *body;
+	size_t len;
+};
+
+/* A spooled batch, read in place (the pointers are into its bytes) */
+struct egress_batch {
+	uint8_t dialect;
+	char host[256];
+	uint8_t agent_run[16];
+	uint32_t stream;
+	uint64_t seq;
+	size_t nsections;
+	struct egress_section sections[FLEET_NTABLES];
+};
+
+/* Reads a spooled batch: 0, or -EBADMSG when p is not one. */
+int egress_batch_parse(const void *p, size_t len, struct egress_batch *b);
+
+/* Has t the agent_run, stream and batch_seq columns that tie a row to its batch? */
+bool egress_table_counted(enum fleet_table_id t);
+
+/* A loss to ship: what a batch of only losses says */
+struct egress_loss {
+	uint64_t time_ns;
+	uint32_t pid;
+	uint32_t tid;
+	const char *container_id;
+	const char *reason;
+	uint64_t count;
+};
+
+/* A batch of losses only (stream, seq) into out. 0, or -ENOMEM. */
+int egress_loss_batch(const struct egress_name *n, uint32_t stream, uint64_t seq,
+		      const struct egress_loss *l, size_t nl, struct bytebuf *out);
+
+struct egress_source;
+
+/*
+ * A finished trace file, to be cut into batches of stream `stream`. id: the
+ * process it belongs to, or NULL (each event's own pid, no container).
+ * NULL with errno set and why in err.
+ */
+struct egress_source *egress_source_open(const char *path, const struct agent_identity *id,
+					 uint32_t stream, char *err, size_t errlen);
+/*
+ * The file's next batch into out (emptied first): 1, or 0 when the file
+ * gave all of them, or -ENOMEM. A file that turns out damaged ends there:
+ * its last batch says so with an "unreadable" loss row, and why goes in
+ * err (non-empty).
+ */
+int egress_source_next(struct egress_source *s, const struct egress_name *n, struct bytebuf *out,
+		       char *err, size_t errlen);
+void egress_source_close(struct egress_source *s);
+
+/* The events a file holds and its EventsLost, without rows (a file given
+ * up for room). 0, or -errno when it cannot be read. */
+int egress_file_count(const char *path, uint64_t *events, uint64_t *lost);
+
+#endif /* RINGPIPE_AGENT_EGRESS_BATCH_H */
