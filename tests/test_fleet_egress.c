@@ -385,3 +385,66 @@ Test(fleet_egress, a_full_spool_parks_block_and_counts_drop_losses, .timeout = 3
 	cr_assert(strstr(th_text(&out), th_fmt("%" PRIu64 " lost", lost)), "%s", th_text(&out));
 	bb_free(&out);
 }
+
+/* Waits until the agent's egress has nothing left: its spool empty and no
+ * file waiting */
+static void shipped_wait(const struct th_agent_env *e, int timeout_ms)
+{
+	status_wait(e, "\"files_pending\":0,", timeout_ms);
+	status_wait(e, "\"spool_batches\":0,", timeout_ms);
+}
+
+Test(fleet_egress, a_killed_agent_restarted_ships_everything_once, .timeout = 300,
+     .fini = egress_fini)
+{
+	struct th_agent_env *e;
+	struct bytebuf out = { 0 };
+	struct said ps;
+	pid_t pp;
+	uint64_t events;
+	int st = 0;
+
+	TH_NEED_CLICKHOUSE();
+	th_ch_init(&node);
+	th_ch_start(&node, NULL);
+	fleet_init();
+	e = agent_env(0);
+	/* a spool too small for the producer's files: some batches are sent,
+	 * some wait in the spool, some files are not even cut when the
+	 * agent is killed */
+	agent_up_clickhouse(e, "egress-kill", "block", "4", "1");
+	th_daemon_stop(&node.pid);
+	pp = started[0] = producer_start(e, "", 2, 50000, th_fmt("%s/p.json", e->dir));
+	ps = producer_wait(pp, th_fmt("%s/p.json", e->dir), 120000);
+	started[0] = 0;
+	cr_assert_eq(ps.written, 100000u);
+	status_wait(e, "\"full\":true", 30000);
+	kill(e->agent, SIGKILL);
+	cr_assert_eq(waitpid(e->agent, &st, 0), e->agent);
+	e->agent = 0;
+
+	th_ch_spawn(&node);
+	cr_assert(th_ch_wait_ready(&node, &st), "clickhouse-server did not come back");
+	agent_up_clickhouse(e, "egress-kill", "block", "4", "1");
+	shipped_wait(e, 120000);
+	cr_assert_eq(th_agent_down(e), 0);
+	{
+		/* both ways back: batches found in the spool, files found by
+		 * their shipping notes */
+		struct bytebuf log = { 0 };
+
+		cr_assert_eq(th_read_file(th_fmt("%s/agent.log", e->dir), &log), 0);
+		cr_assert(strstr(th_text(&log), "was not all spooled by the last run"), "%s",
+			  th_text(&log));
+		cr_assert(strstr(th_text(&log), "batches from an earlier run"), "%s", th_text(&log));
+		bb_free(&log);
+	}
+
+	events = rows_of_pid("events", "count()", "egress-kill", (uint64_t)ps.pid);
+	cr_assert_eq(events, 100000u, "%" PRIu64 " events of the 100000 written", events);
+	cr_assert_eq(rows_of_pid("events", "uniqExact(payload)", "egress-kill", (uint64_t)ps.pid),
+		     100000u, "an event arrived twice");
+	cr_assert_eq(fleet_check("egress-kill", &out), 0, "fleet check: %s", th_text(&out));
+	cr_assert(strstr(th_text(&out), "all accounted for"), "%s", th_text(&out));
+	bb_free(&out);
+}

@@ -129,6 +129,7 @@ static int egress_finish(struct agent_opts *o, struct egress_opts *eo, char *spo
 		eo->spool_dir = spool;
 	}
 	eo->quiet = o->quiet;
+	eo->notes_dir = o->out_dir;
 	/* batches leave about once a second: a file is shipped once finished */
 	if (!o->rotate_s)
 		o->rotate_s = 1;

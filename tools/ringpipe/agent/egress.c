@@ -29,6 +29,7 @@
  * own, which may use the spool's last LOSS_RESERVE bytes that event batches
  * leave free, so the losses are shipped first when the server returns.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -44,6 +45,7 @@
 #include "clock.h"
 #include "egress.h"
 #include "egress_batch.h"
+#include "egress_sidecar.h"
 #include "identity.h"
 #include "rowbinary.h"
 #include "spool.h"
@@ -57,8 +59,7 @@
 
 struct egress_pending {
 	char *path;
-	bool have_id, droppable;
-	struct agent_identity id;
+	struct egress_sidecar note;	/* its name, how it is cut, whose it is */
 	struct egress_pending *next;
 };
 
@@ -82,11 +83,14 @@ struct egress {
 	/* the egress thread's own */
 	bool dialect_known;
 	struct egress_source *cur;
-	bool cur_droppable;
+	char *cur_path;
+	struct egress_name cur_name;	/* the batches' name: a note found may be a
+					 * previous run's */
 	struct bytebuf held;		/* a batch made, waiting for room in the spool */
 	struct bytebuf loss_batch;
+	uint32_t loss_stream;		/* the next loss batch's; 0: not taken yet */
 	bool have_held;
-	uint32_t next_stream;
+	uint32_t next_stream;		/* under lock */
 	uint64_t retry_at_ns, backoff_ms;
 	uint64_t failed_num;		/* the spooled batch whose last send failed; 0: none */
 	bool outage;
@@ -105,6 +109,7 @@ struct egress {
 	uint64_t retries, outages, files_done, files_given_up, lost_full, unshipped;
 };
 
+static void take_notes(struct egress *e, const char *dir);
 static void egress_say(const struct egress *e, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 static void egress_say(const struct egress *e, const char *fmt, ...)
@@ -474,7 +479,7 @@ static uint64_t wall_ns(void)
 static void count_loss(struct egress *e, const struct egress_pending *p, const char *reason,
 		       uint64_t n)
 {
-	uint32_t pid = p->have_id ? p->id.pid : 0;
+	uint32_t pid = p->note.have_id ? p->note.id.pid : 0;
 	size_t i;
 
 	if (!n)
@@ -492,9 +497,9 @@ static void count_loss(struct egress *e, const struct egress_pending *p, const c
 		memset(&e->losses[i], 0, sizeof(e->losses[i]));
 		e->losses[i].pid = pid;
 		e->losses[i].reason = reason;
-		if (p->have_id)
+		if (p->note.have_id)
 			snprintf(e->losses[i].container_id, sizeof(e->losses[i].container_id), "%s",
-				 p->id.tags.container_id);
+				 p->note.id.tags.container_id);
 		e->nlosses++;
 	}
 	e->losses[i].count += n;
@@ -515,6 +520,19 @@ static void give_up_file(struct egress *e, const struct egress_pending *p)
 	count_loss(e, p, "egress_full", events);
 	count_loss(e, p, "events_lost", lost);
 	pthread_mutex_unlock(&e->lock);
+	/* counted: a crash before the loss is spooled loses the count (the
+	 * file is still in the output directory) */
+	egress_sidecar_remove(p->path);
+}
+
+static uint32_t take_stream(struct egress *e)
+{
+	uint32_t n;
+
+	pthread_mutex_lock(&e->lock);
+	n = e->next_stream++;
+	pthread_mutex_unlock(&e->lock);
+	return n;
 }
 
 /* The losses counted for room, as a batch of their own stream */
@@ -524,18 +542,22 @@ static bool make_loss_batch(struct egress *e)
 	size_t n, i;
 	int rc;
 
+	/* the stream is taken once, and kept until the batch is in: a
+	 * number taken meanwhile for a file must not be ours as well */
+	if (!e->loss_stream)
+		e->loss_stream = take_stream(e);
 	pthread_mutex_lock(&e->lock);
 	n = e->nlosses < 64 ? e->nlosses : 64;
 	for (i = 0; i < n; i++)
 		l[i] = (struct egress_loss){ e->losses[i].time_ns, e->losses[i].pid, 0,
 					     e->losses[i].container_id, e->losses[i].reason,
 					     e->losses[i].count };
-	rc = n ? egress_loss_batch(&e->name, e->next_stream, 1, l, n, &e->loss_batch) : -ENOENT;
+	rc = n ? egress_loss_batch(&e->name, e->loss_stream, 1, l, n, &e->loss_batch) : -ENOENT;
 	pthread_mutex_unlock(&e->lock);
 	/* no room: made again later, with what is counted by then */
 	if (rc || !spool_batch(e, &e->loss_batch, true))
 		return false;
-	e->next_stream++;
+	e->loss_stream = 0;
 	pthread_mutex_lock(&e->lock);
 	memmove(e->losses, e->losses + n, (e->nlosses - n) * sizeof(*e->losses));
 	e->nlosses -= n;
@@ -552,7 +574,7 @@ static bool give_up_droppable(struct egress *e)
 
 	pthread_mutex_lock(&e->lock);
 	for (pp = &e->head; (p = *pp);) {
-		if (!p->droppable) {
+		if (!p->note.droppable) {
 			pp = &p->next;
 			continue;
 		}
@@ -580,25 +602,29 @@ static bool open_next_file(struct egress *e)
 	char err[512] = "";
 
 	while ((p = pop_pending(e))) {
-		if (p->droppable && rp_load_relaxed(&e->full)) {
+		if (p->note.droppable && rp_load_relaxed(&e->full)) {
 			give_up_file(e, p);
 			pending_free(p);
 			continue;
 		}
-		e->cur = egress_source_open(p->path, p->have_id ? &p->id : NULL, e->next_stream,
-					    err, sizeof(err));
-		e->cur_droppable = p->droppable;
+		e->cur = egress_source_open(p->path, p->note.have_id ? &p->note.id : NULL,
+					    p->note.stream, err, sizeof(err));
 		if (!e->cur) {
 			egress_say(e, "%s is not shipped: %s", p->path, err);
 			pthread_mutex_lock(&e->lock);
 			e->unshipped++;
 			pthread_mutex_unlock(&e->lock);
-		} else {
-			e->next_stream++;
+			pending_free(p);
+			continue;
 		}
+		e->cur_name = e->name;
+		memcpy(e->cur_name.agent_run, p->note.agent_run, 16);
+		e->cur_name.batch_rows = p->note.batch_rows;
+		e->cur_name.batch_bytes = p->note.batch_bytes;
+		e->cur_path = p->path;
+		p->path = NULL;
 		pending_free(p);
-		if (e->cur)
-			return true;
+		return true;
 	}
 	return false;
 }
@@ -628,7 +654,7 @@ static bool make_batch(struct egress *e)
 	}
 	if (!e->cur && !open_next_file(e))
 		return false;
-	rc = egress_source_next(e->cur, &e->name, &e->held, err, sizeof(err));
+	rc = egress_source_next(e->cur, &e->cur_name, &e->held, err, sizeof(err));
 	if (err[0])
 		egress_say(e, "a trace ends early: %s (its batches say so)", err);
 	if (rc <= 0) {
@@ -636,6 +662,10 @@ static bool make_batch(struct egress *e)
 			egress_say(e, "out of memory making a batch; the file is not shipped");
 		egress_source_close(e->cur);
 		e->cur = NULL;
+		/* every batch of it is in the spool: a restart need not cut it */
+		egress_sidecar_remove(e->cur_path);
+		free(e->cur_path);
+		e->cur_path = NULL;
 		pthread_mutex_lock(&e->lock);
 		e->files_done++;
 		pthread_mutex_unlock(&e->lock);
@@ -759,6 +789,13 @@ struct egress *egress_start(const struct egress_opts *uo)
 		fprintf(stderr, "ringpipe agent: the spool: %s\n", err);
 		goto fail;
 	}
+	spool_stats(e->spool, &e->spool_seen);
+	if (e->spool_seen.found)
+		egress_say(e, "%llu batches from an earlier run wait in %s: each is looked up "
+			   "before it is sent again", (unsigned long long)e->spool_seen.found,
+			   e->o.spool_dir);
+	if (e->o.notes_dir)
+		take_notes(e, e->o.notes_dir);
 	if (rp_thread_start(&e->thread, "rp-egress", egress_main, e)) {
 		fprintf(stderr, "ringpipe agent: cannot start the egress thread\n");
 		goto fail;
@@ -773,29 +810,92 @@ fail:
 	return NULL;
 }
 
-void egress_file(struct egress *e, const char *path, const struct agent_identity *id,
-		 bool droppable)
+static void enqueue(struct egress *e, struct egress_pending *p)
 {
-	struct egress_pending *p = calloc(1, sizeof(*p));
-
-	if (!e)
-		return free(p);
-	if (!p || !(p->path = strdup(path))) {
-		free(p);
-		egress_say(e, "out of memory: %s is not shipped", path);
-		return;
-	}
-	p->droppable = droppable;
-	if (id) {
-		p->have_id = true;
-		p->id = *id;
-	}
 	pthread_mutex_lock(&e->lock);
 	*e->tail = p;
 	e->tail = &p->next;
 	e->npending++;
 	pthread_cond_signal(&e->cond);
 	pthread_mutex_unlock(&e->lock);
+}
+
+void egress_file(struct egress *e, const char *path, const struct agent_identity *id,
+		 bool droppable)
+{
+	struct egress_pending *p;
+	int err;
+
+	if (!e)
+		return;
+	p = calloc(1, sizeof(*p));
+	if (!p || !(p->path = strdup(path))) {
+		free(p);
+		egress_say(e, "out of memory: %s is not shipped", path);
+		return;
+	}
+	memcpy(p->note.agent_run, e->name.agent_run, 16);
+	p->note.stream = take_stream(e);
+	p->note.batch_rows = e->name.batch_rows;
+	p->note.batch_bytes = e->name.batch_bytes;
+	p->note.droppable = droppable;
+	if (id) {
+		p->note.have_id = true;
+		p->note.id = *id;
+	}
+	err = egress_sidecar_write(path, &p->note);
+	if (err)
+		egress_say(e, "%s%s: %s (a restarted agent would not ship it)", path,
+			   EGRESS_SIDECAR_SUFFIX, strerror(-err));
+	enqueue(e, p);
+}
+
+static int name_order(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The notes a previous run left: its files go first, under their names */
+static void take_notes(struct egress *e, const char *dir)
+{
+	size_t n = 0, cap = 0, i, sl = strlen(EGRESS_SIDECAR_SUFFIX);
+	char **names = NULL;
+	struct dirent *de;
+	DIR *d = opendir(dir);
+
+	if (!d)
+		return;
+	while ((de = readdir(d))) {
+		size_t len = strlen(de->d_name);
+
+		if (len > sl && !strcmp(de->d_name + len - sl, EGRESS_SIDECAR_SUFFIX) &&
+		    !array_grow((void **)&names, &cap, n, sizeof(*names), 16) &&
+		    (names[n] = strdup(de->d_name)))
+			n++;
+	}
+	closedir(d);
+	if (n)
+		qsort(names, n, sizeof(*names), name_order);
+	for (i = 0; i < n; i++) {
+		struct egress_pending *p = calloc(1, sizeof(*p));
+		char *note = NULL;
+
+		if (p && asprintf(&note, "%s/%s", dir, names[i]) > 0 &&
+		    !egress_sidecar_read(note, &p->note) &&
+		    (p->path = strndup(note, strlen(note) - sl))) {
+			egress_say(e, "%s was not all spooled by the last run: shipped again",
+				   p->path);
+			enqueue(e, p);
+			p = NULL;
+		} else if (note) {
+			egress_say(e, "%s is not a shipping note: left alone", note);
+		}
+		if (p)
+			pending_free(p);
+		free(note);
+		free(names[i]);
+	}
+	free(names);
 }
 
 bool egress_full(const struct egress *e)
@@ -881,6 +981,7 @@ int egress_stop(struct egress *e, uint32_t wait_ms)
 		rc = 1;
 	}
 	egress_source_close(e->cur);
+	free(e->cur_path);
 	while (e->head)
 		pending_free(pop_pending(e));
 	bb_free(&e->held);

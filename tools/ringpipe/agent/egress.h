@@ -35,6 +35,9 @@ struct egress_opts {
 	const char *password_file;	/* NULL: the URL's password */
 	const char *host_id;		/* NULL: the host name */
 	const char *spool_dir;		/* created when missing */
+	/* where the files are: the shipping notes (egress_sidecar.h) a
+	 * previous run left there are taken up; NULL: none */
+	const char *notes_dir;
 	uint64_t spool_bytes;		/* 0: EGRESS_DEFAULT_SPOOL_MB MiB */
 	uint32_t batch_rows;		/* 0: EGRESS_BATCH_ROWS */
 	/* "legacy" or "current": the tables' types, so that batches are made
