@@ -302,6 +302,8 @@ void nt_json_string(struct bytebuf *out, const char *s, size_t n);
 
 /* ---- shared helpers -------------------------------------------------- */
 
+/* A payload type's .NET name ("Int32", "String", ...; "unknown"). */
+const char *nt_type_name(uint8_t type);
 /* Provider GUID the way TraceEvent derives it from a provider name. */
 void nt_provider_guid(const char *name, uint8_t guid[16]);
 /* "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" + NUL (37 bytes). */

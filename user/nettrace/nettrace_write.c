@@ -363,7 +363,7 @@ static bool fields_have_array(const struct nt_field *f, uint16_t n)
 	return false;
 }
 
-static const char *type_label(uint8_t t)
+const char *nt_type_name(uint8_t t)
 {
 	static const char *const names[] = {
 		[NT_OBJECT] = "Object", [NT_BOOL] = "Boolean", [NT_CHAR] = "Char",
@@ -430,7 +430,7 @@ static int check_fields(const struct nt_field *f, uint16_t n, int format, int de
 		if (!type_valid(f[i].type, format)) {
 			if (f[i].type == NT_VARINT || f[i].type == NT_VARUINT)
 				why_set(why, whylen, "field \"%s\": type %u (%s) exists only in "
-					"nettrace V6", sub, f[i].type, type_label(f[i].type));
+					"nettrace V6", sub, f[i].type, nt_type_name(f[i].type));
 			else
 				why_set(why, whylen, "field \"%s\": type code %u is not a nettrace "
 					"field type", sub, f[i].type);

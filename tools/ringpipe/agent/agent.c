@@ -49,6 +49,7 @@
 #include "ringpipe/ringpipe.h"
 #include "session.h"
 #include "thread.h"
+#include "tool_util.h"
 #include "utf.h"
 
 #define MAX_CONNS 4096u
@@ -153,19 +154,8 @@ struct agent {
 	bool egress_holding;		/* Block sessions held for the egress */
 };
 
-static void say(const struct agent *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void say(const struct agent *a, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (a->o.quiet)
-		return;
-	va_start(ap, fmt);
-	fputs("ringpipe agent: ", stderr);
-	vfprintf(stderr, fmt, ap);
-	fputc('\n', stderr);
-	va_end(ap);
-}
+/* A progress line, unless --quiet */
+#define say(a, ...) tool_say((a)->o.quiet, "ringpipe agent: ", __VA_ARGS__)
 
 /* ---- the agent's own events ---------------------------------------------- */
 

@@ -50,6 +50,7 @@
 #include "rowbinary.h"
 #include "spool.h"
 #include "thread.h"
+#include "tool_util.h"
 
 #define CH_TIMEOUT_MS 10000
 #define BACKOFF_FIRST_MS 100
@@ -110,20 +111,7 @@ struct egress {
 };
 
 static void take_notes(struct egress *e, const char *dir);
-static void egress_say(const struct egress *e, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-static void egress_say(const struct egress *e, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (e->o.quiet)
-		return;
-	va_start(ap, fmt);
-	fputs("ringpipe agent: egress: ", stderr);
-	vfprintf(stderr, fmt, ap);
-	fputc('\n', stderr);
-	va_end(ap);
-}
+#define egress_say(e, ...) tool_say((e)->o.quiet, "ringpipe agent: egress: ", __VA_ARGS__)
 
 /* ---- names ------------------------------------------------------------------- */
 
@@ -150,20 +138,6 @@ static int new_run_id(uint8_t id[16])
 	id[6] = (uint8_t)((id[6] & 0x0f) | 0x40);
 	id[8] = (uint8_t)((id[8] & 0x3f) | 0x80);
 	return 0;
-}
-
-static void uuid_text(const uint8_t id[16], char out[37])
-{
-	static const char hex[] = "0123456789abcdef";
-	size_t i, o = 0;
-
-	for (i = 0; i < 16; i++) {
-		if (i == 4 || i == 6 || i == 8 || i == 10)
-			out[o++] = '-';
-		out[o++] = hex[id[i] >> 4];
-		out[o++] = hex[id[i] & 15];
-	}
-	out[o] = 0;
 }
 
 static int client_setup(struct egress *e)
@@ -268,7 +242,7 @@ static int rows_of_batch(struct egress *e, const struct egress_batch *b, enum fl
 	char run[37], line[64];
 	int rc;
 
-	uuid_text(b->agent_run, run);
+	rb_uuid_format(b->agent_run, run);
 	bb_printf(&q, "SELECT count() FROM `%s`.`%s` WHERE host = ", e->ch.target.database,
 		  fleet_tables[t].name);
 	sql_quoted(&q, b->host);
@@ -752,6 +726,23 @@ static void *egress_main(void *arg)
 	return NULL;
 }
 
+/* What egress_start() made, also half of it (the thread is not running) */
+static void egress_free(struct egress *e)
+{
+	egress_source_close(e->cur);
+	free(e->cur_path);
+	while (e->head)
+		pending_free(pop_pending(e));
+	bb_free(&e->held);
+	bb_free(&e->loss_batch);
+	free(e->losses);
+	spool_close(e->spool);
+	ch_client_free(&e->ch);
+	pthread_cond_destroy(&e->cond);
+	pthread_mutex_destroy(&e->lock);
+	free(e);
+}
+
 struct egress *egress_start(const struct egress_opts *uo)
 {
 	struct egress *e = calloc(1, sizeof(*e));
@@ -802,11 +793,7 @@ struct egress *egress_start(const struct egress_opts *uo)
 	}
 	return e;
 fail:
-	spool_close(e->spool);
-	ch_client_free(&e->ch);
-	pthread_cond_destroy(&e->cond);
-	pthread_mutex_destroy(&e->lock);
-	free(e);
+	egress_free(e);
 	return NULL;
 }
 
@@ -980,17 +967,6 @@ int egress_stop(struct egress *e, uint32_t wait_ms)
 			   left);
 		rc = 1;
 	}
-	egress_source_close(e->cur);
-	free(e->cur_path);
-	while (e->head)
-		pending_free(pop_pending(e));
-	bb_free(&e->held);
-	bb_free(&e->loss_batch);
-	free(e->losses);
-	spool_close(e->spool);
-	ch_client_free(&e->ch);
-	pthread_cond_destroy(&e->cond);
-	pthread_mutex_destroy(&e->lock);
-	free(e);
+	egress_free(e);
 	return rc;
 }

@@ -355,20 +355,6 @@ static void process_rows(struct egress_source *s, const struct egress_name *n)
 	rows_add(&s->rows, n, FLEET_CONTAINERS, row);
 }
 
-static const char *type_name(uint8_t code)
-{
-	static const char *const names[] = {
-		[NT_OBJECT] = "object", [NT_BOOL] = "bool", [NT_CHAR] = "char",
-		[NT_I8] = "int8", [NT_U8] = "uint8", [NT_I16] = "int16", [NT_U16] = "uint16",
-		[NT_I32] = "int32", [NT_U32] = "uint32", [NT_I64] = "int64", [NT_U64] = "uint64",
-		[NT_F32] = "float", [NT_F64] = "double", [NT_DECIMAL] = "decimal",
-		[NT_DATETIME] = "datetime", [NT_GUID] = "guid", [NT_STRING] = "string",
-		[NT_ARRAY] = "array", [NT_VARINT] = "varint", [NT_VARUINT] = "varuint",
-	};
-
-	return code < sizeof(names) / sizeof(names[0]) && names[code] ? names[code] : "unknown";
-}
-
 /* The metadata the file defined since the last batch */
 static void meta_rows(struct egress_source *s, const struct egress_name *n)
 {
@@ -382,7 +368,7 @@ static void meta_rows(struct egress_source *s, const struct egress_name *n)
 
 		for (i = 0; i < nf; i++) {
 			names[i] = fstr(m->fields[i].name);
-			types[i] = fstr(type_name(m->fields[i].type.code));
+			types[i] = fstr(nt_type_name(m->fields[i].type.code));
 		}
 		memset(row, 0, sizeof(row));
 		row[FM_HOST].s = fstr(n->host);

@@ -13,23 +13,15 @@
 #include "egress_sidecar.h"
 #include "rowbinary.h"
 
-static void uuid_put(FILE *f, const uint8_t u[16])
-{
-	int i;
-
-	for (i = 0; i < 16; i++)
-		fprintf(f, "%s%02x", i == 4 || i == 6 || i == 8 || i == 10 ? "-" : "", u[i]);
-}
-
 static void note_print(FILE *f, const struct egress_sidecar *n)
 {
 	const struct agent_identity *id = &n->id;
+	char run[37];
 	uint32_t i;
 
-	fputs("agent_run ", f);
-	uuid_put(f, n->agent_run);
-	fprintf(f, "\nstream %" PRIu32 "\nbatch_rows %" PRIu32 "\nbatch_bytes %" PRIu64
-		"\ndroppable %d\n", n->stream, n->batch_rows, n->batch_bytes, n->droppable);
+	rb_uuid_format(n->agent_run, run);
+	fprintf(f, "agent_run %s\nstream %" PRIu32 "\nbatch_rows %" PRIu32 "\nbatch_bytes %" PRIu64
+		"\ndroppable %d\n", run, n->stream, n->batch_rows, n->batch_bytes, n->droppable);
 	if (!n->have_id)
 		return;
 	fprintf(f, "pid %" PRIu32 "\nstart_time %" PRIu64 "\nnspids ", id->pid, id->start_time);

@@ -80,3 +80,17 @@ int rb_uuid_parse(const char *text, uint8_t uuid[16])
 	}
 	return text[36] ? -EINVAL : 0;
 }
+
+void rb_uuid_format(const uint8_t uuid[16], char text[37])
+{
+	static const char hex[] = "0123456789abcdef";
+	size_t i, o = 0;
+
+	for (i = 0; i < 16; i++) {
+		if (i == 4 || i == 6 || i == 8 || i == 10)
+			text[o++] = '-';
+		text[o++] = hex[uuid[i] >> 4];
+		text[o++] = hex[uuid[i] & 15];
+	}
+	text[o] = 0;
+}

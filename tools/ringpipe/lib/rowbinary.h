@@ -83,5 +83,7 @@ void rb_uuid(struct bytebuf *b, const uint8_t uuid[16]);
 
 /* UUID text (36 characters, any case) to 16 bytes in text order: 0 or -EINVAL */
 int rb_uuid_parse(const char *text, uint8_t uuid[16]);
+/* 16 bytes in text order to lower-case UUID text and its NUL */
+void rb_uuid_format(const uint8_t uuid[16], char text[37]);
 
 #endif /* RINGPIPE_ROWBINARY_H */

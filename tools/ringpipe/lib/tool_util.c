@@ -27,6 +27,19 @@ int tool_err(const char *cmd, const char *fmt, ...)
 	return 1;
 }
 
+void tool_say(bool quiet, const char *prefix, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (quiet)
+		return;
+	fputs(prefix, stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
 int tool_set_err(char *err, size_t errlen, int rc, const char *fmt, ...)
 {
 	va_list ap;

@@ -6,12 +6,18 @@
 #ifndef RINGPIPE_TOOL_UTIL_H
 #define RINGPIPE_TOOL_UTIL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
 /* Prints "ringpipe <cmd>: <message>" to stderr; returns 1 (usage: 2). */
 int tool_err(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Prints "<prefix><message>\n" to stderr unless quiet: a long-running
+ * command's progress lines (the agent and its egress). */
+void tool_say(bool quiet, const char *prefix, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 
 /* Formats a message into err (errlen bytes) for a caller to print; returns rc.
  * For library parts that say why they failed without printing it. */
