@@ -81,6 +81,7 @@ struct egress {
 	int full;			/* atomic */
 	int done;			/* atomic: the thread returned */
 	struct spool_stats spool_seen;	/* the spool as the thread last saw it (under lock) */
+	bool cutting;			/* and whether a file was being cut (under lock) */
 	/* the egress thread's own */
 	bool dialect_known;
 	struct egress_source *cur;
@@ -661,6 +662,7 @@ static bool work_left(struct egress *e)
 	spool_stats(e->spool, &st);
 	pthread_mutex_lock(&e->lock);
 	e->spool_seen = st;
+	e->cutting = e->cur || e->have_held;
 	left = e->head || e->nlosses;
 	pthread_mutex_unlock(&e->lock);
 	return left || e->cur || e->have_held || st.batches;
@@ -902,7 +904,8 @@ static void status_json(struct egress *e, const struct spool_stats *st, struct b
 		  (unsigned long long)e->batches_sent, (unsigned long long)e->batches_already,
 		  (unsigned long long)e->rows_sent[FLEET_EVENTS],
 		  (unsigned long long)e->rows_sent[FLEET_LOSSES], (unsigned long long)e->bytes_sent,
-		  (unsigned long long)e->retries, (unsigned long long)e->outages, e->npending,
+		  (unsigned long long)e->retries, (unsigned long long)e->outages,
+		  e->npending + e->cutting,
 		  (unsigned long long)e->files_given_up, (unsigned long long)e->lost_full,
 		  (unsigned long long)st->batches, (unsigned long long)st->bytes,
 		  (unsigned long long)st->found);
@@ -930,7 +933,7 @@ void egress_status(struct egress *e, bool json, struct bytebuf *b)
 		bb_printf(b, "  spool %llu batches, %llu of %llu bytes; %zu files waiting; %llu "
 			  "files given up for room (%llu events counted lost)\n",
 			  (unsigned long long)st.batches, (unsigned long long)st.bytes,
-			  (unsigned long long)e->spool_max, e->npending,
+			  (unsigned long long)e->spool_max, e->npending + e->cutting,
 			  (unsigned long long)e->files_given_up, (unsigned long long)e->lost_full);
 	}
 	pthread_mutex_unlock(&e->lock);
