@@ -62,8 +62,9 @@ struct egress *egress_start(const struct egress_opts *o);
 void egress_file(struct egress *e, const char *path, const struct agent_identity *id,
 		 bool droppable);
 
-/* Is the egress full (its spool, and the files waiting for room)? A Block
- * session is then not drained, so that its producers park. */
+/* Is the egress full (a batch waits for room in the spool)? The agent then
+ * throttles its Block sessions (rp_session_hold_drain()), so that their
+ * producers park. */
 bool egress_full(const struct egress *e);
 
 /* The egress's part of `agent status`: text lines, or a JSON object. */
