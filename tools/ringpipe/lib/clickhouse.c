@@ -273,6 +273,9 @@ int ch_exec(struct ch_client *c, const char *sql, const void *data, size_t data_
 	rq.headers = (const char *)headers.p;
 	rq.body = data ? data : sql;
 	rq.body_len = data ? data_len : strlen(sql);
+	/* rows sent twice are stored twice (plain MergeTree): the egress looks
+	 * before it sends a batch again, so a failed insert must say it failed */
+	rq.no_resend = data != NULL;
 	if (target.oom || headers.oom)
 		rc = tool_set_err(err, errlen, -ENOMEM, "%s", strerror(ENOMEM));
 	else

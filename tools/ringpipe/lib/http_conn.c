@@ -481,7 +481,7 @@ int http_conn_request(struct http_conn *c, const struct http_request *rq,
 	if (c->fd < 0 && (rc = http_connect(c, err, errlen)))
 		return rc;
 	rc = http_exchange(c, rq, r, &answered);
-	if (rc && !answered && was_reused && rc != -ETIMEDOUT && rc != -ENOMEM) {
+	if (rc && !answered && was_reused && !rq->no_resend && rc != -ETIMEDOUT && rc != -ENOMEM) {
 		/* closed while idle: the server never read this request */
 		http_conn_close(c);
 		r->body.len = 0;

@@ -9,7 +9,9 @@
  * (ClickHouse after 3 s by default), and that is only seen when the next
  * request finds it closed. A request on a reused connection that fails
  * before any byte of the answer arrived is therefore sent once more on a new
- * connection: the server closed it idle, so it never read that request.
+ * connection: the server most likely closed it idle and never read that
+ * request. Most likely is not surely, so a request that must not run twice
+ * says so (no_resend) and gets the error instead.
  */
 #ifndef RINGPIPE_HTTP_CONN_H
 #define RINGPIPE_HTTP_CONN_H
@@ -35,6 +37,11 @@ struct http_request {
 	const char *headers;	/* more header lines, each ending in "\r\n"; or NULL */
 	const void *body;
 	size_t body_len;
+	/* never sent a second time, not even on a reused connection that
+	 * failed before any answer: a server that executed it and then died
+	 * before answering looks the same, and an INSERT sent again would be
+	 * applied twice (the caller looks before it retries) */
+	bool no_resend;
 };
 
 struct http_response {
