@@ -47,6 +47,7 @@
 #include "egress_batch.h"
 #include "egress_sidecar.h"
 #include "identity.h"
+#include "nettrace.h"
 #include "rowbinary.h"
 #include "spool.h"
 #include "thread.h"
@@ -894,13 +895,17 @@ bool egress_full(const struct egress *e)
 
 static void status_json(struct egress *e, const struct spool_stats *st, struct bytebuf *b)
 {
-	bb_printf(b, "{\"host\":\"%s\",\"server\":\"%s:%s\",\"state\":\"%s\",\"full\":%s,"
+	/* the host id and the last error are the user's and the server's words */
+	bb_printf(b, "{\"host\":");
+	nt_json_string(b, e->host, strlen(e->host));
+	bb_printf(b, ",\"last_error\":");
+	nt_json_string(b, e->last_error, strlen(e->last_error));
+	bb_printf(b, ",\"server\":\"%s:%s\",\"state\":\"%s\",\"full\":%s,"
 		  "\"batches_sent\":%llu,\"batches_found_sent\":%llu,\"events_sent\":%llu,"
 		  "\"losses_sent\":%llu,\"bytes_sent\":%llu,\"retries\":%llu,\"outages\":%llu,"
 		  "\"files_pending\":%zu,\"files_given_up\":%llu,\"lost_egress_full\":%llu,"
 		  "\"spool_batches\":%llu,\"spool_bytes\":%llu,\"spool_found\":%llu}",
-		  e->host, e->ch.target.host, e->ch.target.port,
-		  e->last_error[0] ? "retrying" : "ok", rp_load_relaxed(&e->full) ? "true" : "false",
+		  e->ch.target.host, e->ch.target.port, e->last_error[0] ? "retrying" : "ok", rp_load_relaxed(&e->full) ? "true" : "false",
 		  (unsigned long long)e->batches_sent, (unsigned long long)e->batches_already,
 		  (unsigned long long)e->rows_sent[FLEET_EVENTS],
 		  (unsigned long long)e->rows_sent[FLEET_LOSSES], (unsigned long long)e->bytes_sent,
