@@ -357,6 +357,20 @@ if [ $sweep_only = 0 ]; then
 	}' "$work/agent.kv"
 fi
 
+# ---- the fleet egress: one agent into one ClickHouse node (scripts/bench-fleet.sh)
+if [ $sweep_only = 0 ]; then
+	echo "bench: the fleet egress ..." >&2
+	printf "\n### The fleet egress (\`ringpipe agent --clickhouse\`, one node on loopback)\n\n"
+	fleet_args=(500000 4)
+	[ $quick = 1 ] && fleet_args=(250000 2)
+	if line=$(OUT=$OUT scripts/bench-fleet.sh "${fleet_args[@]}" 2>"$work/fleet.err"); then
+		echo "$line"
+	else
+		echo "Not measured: $(tail -1 "$work/fleet.err")"
+		echo "skip failed: fleet" >"$work/fleet.kv"
+	fi
+fi
+
 rc=0
 grep -q '^skip failed' "$work"/*.kv && rc=1
 # a ringpipe Block run of the sweep that lost or duplicated an event
