@@ -7,7 +7,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,17 +53,6 @@ static uint64_t checksum(const void *p, size_t n)
 	for (size_t i = 0; i < n; i++)
 		h = (h ^ b[i]) * 0x100000001b3ull;
 	return h;
-}
-
-static void say(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || !errlen)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
 }
 
 static void file_name(uint64_t num, const char *suffix, char *out, size_t len)
@@ -168,7 +156,7 @@ static int scan(struct spool *s, char *err, size_t errlen)
 
 		if (fd >= 0)
 			close(fd);
-		say(err, errlen, "cannot list the spool: %s", strerror(e));
+		tool_set_err(err, errlen, 0, "cannot list the spool: %s", strerror(e));
 		return -e;
 	}
 	while ((de = readdir(d))) {
@@ -198,7 +186,7 @@ static int scan(struct spool *s, char *err, size_t errlen)
 		}
 		if (index_add(s, num, size)) {
 			closedir(d);
-			say(err, errlen, "out of memory");
+			tool_set_err(err, errlen, 0, "out of memory");
 			return -ENOMEM;
 		}
 		s->st.found++;
@@ -213,19 +201,20 @@ struct spool *spool_open(const struct spool_opts *o, char *err, size_t errlen)
 	int e;
 
 	if (!o || o->sz < sizeof(*o) || !o->dir || !*o->dir) {
-		say(err, errlen, "no spool directory given");
+		tool_set_err(err, errlen, 0, "no spool directory given");
 		errno = EINVAL;
 		return NULL;
 	}
 	if (mkdir(o->dir, 0700) < 0 && errno != EEXIST) {
 		e = errno;
-		say(err, errlen, "cannot create the spool directory %s: %s", o->dir, strerror(e));
+		tool_set_err(err, errlen, 0, "cannot create the spool directory %s: %s", o->dir,
+			     strerror(e));
 		errno = e;
 		return NULL;
 	}
 	s = calloc(1, sizeof(*s));
 	if (!s) {
-		say(err, errlen, "out of memory");
+		tool_set_err(err, errlen, 0, "out of memory");
 		errno = ENOMEM;
 		return NULL;
 	}
@@ -234,17 +223,22 @@ struct spool *spool_open(const struct spool_opts *o, char *err, size_t errlen)
 	s->dirfd = open(o->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (s->dirfd < 0) {
 		e = errno;
-		say(err, errlen, "cannot open the spool directory %s: %s", o->dir, strerror(e));
+		tool_set_err(err, errlen, 0, "cannot open the spool directory %s: %s", o->dir,
+			     strerror(e));
 		goto fail;
 	}
 	/* two senders on one spool would each send and remove the other's */
 	s->lockfd = openat(s->dirfd, ".lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 	if (s->lockfd < 0 || flock(s->lockfd, LOCK_EX | LOCK_NB) < 0) {
 		e = errno;
-		say(err, errlen, e == EWOULDBLOCK ? "the spool %s is in use by another process" :
-			"cannot lock the spool %s: %s", o->dir, strerror(e));
-		if (e == EWOULDBLOCK)
+		if (e == EWOULDBLOCK) {
+			tool_set_err(err, errlen, 0, "the spool %s is in use by another process",
+				     o->dir);
 			e = EBUSY;
+		} else {
+			tool_set_err(err, errlen, 0, "cannot lock the spool %s: %s", o->dir,
+				     strerror(e));
+		}
 		goto fail;
 	}
 	e = -scan(s, err, errlen);
