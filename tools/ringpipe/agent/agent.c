@@ -59,7 +59,7 @@
 #define IDLE_LOOK_MS 100
 #define SEEN_QUEUE_MAX 65536u	/* pids waiting to be named; more are named later */
 #define NAMED_MAX 32768u	/* capture-named processes remembered before the gone are forgotten */
-#define SIZE_LOOK_MS 20	/* how often file sizes are held against --rotate-mb */
+#define SIZE_LOOK_MS 20	/* how often file sizes are held against --rotate-mb, at most */
 /* A process whose connection closed: how long it may take to become a
  * zombie (it closed its files first) before it is taken as alive */
 #define ZOMBIE_WAIT_MS 200
@@ -89,6 +89,7 @@ struct conn {
 	int exit_status;
 	struct rp_session_stats st;
 	uint64_t file_bytes0;		/* the session's bytes when its file began */
+	uint64_t look_bytes;		/* the session's bytes at the last look at sizes */
 	uint32_t files;			/* its files so far (rotation) */
 	int next_file;			/* open_next()'s */
 	bool drain_held;		/* not drained: the egress is full */
@@ -117,6 +118,7 @@ struct agent {
 	uint64_t trace_bytes0;
 	/* rotation: when the period began, when sizes were looked at */
 	uint64_t period_ns, last_size_ns;
+	uint64_t size_look_ns;		/* the next look at sizes after the last one */
 	/* processes the kernel capture wrote events of, queued by its
 	 * consumer (seen_pid) for a Process event; and those named so, pid
 	 * -> start time */
@@ -1240,23 +1242,54 @@ static void rotate_trace(struct agent *a)
 	record_sampler_restate(a->rs);
 }
 
+/*
+ * When to look at a file's size again: at the latest after SIZE_LOOK_MS,
+ * sooner when at the rate it grew since the last look it would reach the
+ * limit before that (half the time it would take, at least 1 ms), so that
+ * a file written at hundreds of MB/s passes --rotate-mb by about a
+ * millisecond's writing rather than SIZE_LOOK_MS's, while an idle agent
+ * still wakes only every SIZE_LOOK_MS.
+ */
+static uint64_t size_look_after(const struct agent *a, uint64_t used, uint64_t grew,
+				uint64_t dt_ns)
+{
+	uint64_t left = used < a->o.rotate_bytes ? a->o.rotate_bytes - used : 0, t;
+
+	if (!grew || !dt_ns)
+		return SIZE_LOOK_MS * 1000000ull;
+	t = (uint64_t)((double)left / (double)grew * (double)dt_ns / 2);
+	if (t < 1000000ull)
+		return 1000000ull;
+	return t < SIZE_LOOK_MS * 1000000ull ? t : SIZE_LOOK_MS * 1000000ull;
+}
+
 /* --rotate-s: every file at each period's end; --rotate-mb: a file that
  * grew that much since it began. */
 static void rotate_check(struct agent *a, uint64_t now)
 {
 	bool period = a->o.rotate_s && now - a->period_ns >= a->o.rotate_s * 1000000000ull;
+	uint64_t dt = now - a->last_size_ns, next = SIZE_LOOK_MS * 1000000ull;
 	struct conn *c;
 
 	if (period)
 		a->period_ns = now;
-	else if (!a->o.rotate_bytes || now - a->last_size_ns < SIZE_LOOK_MS * 1000000ull)
+	else if (!a->o.rotate_bytes || dt < a->size_look_ns)
 		return;
 	a->last_size_ns = now;
-	for (c = a->live; c; c = c->next)
-		if (c->kind == CONN_PROC && c->rs && !c->drain_held &&
-		    (period || (a->o.rotate_bytes &&
-				bytes_of(c->rs) - c->file_bytes0 >= a->o.rotate_bytes)))
+	for (c = a->live; c; c = c->next) {
+		uint64_t bytes, t;
+
+		if (c->kind != CONN_PROC || !c->rs || c->drain_held)
+			continue;
+		bytes = bytes_of(c->rs);
+		if (period || (a->o.rotate_bytes && bytes - c->file_bytes0 >= a->o.rotate_bytes))
 			rotate_conn(a, c);
+		t = size_look_after(a, bytes - c->file_bytes0, bytes - c->look_bytes, dt);
+		c->look_bytes = bytes;
+		if (t < next)
+			next = t;
+	}
+	a->size_look_ns = next;
 	if (period || (a->o.rotate_bytes && bytes_of(a->trace) - a->trace_bytes0 >= a->o.rotate_bytes))
 		rotate_trace(a);
 	if (period && a->o.merge)
@@ -1319,9 +1352,11 @@ static void *agent_main(void *arg)
 			cs[n++] = c;
 		}
 		pthread_mutex_unlock(&a->lock);
-		/* --rotate-mb: sizes are looked at every SIZE_LOOK_MS, which bounds
-		 * how far past the size a file goes */
-		if (poll(p, n, a->o.rotate_bytes ? SIZE_LOOK_MS : 200) < 0 && errno != EINTR)
+		/* --rotate-mb: sizes are looked at every SIZE_LOOK_MS, sooner while
+		 * a file grows fast (size_look_after()), which bounds how far past
+		 * the size a file goes */
+		if (poll(p, n, a->o.rotate_bytes ? (int)((a->size_look_ns + 999999) / 1000000) : 200) < 0 &&
+		    errno != EINTR)
 			break;
 		if (p[1].revents) {
 			uint64_t v;
@@ -1409,6 +1444,7 @@ struct agent *agent_start(const struct agent_opts *uo)
 	pthread_mutex_init(&a->lock, NULL);
 	pthread_mutex_init(&a->seen_lock, NULL);
 	a->period_ns = rp_clock_mono_ns();
+	a->size_look_ns = SIZE_LOOK_MS * 1000000ull;
 	snprintf(a->socket_path, sizeof(a->socket_path), "%s",
 		 a->o.socket_path ? a->o.socket_path : RP_AGENT_DEFAULT_SOCKET);
 	if (rp_clock_init()) {
