@@ -104,6 +104,27 @@ aborted:
 full:
 	return 1;
 }
+
+/*
+ * One try at len bytes (8-aligned) in ring r of CPU cpu: 0 and *rec (BUSY
+ * until the commit, as in rp_ring_reserve()), or rp_rseq_bump()'s 1 (full)
+ * or -1 (restart). Its load of consumer_pos pairs with the consumer's
+ * store_release.
+ */
+static inline __attribute__((always_inline)) int
+rp_ring_try_local(struct rseq *rs, uint32_t cpu, struct rp_ring *r, uint32_t len,
+		  struct rp_shm_record **rec)
+{
+	struct rp_shm_ring *h = r->hdr;
+	__u64 pos;
+	int rc = rp_rseq_bump(rs, cpu, &h->producer_pos, &h->consumer_pos, &r->size, len, &pos);
+
+	if (rp_likely(!rc)) {
+		*rec = (struct rp_shm_record *)(r->data + (pos & r->mask));
+		rp_store_relaxed(&(*rec)->len, len | RP_REC_BUSY);
+	}
+	return rc;
+}
 #endif
 
 /* Whether the rings of a session with nr_rings rings may be reserved
@@ -148,19 +169,12 @@ rp_ring_reserve_here(struct rp_shm *shm, bool local, struct rp_ring **rp, uint32
 			/* the kernel's, single-copy atomic; checked again inside
 			 * the sequence before the commit */
 			uint32_t cpu = rp_load_relaxed(&rs->cpu_id_start);
-			struct rp_ring *r = &shm->rings[cpu < shm->nr_rings ? cpu : 0];
-			struct rp_shm_ring *h = r->hdr;
-			__u64 pos;
-			int rc = rp_rseq_bump(rs, cpu, &h->producer_pos, &h->consumer_pos, &r->size,
-					      len, &pos);
+			int rc;
 
-			*rp = r;
-			if (rp_likely(!rc)) {
-				rec = (struct rp_shm_record *)(r->data + (pos & r->mask));
-				/* as in rp_ring_reserve(): BUSY until the commit */
-				rp_store_relaxed(&rec->len, len | RP_REC_BUSY);
+			*rp = &shm->rings[cpu < shm->nr_rings ? cpu : 0];
+			rc = rp_ring_try_local(rs, cpu, *rp, len, &rec);
+			if (rp_likely(!rc))
 				return rec;
-			}
 			if (rc > 0)
 				return NULL;	/* full (or positions scribbled on) */
 		}

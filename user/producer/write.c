@@ -60,55 +60,11 @@ static uint32_t capture_stack(const struct wthread *t, uint64_t *ips, uint32_t m
 /*
  * The payload into the record. Events are mostly a few dozen bytes, and a
  * call to memcpy() for those costs more than the copy: up to 64 bytes are
- * copied inline with two overlapping loads and stores of the largest size
- * that fits (constant-size memcpy() becomes single moves).
+ * copied inline with two overlapping moves of the largest size that fits
+ * (constant-size memcpy() becomes single moves). The source is the
+ * caller's and the record is ours, so they cannot overlap; only the two
+ * moves of a size overlap each other, in the record.
  */
-static inline __attribute__((always_inline)) void copy_payload(char *dst, const char *src,
-							      size_t n)
-{
-	if (n >= 16) {
-		if (n > 64) {
-			memcpy(dst, src, n);
-		} else if (n > 32) {
-			char a[32], b[32];
-
-			memcpy(a, src, 32);
-			memcpy(b, src + n - 32, 32);
-			memcpy(dst, a, 32);
-			memcpy(dst + n - 32, b, 32);
-		} else {
-			char a[16], b[16];
-
-			memcpy(a, src, 16);
-			memcpy(b, src + n - 16, 16);
-			memcpy(dst, a, 16);
-			memcpy(dst + n - 16, b, 16);
-		}
-	} else if (n >= 4) {
-		uint64_t a, b;
-
-		if (n >= 8) {
-			memcpy(&a, src, 8);
-			memcpy(&b, src + n - 8, 8);
-			memcpy(dst, &a, 8);
-			memcpy(dst + n - 8, &b, 8);
-		} else {
-			uint32_t c, d;
-
-			memcpy(&c, src, 4);
-			memcpy(&d, src + n - 4, 4);
-			memcpy(dst, &c, 4);
-			memcpy(dst + n - 4, &d, 4);
-		}
-	} else {
-		for (size_t i = 0; i < n; i++)
-			dst[i] = src[i];
-	}
-}
-
-/* copy_payload() for at most 64 bytes, with no copy through the stack: the
- * source is the caller's and the record is ours, so they cannot overlap,
- * and the two moves of a size may overlap each other in the record. */
 static inline __attribute__((always_inline)) void copy_small(char *dst, const char *src,
 							    size_t n)
 {
@@ -132,6 +88,16 @@ static inline __attribute__((always_inline)) void copy_small(char *dst, const ch
 	}
 }
 
+/* Any payload: copy_small() up to 64 bytes, memcpy() beyond. */
+static inline __attribute__((always_inline)) void copy_payload(char *dst, const char *src,
+							      size_t n)
+{
+	if (n > 64)
+		memcpy(dst, src, n);
+	else
+		copy_small(dst, src, n);
+}
+
 /*
  * After a commit: wakes the drainer if it declared itself idle and the ring
  * holds more than the watermark (wakes are batched, never one per event).
@@ -139,18 +105,25 @@ static inline __attribute__((always_inline)) void copy_small(char *dst, const ch
  * reverse: rp_fence_light() here and rp_fence_heavy() in the drainer's
  * sleep_idle() keep the two from missing each other (fence.h).
  */
-static inline void wake_drainer(struct rp_shm *shm, struct rp_ring *r)
+/* The wake itself, for a drainer found idle: only once r holds more than
+ * the watermark. */
+static inline void wake_idle_drainer(struct rp_shm *shm, struct rp_ring *r)
 {
 	struct rp_shm_session *h = shm->hdr;
 	uint64_t pending;
 
-	rp_fence_light();
-	if (rp_likely(!rp_load_relaxed(&h->drainer_idle)))
-		return;
 	pending = rp_load_relaxed(&r->hdr->producer_pos) - rp_load_relaxed(&r->hdr->consumer_pos);
 	if (pending < h->wake_watermark || rp_unlikely(rp_test_no_drainer_wake))
 		return;
 	rp_drainer_wake_idle(h);
+}
+
+static inline void wake_drainer(struct rp_shm *shm, struct rp_ring *r)
+{
+	rp_fence_light();
+	if (rp_likely(!rp_load_relaxed(&shm->hdr->drainer_idle)))
+		return;
+	wake_idle_drainer(shm, r);
 }
 
 /*
@@ -504,12 +477,7 @@ static __attribute__((noinline)) int write_flat_slow(struct rp_event *ev, uint64
 static __attribute__((noinline)) int write_flat_wake(struct wthread *t, struct rp_shm *shm,
 						     struct rp_ring *r)
 {
-	struct rp_shm_session *h = shm->hdr;
-	uint64_t pending;
-
-	pending = rp_load_relaxed(&r->hdr->producer_pos) - rp_load_relaxed(&r->hdr->consumer_pos);
-	if (pending >= h->wake_watermark && !rp_unlikely(rp_test_no_drainer_wake))
-		rp_drainer_wake_idle(h);
+	wake_idle_drainer(shm, r);
 	/* pairs with the load_acquire of in_write in rp_writers_quiesce() */
 	rp_store_release(&t->in_write, 0);
 	return 0;
@@ -545,13 +513,11 @@ static __attribute__((noinline)) int write_flat(struct rp_event *ev, uint64_t ma
 #ifdef RP_RSEQ_RESERVE
 	struct wthread *t = rp_wt;
 	struct rp_shm_record *rec;
-	struct rp_shm_ring *h;
 	struct rp_ring *r;
 	struct rp_shm *shm;
 	struct slot *sl;
 	struct rseq *rs;
 	uint32_t size, cpu;
-	__u64 pos;
 	int i, rc;
 
 	/* a payload of more than 64 bytes is copied by a call, and a clock
@@ -584,10 +550,8 @@ static __attribute__((noinline)) int write_flat(struct rp_event *ev, uint64_t ma
 	if (rp_unlikely(cpu >= shm->nr_rings))
 		return write_flat_retreat(t, ev, mask, payload, len);
 	r = &shm->rings[cpu];
-	h = r->hdr;
 	size = (size + RP_REC_ALIGN - 1) & ~(RP_REC_ALIGN - 1);
-	/* its load of consumer_pos pairs with the consumer's store_release */
-	rc = rp_rseq_bump(rs, cpu, &h->producer_pos, &h->consumer_pos, &r->size, size, &pos);
+	rc = rp_ring_try_local(rs, cpu, r, size, &rec);
 	if (rp_unlikely(rc)) {
 		if (rc < 0)	/* preempted, migrated or signalled: again, in full */
 			return write_flat_retreat(t, ev, mask, payload, len);
@@ -598,9 +562,6 @@ static __attribute__((noinline)) int write_flat(struct rp_event *ev, uint64_t ma
 		rp_store_release(&t->in_write, 0);
 		return -ENOBUFS;
 	}
-	rec = (struct rp_shm_record *)(r->data + (pos & r->mask));
-	/* as in rp_ring_reserve(): BUSY until the commit */
-	rp_store_relaxed(&rec->len, size | RP_REC_BUSY);
 	t->seq[i]++;
 	/* stamped after the reservation (see write_events()) */
 	rp_record_fill(rec, ev->index, rp_clock_rdtsc(), t->tid, t->seq[i], 0, (uint16_t)len,
