@@ -515,15 +515,22 @@ static bool seq_accept_slow(struct drainer *d, struct seqstate *e, uint32_t raw,
 	return true;
 }
 
+/* What seq_accept() gives a record numbered one above its thread's last:
+ * the thread's next number in the trace. */
+static inline uint32_t seq_next(struct seqstate *e, uint32_t raw)
+{
+	e->raw = raw;
+	e->has_cand = false;
+	return ++e->out;
+}
+
 static inline bool seq_accept(struct drainer *d, uint32_t tid, uint32_t raw, uint32_t *out)
 {
 	struct seqstate *e = seq_find(&d->seqs, tid);
 
 	/* nearly every record: its thread's next number */
 	if (rp_likely(e && e->has_raw && raw - e->raw == 1)) {
-		*out = e->out = e->out + 1;
-		e->raw = raw;
-		e->has_cand = false;
+		*out = seq_next(e, raw);
 		return true;
 	}
 	return seq_accept_slow(d, e, raw, out);
@@ -752,34 +759,33 @@ static inline __attribute__((always_inline)) void emit(struct drainer *d, const 
 	uint16_t flags = hd->h.flags;
 	uint32_t tid = hd->h.tid, k, meta_id;
 	struct seqstate *e;
+	bool next;
 
 	if (rp_unlikely(d->failed)) {
 		d->lost++;	/* consumed, never written: counted (output) */
 		return;
 	}
 	e = rp_likely(d->seqs.cap) ? &d->seqs.v[seq_home(&d->seqs, tid)] : NULL;
-	/* a thread followed has a valid id (a free slot has no raw), and the
-	 * event type of its token's record is defined */
-	if (rp_likely(e && e->tid == tid && e->has_raw && hd->h.seq - e->raw == 1 &&
-		      !(flags & (RP_REC_F_ACTIVITY | RP_REC_F_STACK | RP_REC_F_THREAD)) &&
-		      e->token && e->meta_index == hd->h.meta_id && e->cpu == hd->h.cpu)) {
-		e->out++;	/* what seq_accept() does for the next number */
-		e->raw = hd->h.seq;
-		e->has_cand = false;
+	/* a plain record, the next of a thread followed (which has a valid
+	 * id: a free slot has no raw) */
+	next = e && e->tid == tid && e->has_raw && hd->h.seq - e->raw == 1 &&
+	       !(flags & (RP_REC_F_ACTIVITY | RP_REC_F_STACK | RP_REC_F_THREAD));
+	/* and a repeat of its token's record, whose event type is defined */
+	if (rp_likely(next && e->token && e->meta_index == hd->h.meta_id &&
+		      e->cpu == hd->h.cpu)) {
 		k = d->nbatch++;
 		d->batch[k].token = e->token;
 		d->batch[k].payload_len = hd->h.payload_len;
 		d->batch[k].ts = emit_ts(d, hd->h.timestamp);
 		d->batch[k].payload = rec + rp_record_payload_off(0, 0);	/* plain */
 		d->pend[k].hd = hd;
-		d->pend[k].seq = e->out;
+		d->pend[k].seq = seq_next(e, hd->h.seq);
 		if (rp_unlikely(k + 1 == EMIT_BATCH))
 			flush_batch(d);
 		return;
 	}
 	flush_batch(d);		/* the order stays */
-	if (rp_unlikely(!e || e->tid != tid || !e->has_raw || hd->h.seq - e->raw != 1 ||
-			(flags & (RP_REC_F_ACTIVITY | RP_REC_F_STACK | RP_REC_F_THREAD)))) {
+	if (rp_unlikely(!next)) {
 		emit_any(d, rec, hd);
 		return;
 	}
@@ -789,11 +795,9 @@ static inline __attribute__((always_inline)) void emit(struct drainer *d, const 
 		refuse(d);
 		return;
 	}
-	e->out++;
-	e->raw = hd->h.seq;
-	e->has_cand = false;
+	k = seq_next(e, hd->h.seq);
 	emit_plain(d, e, hd, meta_id, rec + rp_record_payload_off(0, 0),
-		   emit_ts(d, hd->h.timestamp), e->out);
+		   emit_ts(d, hd->h.timestamp), k);
 }
 
 /* Records a look at the producer position taken at time t. */
