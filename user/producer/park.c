@@ -10,7 +10,9 @@
  *   pass = quantum bytes ──► writes on, queue unseen, until the quantum is
  *                            spent or its ring is full: then queues again
  *
- * A batch tops the passes held up to `concurrency` (the number of rings:
+ * A pass that ends hands its place to the next ticket (hand_off()): the
+ * queue does not wait for the drainer's next release to move. A batch tops
+ * the places held up to `concurrency` (the number of rings:
  * more writers than CPUs cannot write faster, only switch more); when a
  * ring is three quarters empty the next ticket is admitted whatever the
  * count says, since a holder may have stopped writing. The next ticket may
@@ -103,6 +105,9 @@ static bool admit_range(struct rp_block_queue *q, uint32_t from, uint32_t to)
 			pthread_mutex_unlock(&hook_lock);
 		return false;
 	}
+	/* an admitted ticket holds its place from now on, also while it waits
+	 * for room: the next admissions count it (park.h, "passes") */
+	rp_add_relaxed(&q->passes, (int32_t)(to - from));
 	for (t = from; t != to; t++) {
 		if (hooked)
 			hook(t);
@@ -178,11 +183,42 @@ static uint64_t ring_free(struct rp_ring *r)
 	return used < r->size ? r->size - used : 0;
 }
 
+/*
+ * A place among the passes came free: the next ticket takes it. Without
+ * this hand-off the queue would move only when the drainer frees space
+ * after the pass ended; a drainer that had freed everything before (its
+ * last release raced the pass's end) admits nobody, and the next ticket
+ * found out only at its next poll, PARK_POLL_NS later. The admitted one
+ * waits for room if it must (reserve_admitted(), woken by the drainer).
+ */
+static void hand_off(struct rp_block_queue *q)
+{
+	uint32_t admit = rp_load_relaxed(&q->admit);
+	uint32_t tail = rp_load_relaxed(&q->tail);
+
+	if ((int32_t)(tail - admit) > 0 &&
+	    rp_load_relaxed(&q->passes) < (int32_t)q->concurrency)
+		admit_range(q, admit, admit + 1);
+}
+
+void rp_pass_ended(int slot)
+{
+	struct rp_block_queue *q = &rp_block_queues[slot];
+
+	rp_add_relaxed(&q->passes, -1);
+	/* a store-buffering pair with a new waiter, which takes its ticket,
+	 * fences, then reads passes to decide whether to admit itself: with
+	 * the fences one of the two sees the other (pairs with the
+	 * rp_smp_mb() after the fetch_add of tail in park()) */
+	rp_smp_mb();
+	hand_off(q);
+}
+
 void rp_pass_end(struct wthread *t, int slot)
 {
 	if (t->pass[slot] > 0) {
 		t->pass[slot] = 0;
-		rp_add_relaxed(&rp_block_queues[slot].passes, -1);
+		rp_pass_ended(slot);
 	}
 }
 
@@ -252,6 +288,10 @@ static struct rp_shm_record *park(struct wthread *t, int slot, struct rp_shm *sh
 	}
 	/* the ticket; relaxed: admission reads admit, never tail, to decide */
 	ticket = rp_fetch_add_relaxed(&q->tail, 1);
+	/* pairs with the rp_smp_mb() in rp_pass_ended(): a pass that ends now
+	 * either sees this ticket and hands it its place, or its end is seen
+	 * below (passes) and this ticket admits itself */
+	rp_smp_mb();
 	seen = rp_load_relaxed(&q->admit);
 	for (;;) {
 		uint32_t *w = &q->words[ticket % RP_BQ_WORDS];
@@ -282,10 +322,11 @@ static struct rp_shm_record *park(struct wthread *t, int slot, struct rp_shm *sh
 
 			if (v == PARK_DEAD)
 				abort_all(q);
-			if (v == PARK_GIVE_UP)
+			if (v == PARK_GIVE_UP && admit_range(q, ticket, ticket + 1))
 				/* leaving as the next in line: the tickets after
-				 * it must not wait for one that is gone */
-				admit_range(q, ticket, ticket + 1);
+				 * it must not wait for one that is gone, and the
+				 * place it was admitted to goes to the next */
+				rp_pass_ended(slot);
 			if (v != PARK_WAIT) {
 				*reason = v == PARK_DEAD ? RP_DROP_ABORTED : RP_DROP_FULL;
 				return NULL;
@@ -318,10 +359,11 @@ static struct rp_shm_record *park(struct wthread *t, int slot, struct rp_shm *sh
 		rp_futex_wait(w, word, PARK_POLL_NS);
 	}
 	rec = reserve_admitted(q, slot, shm, rp, size, &since, reason);
-	if (!rec)
+	if (!rec) {
+		rp_pass_ended(slot);	/* the place it was admitted to */
 		return NULL;
-	t->pass[slot] = (int32_t)q->quantum;
-	rp_add_relaxed(&q->passes, 1);
+	}
+	t->pass[slot] = (int32_t)q->quantum;	/* counted at admission */
 	return rec;
 }
 

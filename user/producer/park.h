@@ -39,8 +39,9 @@ struct rp_block_queue {
 	uint32_t tail;			/* next ticket (fetch_add by producers) */
 	uint8_t __pad0[60];
 	uint32_t admit;			/* tickets below it are admitted */
-	int32_t passes;			/* passes held now (a hint: a holder may
-					 * have stopped writing) */
+	int32_t passes;			/* tickets admitted whose pass has not
+					 * ended, waiting for room or writing (a
+					 * hint: a holder may have stopped writing) */
 	uint32_t abort;			/* teardown or a dead drainer: drop */
 	uint32_t room;			/* futex: bumped when space is freed */
 	uint32_t room_waiters;		/* admitted producers waiting for room */
@@ -81,6 +82,10 @@ static inline void rp_pass_spend(struct wthread *t, int slot, uint32_t size);
 
 /* Ends the calling thread's pass in slot (if it holds one). */
 void rp_pass_end(struct wthread *t, int slot);
+
+/* A pass in slot ended (spent, given back, or never used): its place goes
+ * to the next ticket. */
+void rp_pass_ended(int slot);
 
 /*
  * The thread running a session's stopping callbacks found its ring full: it
@@ -137,7 +142,7 @@ static inline void rp_pass_spend(struct wthread *t, int slot, uint32_t size)
 	left -= (int32_t)size;
 	t->pass[slot] = left > 0 ? left : 0;
 	if (left <= 0)
-		rp_add_relaxed(&rp_block_queues[slot].passes, -1);
+		rp_pass_ended(slot);
 }
 
 #endif /* RINGPIPE_PARK_H */
