@@ -4,9 +4,11 @@
  * schema of lib/fleet_schema.h in the dialect the server's version calls
  * for; `query` runs a statement and prints the answer; `check` says
  * whether every batch the agents sent is whole and there once
- * (fleet_check.h).
+ * (fleet_check.h); `export` writes the events a condition selects to a
+ * nettrace file (fleet_export.h).
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -16,7 +18,9 @@
 #include "clickhouse.h"
 #include "cmds.h"
 #include "fleet_check.h"
+#include "fleet_export.h"
 #include "fleet_schema.h"
+#include "nettrace.h"
 #include "tool_util.h"
 
 static const char fleet_usage[] =
@@ -24,6 +28,8 @@ static const char fleet_usage[] =
 "                           [--print] [CREDENTIALS]\n"
 "       ringpipe fleet query --clickhouse URL [--format FORMAT] [CREDENTIALS] SQL\n"
 "       ringpipe fleet check --clickhouse URL [--host H] [CREDENTIALS]\n"
+"       ringpipe fleet export --clickhouse URL --where COND -o FILE.nettrace\n"
+"                             [--format v5|v6] [--host H] [CREDENTIALS]\n"
 "\n"
 "URL is ClickHouse's HTTP interface: http://HOST[:PORT]/[?database=NAME&user=U\n"
 "&password=P&SETTING=VALUE...] (port 8123 and database " CH_DEFAULT_DATABASE " by default;\n"
@@ -51,22 +57,33 @@ static const char fleet_usage[] =
 "       Prints a line per host and agent run (streams, batches, events, events\n"
 "       lost, problems) and each problem in words. Run it once the agents\n"
 "       have shipped: a batch still in flight shows as a problem.\n"
+"export writes the events rows COND selects (SQL over the columns of events,\n"
+"       e.g. \"container_id = '5d1e...'\" or \"pid = 4242 AND event_name =\n"
+"       'GCStart'\"; --host H adds host = 'H'), in time order, to FILE as\n"
+"       nettrace, which TraceEvent, PerfView and 'ringpipe dump' read: the\n"
+"       provider, name and fields of each event from event_meta, its pid, tid,\n"
+"       time (ns since the epoch), activity ids, payload bytes, and its stack\n"
+"       when the stacks table has it. --format v6 (the default) holds any\n"
+"       number of processes; v5 holds one. Rows are read a page at a time,\n"
+"       with a line on stderr per page of a long export. A selection without\n"
+"       rows writes no file and exits 1.\n"
 "\n"
 "Exit status: 0 on success (check: everything is accounted for); 1 when the\n"
 "server cannot be reached or refuses the statement (its message is printed),\n"
-"or check found a problem; 2 on a usage error.\n"
+"check found a problem, or export selected no row; 2 on a usage error.\n"
 "See Documentation/fleet.md for the schema.\n";
 
 struct fleet_args {
-	const char *sub;		/* "init", "query" or "check" */
+	const char *sub;		/* "init", "query", "check" or "export" */
 	const char *url, *cluster, *dialect, *user, *password, *password_file, *format, *host;
+	const char *where, *output;	/* export's */
 	const char *sql;
 	uint64_t timeout_s;
 	bool print;
 };
 
 /* The options that take a value: where fleet_args keeps it, and the one
- * subcommand it belongs to (NULL: both) */
+ * subcommand it belongs to (NULL: all; an option of two has two rows) */
 static const struct fleet_value_option {
 	const char *name;
 	size_t offset;
@@ -80,6 +97,11 @@ static const struct fleet_value_option {
 	{ "--dialect", offsetof(struct fleet_args, dialect), "init" },
 	{ "--format", offsetof(struct fleet_args, format), "query" },
 	{ "--host", offsetof(struct fleet_args, host), "check" },
+	{ "--host", offsetof(struct fleet_args, host), "export" },
+	{ "--format", offsetof(struct fleet_args, format), "export" },
+	{ "--where", offsetof(struct fleet_args, where), "export" },
+	{ "-o", offsetof(struct fleet_args, output), "export" },
+	{ "--output", offsetof(struct fleet_args, output), "export" },
 };
 
 static const char **fleet_value_slot(struct fleet_args *a, const char *opt)
@@ -137,6 +159,17 @@ static int fleet_check_args(const struct fleet_args *a)
 	if (a->dialect && strcmp(a->dialect, "legacy") && strcmp(a->dialect, "current"))
 		return tool_err("fleet", "--dialect must be legacy or current, not '%s'",
 				a->dialect), 2;
+	if (strcmp(a->sub, "export"))
+		return 0;
+	if (!a->where || !a->where[0])
+		return tool_err("fleet", "export: --where COND is required: the condition on "
+				"events rows to export (--where 1 for all of them)"), 2;
+	if (!a->output || !a->output[0])
+		return tool_err("fleet", "export: -o FILE.nettrace is required: where to write "
+				"the trace"), 2;
+	if (a->format && strcmp(a->format, "v5") && strcmp(a->format, "v6"))
+		return tool_err("fleet", "export: --format must be v5 or v6, not '%s'",
+				a->format), 2;
 	return 0;
 }
 
@@ -311,6 +344,35 @@ static int fleet_run_check(const struct fleet_args *a)
 	return rc;
 }
 
+static int fleet_run_export(const struct fleet_args *a)
+{
+	struct ch_client client;
+	struct fleet_export_totals t;
+	struct fleet_export_opts o = {
+		.where = a->where, .host = a->host, .path = a->output, .notes = stderr,
+		.format = a->format && !strcmp(a->format, "v5") ? NT_FORMAT_V5 : NT_FORMAT_V6,
+	};
+	char err[4096];
+	int rc = fleet_connect(a, &client);
+
+	if (rc)
+		return rc;
+	rc = fleet_export(&client, &o, &t, err, sizeof(err));
+	if (rc == -ENOENT)
+		rc = tool_err("fleet", "export: %s: nothing written", err);
+	else if (rc)
+		rc = tool_err("fleet", "export: %s", err);
+	else
+		fprintf(stderr, "ringpipe fleet: export: %s: %" PRIu64 " events of %" PRIu64
+			" processes on %" PRIu64 " hosts (first: %s), %" PRIu64 " event types "
+			"(%" PRIu64 " without event_meta), %" PRIu64 " stacks (%" PRIu64
+			" not in the stacks table), nettrace V%d\n", a->output, t.events,
+			t.processes, t.hosts, t.first_process, t.event_types, t.no_meta, t.stacks,
+			t.stacks_missing, o.format);
+	ch_client_free(&client);
+	return rc;
+}
+
 int cmd_fleet(int argc, char **argv)
 {
 	struct fleet_args a = { 0 };
@@ -320,13 +382,16 @@ int cmd_fleet(int argc, char **argv)
 		fputs(fleet_usage, argc < 2 ? stderr : stdout);
 		return argc < 2 ? 2 : 0;
 	}
-	if (strcmp(argv[1], "init") && strcmp(argv[1], "query") && strcmp(argv[1], "check"))
-		return tool_err("fleet", "unknown subcommand '%s' (init, query or check; see "
-				"--help)", argv[1]), 2;
+	if (strcmp(argv[1], "init") && strcmp(argv[1], "query") && strcmp(argv[1], "check") &&
+	    strcmp(argv[1], "export"))
+		return tool_err("fleet", "unknown subcommand '%s' (init, query, check or export; "
+				"see --help)", argv[1]), 2;
 	rc = fleet_parse(&a, argc - 1, argv + 1);
 	if (rc)
 		return rc == 1 ? 0 : rc;
 	if (!strcmp(a.sub, "check"))
 		return fleet_run_check(&a);
+	if (!strcmp(a.sub, "export"))
+		return fleet_run_export(&a);
 	return !strcmp(a.sub, "init") ? fleet_init(&a) : fleet_query(&a);
 }
