@@ -15,6 +15,7 @@
 #include "agent_helpers.h"
 #include "clickhouse.h"
 #include "clickhouse_node.h"
+#include "fleet_export.h"
 #include "helpers.h"
 #include "identity.h"
 #include "nettrace.h"
@@ -222,6 +223,136 @@ static uint64_t rows_of_pid(const char *table, const char *what, const char *hos
 			      what, table, host, pid));
 }
 
+/* Per-event-name counts TraceEvent reads: "Provider/Name" of one pid */
+#define MAX_NAMES 16
+struct name_counts {
+	char key[MAX_NAMES][128];
+	uint64_t n[MAX_NAMES];
+	size_t len;
+	uint64_t others;	/* events of other pids */
+};
+
+static void name_count(struct name_counts *c, const char *key)
+{
+	size_t i;
+
+	for (i = 0; i < c->len && strcmp(c->key[i], key); i++)
+		;
+	if (i == c->len) {
+		cr_assert_lt(c->len, MAX_NAMES, "more than %d event names", MAX_NAMES);
+		snprintf(c->key[c->len++], sizeof(c->key[0]), "%s", key);
+	}
+	c->n[i]++;
+}
+
+/* The string value of "key":"..." in a dump line, into out */
+static void dump_value(const char *line, const char *key, char *out, size_t len)
+{
+	char want[64];
+	const char *at;
+	size_t n;
+
+	snprintf(want, sizeof(want), "\"%s\":\"", key);
+	at = strstr(line, want);
+	cr_assert_not_null(at, "no %s in %.300s", key, line);
+	at += strlen(want);
+	n = strcspn(at, "\"");
+	snprintf(out, len, "%.*s", (int)n, at);
+}
+
+/* TraceEvent's reading of file (the dumper's canonical dump), counted per
+ * event name for pid into c; the file must read without error or loss */
+static void tracedump_counts(const char *dll, const char *file, long pid, struct name_counts *c)
+{
+	struct bytebuf out = { 0 };
+	char *line, *next, provider[64], name[64], key[128];
+
+	cr_assert_eq(th_run(th_fmt("dotnet '%s' dump '%s'", dll, file), &out), 0,
+		     "TraceEvent cannot read %s: %.2000s", file, th_text(&out));
+	for (line = (char *)out.p; line && *line; line = next) {
+		const char *pid_at;
+
+		next = strchr(line, '\n');
+		if (next)
+			*next++ = '\0';
+		if (strstr(line, "\"summary\":true")) {
+			cr_assert(strstr(line, "\"lost\":0,\"error\":null"), "%s: %s", file, line);
+			continue;
+		}
+		pid_at = strstr(line, "\"pid\":");
+		cr_assert_not_null(pid_at, "%s: %.300s", file, line);
+		if (strtol(pid_at + 6, NULL, 10) != pid) {
+			c->others++;
+			continue;
+		}
+		dump_value(line, "provider", provider, sizeof(provider));
+		dump_value(line, "name", name, sizeof(name));
+		snprintf(key, sizeof(key), "%s/%s", provider, name);
+		name_count(c, key);
+	}
+	bb_free(&out);
+}
+
+/* TraceEvent's counts of pid's events in every trace file of dir */
+static void tracedump_dir_counts(const char *dll, const char *dir, long pid,
+				 struct name_counts *c)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+
+	cr_assert_not_null(d, "%s: %s", dir, strerror(errno));
+	while ((de = readdir(d)))
+		if (strstr(de->d_name, ".nettrace"))
+			tracedump_counts(dll, th_fmt("%s/%s", dir, de->d_name), pid, c);
+	closedir(d);
+}
+
+/*
+ * `fleet export` of one container's rows, read by TraceEvent: the same
+ * per-event-name counts as TraceEvent reads from the agent's local V6
+ * files for that container's process, and none of another process's
+ * events (other_pid: the host's producer, outside the container).
+ */
+static void export_matches_local(const struct th_agent_env *e, const char *host,
+				 const char *container, uint64_t pid, uint64_t other_pid,
+				 uint64_t events)
+{
+	struct name_counts exported = { 0 }, local = { 0 }, other = { 0 };
+	struct bytebuf out = { 0 };
+	char *file = th_fmt("%s/container.nettrace", e->dir);
+	size_t i;
+
+	TH_NEED_TRACEDUMP(dll);
+	cr_assert_eq(th_tool_run(th_fmt("fleet export --clickhouse '%s' --host '%s' --where "
+					"\"container_id = '%s'\" -o '%s'", node.url, host,
+					container, file), &out), 0, "fleet export: %s",
+		     th_text(&out));
+	/* more rows than a page: read in pages, with a line for each */
+	cr_assert(strstr(th_text(&out), th_fmt("50000 of %" PRIu64 " rows", events)), "%s",
+		  th_text(&out));
+	cr_assert(strstr(th_text(&out), th_fmt("%" PRIu64 " events of 1 processes", events)),
+		  "%s", th_text(&out));
+	tracedump_counts(dll, file, (long)pid, &exported);
+	tracedump_dir_counts(dll, e->out, (long)pid, &local);
+	tracedump_counts(dll, file, (long)other_pid, &other);
+	cr_assert_eq(exported.others, 0u, "events of other processes in the export");
+	cr_assert_eq(other.len, 0u, "the host producer's events are in the container's export");
+	cr_assert_gt(local.len, 0u, "TraceEvent found no events of pid %" PRIu64 " in %s", pid,
+		     e->out);
+	cr_assert_eq(exported.len, local.len, "%zu event names exported, %zu in the local files",
+		     exported.len, local.len);
+	for (i = 0; i < local.len; i++) {
+		size_t j;
+
+		for (j = 0; j < exported.len && strcmp(exported.key[j], local.key[i]); j++)
+			;
+		cr_assert_lt(j, exported.len, "%s is not in the export", local.key[i]);
+		cr_assert_eq(exported.n[j], local.n[i], "%s: %" PRIu64 " exported, %" PRIu64
+			     " in the local files", local.key[i], exported.n[j], local.n[i]);
+	}
+	bb_free(&out);
+}
+
 Test(fleet_egress, every_event_lands_once_and_on_its_container, .timeout = 300,
      .fini = egress_fini)
 {
@@ -301,6 +432,9 @@ Test(fleet_egress, every_event_lands_once_and_on_its_container, .timeout = 300,
 	cr_assert(strstr(th_text(&out), "2 problems: not everything is accounted for"), "%s",
 		  th_text(&out));
 	bb_free(&out);
+	/* back to nettrace: the container's rows (untouched by the batch
+	 * inserted again), as TraceEvent reads them */
+	export_matches_local(e, "egress-a", id, pod_pid, (uint64_t)host_said.pid, 80000);
 }
 
 /* Waits until the agent's status has want in it */
@@ -464,5 +598,213 @@ Test(fleet_egress, a_killed_agent_restarted_ships_everything_once, .timeout = 30
 		     100000u, "an event arrived twice");
 	cr_assert_eq(fleet_check("egress-kill", &out), 0, "fleet check: %s", th_text(&out));
 	cr_assert(strstr(th_text(&out), "all accounted for"), "%s", th_text(&out));
+	bb_free(&out);
+}
+
+/* Rows of two processes on two hosts, the same pid on both, put in by hand:
+ * the first's with their event_meta rows (one with an opcode) and a stack,
+ * the second's with neither */
+static void export_rows(void)
+{
+	static const char boot_a[] = "toUUID('61f0c404-5cb3-11e7-907b-a6006ad3dba0')";
+	static const char boot_b[] = "toUUID('61f0c404-5cb3-11e7-907b-a6006ad3dba1')";
+	static const char cols[] = "(time, time_ns, host, boot_id, container_id, pid, tid, "
+				   "thread_seq, provider, event_id, event_name, level, keywords, "
+				   "activity_id, stack_id, payload, stream, batch_seq)";
+
+	ask(th_fmt("INSERT INTO ringpipe.events %s VALUES "
+		   "(toDateTime(1796188494), 123456789, 'exp-a', %s, 'c-a', 100, 101, 7, "
+		   "'AgentTest', 1, 'Tick', 4, 1, toUUID('00112233-4455-6677-8899-aabbccddeeff'), "
+		   "0, unhex('2a00000000000000'), 1, 1), "
+		   "(toDateTime(1796188494), 123456790, 'exp-a', %s, 'c-a', 100, 101, 9, "
+		   "'AgentTest', 1, 'Tick', 4, 1, toUUID('00000000-0000-0000-0000-000000000000'), "
+		   "7, unhex('2b00000000000000'), 1, 1), "
+		   "(toDateTime(1796188495), 5, 'exp-b', %s, 'c-b', 100, 300, 1, 'Other', 3, "
+		   "'Boom', 2, 0, toUUID('00000000-0000-0000-0000-000000000000'), 0, 'xy', 1, 1), "
+		   "(toDateTime(1796188496), 0, 'exp-a', %s, 'c-a', 100, 101, 10, 'AgentTest', 2, "
+		   "'Request/Start', 4, 1, toUUID('00000000-0000-0000-0000-000000000000'), 0, '', "
+		   "1, 1)", cols, boot_a, boot_a, boot_b, boot_a));
+	ask(th_fmt("INSERT INTO ringpipe.event_meta (host, boot_id, pid, provider, event_id, "
+		   "event_name, version, level, keywords, opcode, field_names, field_types) "
+		   "VALUES ('exp-a', %s, 100, 'AgentTest', 1, 'Tick', 0, 4, 1, 0, ['Seq'], "
+		   "['UInt64']), ('exp-a', %s, 100, 'AgentTest', 2, 'Request/Start', 1, 4, 1, 1, "
+		   "[], [])", boot_a, boot_a));
+	ask(th_fmt("INSERT INTO ringpipe.stacks (host, boot_id, pid, stack_id, frames, symbols) "
+		   "VALUES ('exp-a', %s, 100, 7, [4096, 8192], ['', ''])", boot_a));
+}
+
+/* fleet_export() of the rows where, page_rows rows a page, into path */
+static int export_paged(const char *where, int format, uint32_t page_rows, const char *path,
+			struct fleet_export_totals *t, char *err, size_t errlen)
+{
+	struct fleet_export_opts o = { .where = where, .path = path, .format = format,
+				       .page_rows = page_rows };
+	struct ch_client c;
+	struct ch_target tg;
+	int rc;
+
+	cr_assert_eq(ch_target_parse(&tg, node.url, err, errlen), 0, "%s", err);
+	cr_assert_eq(ch_client_init(&c, &tg, 10000), 0);
+	rc = fleet_export(&c, &o, t, err, errlen);
+	ch_client_free(&c);
+	return rc;
+}
+
+/* fleet_export() of the rows where, two rows a page, into path */
+static int export_to(const char *where, int format, const char *path,
+		     struct fleet_export_totals *t, char *err, size_t errlen)
+{
+	return export_paged(where, format, 2, path, t, err, errlen);
+}
+
+/* The next event of r, which must be there */
+static void export_next(struct nt_reader *r, struct nt_rec *rec)
+{
+	cr_assert_eq(nt_reader_next(r, rec), 1, "%s", nt_reader_errmsg(r));
+}
+
+static uint64_t rec_unix_ns(const struct nt_reader *r, const struct nt_rec *rec)
+{
+	const struct nt_reader_info *in = nt_reader_info(r);
+
+	cr_assert_eq(in->tick_freq, 1000000000u);
+	return (uint64_t)in->sync_unix_ns + (rec->ts - in->sync_ticks);
+}
+
+Test(fleet_egress, export_rebuilds_the_rows_and_refuses_bad_input, .timeout = 120,
+     .fini = egress_fini)
+{
+	struct fleet_export_totals t;
+	struct bytebuf out = { 0 };
+	struct nt_reader *r;
+	struct nt_rec rec;
+	char err[4096], *dir, *file;
+	uint64_t frame, last_ts = 0;
+	int i, ticks = 0;
+
+	TH_NEED_CLICKHOUSE();
+	th_ch_init(&node);
+	th_ch_start(&node, NULL);
+	fleet_init();
+	dir = th_tmpdir();
+	cr_assert_not_null(dir);
+	file = th_fmt("%s/x.nettrace", dir);
+
+	/* a bad condition: the server's message, and no file */
+	cr_assert_eq(th_tool_run(th_fmt("fleet export --clickhouse '%s' --where 'no_such_column "
+					"= 1' -o '%s'", node.url, file), &out), 1, "%s",
+		     th_text(&out));
+	cr_assert(strstr(th_text(&out), "Unknown identifier: no_such_column"), "%s",
+		  th_text(&out));
+	cr_assert(strstr(th_text(&out), "answered HTTP"), "%s", th_text(&out));
+	cr_assert_neq(access(file, F_OK), 0, "a file was written for a bad condition");
+	cr_assert_lt(export_to("no_such_column = 1", NT_FORMAT_V6, file, &t, err, sizeof(err)), 0);
+	cr_assert(strstr(err, "Code: 47"), "%s", err);
+	/* nothing selected: said, exit 1, no file */
+	out.len = 0;
+	cr_assert_eq(th_tool_run(th_fmt("fleet export --clickhouse '%s' --where 1 -o '%s'",
+					node.url, file), &out), 1, "%s", th_text(&out));
+	cr_assert(strstr(th_text(&out), "no events row matches --where '1': nothing written"), "%s",
+		  th_text(&out));
+	cr_assert_neq(access(file, F_OK), 0);
+	/* a comment in the condition ends with it */
+	cr_assert_eq(export_to("1 -- all of them", NT_FORMAT_V6, file, &t, err, sizeof(err)),
+		     -ENOENT, "%s", err);
+	/* usage errors */
+	out.len = 0;
+	cr_assert_eq(th_tool_run(th_fmt("fleet export --clickhouse '%s' -o '%s'", node.url, file),
+			     &out), 2);
+	cr_assert(strstr(th_text(&out), "--where COND is required"), "%s", th_text(&out));
+	out.len = 0;
+	cr_assert_eq(th_tool_run(th_fmt("fleet export --clickhouse '%s' --where 1 --format v7 "
+					"-o '%s'", node.url, file), &out), 2);
+	cr_assert(strstr(th_text(&out), "--format must be v5 or v6, not 'v7'"), "%s",
+		  th_text(&out));
+
+	export_rows();
+	/* V5 has one process id: two processes are refused, and said */
+	cr_assert_eq(export_to("1", NT_FORMAT_V5, file, &t, err, sizeof(err)), -EXDEV, "%s", err);
+	cr_assert(strstr(err, "the selection holds 2 processes"), "%s", err);
+	cr_assert_neq(access(file, F_OK), 0);
+	/* V6: each event as it was put in, read in pages of two rows */
+	cr_assert_eq(export_to("1", NT_FORMAT_V6, file, &t, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(t.events, 4u);
+	cr_assert_eq(t.processes, 2u);
+	cr_assert_eq(t.hosts, 2u);
+	cr_assert_eq(t.event_types, 3u);
+	cr_assert_eq(t.no_meta, 1u);
+	cr_assert_eq(t.stacks, 1u);
+	r = nt_reader_open(file);
+	cr_assert_not_null(r);
+	export_next(r, &rec);
+	cr_assert_str_eq(rec.meta->provider, "AgentTest");
+	cr_assert_str_eq(rec.meta->name, "Tick");
+	cr_assert(rec.meta->has_fields && rec.meta->nfields == 1, "the fields of event_meta");
+	cr_assert_str_eq(rec.meta->fields[0].name, "Seq");
+	cr_assert_eq(rec.meta->fields[0].type.code, NT_U64);
+	cr_assert_eq(rec.pid, 100);
+	cr_assert_eq(rec.tid, 101);
+	cr_assert_eq(rec_unix_ns(r, &rec), 1796188494123456789ull);
+	cr_assert_eq(rec.activity[0], 0x00);
+	cr_assert_eq(rec.activity[15], 0xff);
+	cr_assert_eq(rec.activity[1], 0x11);
+	cr_assert_eq(rec.payload_len, 8u);
+	cr_assert_eq(rec.payload[0], 0x2a);
+	cr_assert_eq(rec.stack_bytes, 0u);
+	export_next(r, &rec);
+	cr_assert_eq(rec_unix_ns(r, &rec), 1796188494123456790ull);
+	cr_assert_eq(rec.payload[0], 0x2b);
+	cr_assert_eq(rec.stack_bytes, 16u, "the stack of the stacks table");
+	memcpy(&frame, rec.stack + 8, 8);
+	cr_assert_eq(frame, 8192u);
+	export_next(r, &rec);
+	cr_assert_str_eq(rec.meta->provider, "Other");
+	cr_assert_str_eq(rec.meta->name, "Boom", "named from the events row");
+	cr_assert_eq(rec.meta->level, 2);
+	cr_assert_eq(rec.pid, 100);
+	cr_assert_eq(rec.tid, 300);
+	cr_assert_eq(rec_unix_ns(r, &rec), 1796188495000000005ull);
+	cr_assert_eq(rec.payload_len, 2u);
+	cr_assert_eq(memcmp(rec.payload, "xy", 2), 0);
+	export_next(r, &rec);
+	cr_assert_str_eq(rec.meta->name, "Request/Start", "the name TraceEvent gave it");
+	cr_assert_eq(rec.meta->opcode, 1);
+	cr_assert_eq(rec.meta->version, 1);
+	cr_assert_eq(rec.payload_len, 0u);
+	cr_assert_eq(nt_reader_next(r, &rec), 0, "%s", nt_reader_errmsg(r));
+	/* sequence numbers count afresh: the 7, 9 of the rows are no loss */
+	cr_assert_eq(nt_reader_lost(r), 0);
+	nt_reader_free(r);
+	/* one process in V5, with --host through the command */
+	out.len = 0;
+	cr_assert_eq(th_tool_run(th_fmt("fleet export --clickhouse '%s' --host exp-b --where 1 "
+					"--format v5 -o '%s'", node.url, file), &out), 0, "%s",
+		     th_text(&out));
+	cr_assert(strstr(th_text(&out), "1 events of 1 processes on 1 hosts (first: host exp-b "
+			 "pid 100)"), "%s", th_text(&out));
+	r = nt_reader_open(file);
+	cr_assert_not_null(r);
+	cr_assert_eq(nt_reader_info(r)->format, 5);
+	export_next(r, &rec);
+	cr_assert_str_eq(rec.meta->name, "Boom");
+	cr_assert_eq(nt_reader_next(r, &rec), 0, "%s", nt_reader_errmsg(r));
+	nt_reader_free(r);
+	/* a batch that arrived twice: each copy is a row, also where a page
+	 * ends between two rows of one key (a page of one row) */
+	ask("INSERT INTO ringpipe.events SELECT * FROM ringpipe.events WHERE host = 'exp-a'");
+	cr_assert_eq(export_paged("1", NT_FORMAT_V6, 1, file, &t, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(t.events, 7u);
+	r = nt_reader_open(file);
+	cr_assert_not_null(r);
+	for (i = 0; i < 7; i++) {
+		export_next(r, &rec);
+		cr_assert_eq(rec.ts >= last_ts, 1, "event %d goes back in time", i);
+		last_ts = rec.ts;
+		ticks += !strcmp(rec.meta->name, "Tick");
+	}
+	cr_assert_eq(ticks, 4, "each Tick row twice");
+	cr_assert_eq(nt_reader_next(r, &rec), 0, "%s", nt_reader_errmsg(r));
+	nt_reader_free(r);
+	th_rmdir(dir);
 	bb_free(&out);
 }
