@@ -65,9 +65,21 @@ static const char agent_usage[] =
 "  --clickhouse-dialect D  legacy (before 22) or current: the tables' types, so that\n"
 "                          batches are made before the server first answers\n"
 "                          (default: from the server's version)\n"
-"  --host-id NAME          the host's name in every row (default: the host name)\n"
+"  --otlp URL              also (or instead) send every finished file as OTLP logs\n"
+"                          to an OpenTelemetry receiver's OTLP/HTTP endpoint\n"
+"                          (http://HOST[:PORT][/PATH]; port 4318, and /v1/logs is\n"
+"                          added to a PATH that does not end in it): one log record\n"
+"                          per event, one resource per process (host.name,\n"
+"                          process.pid, container.id, k8s.pod.uid), protobuf, spooled\n"
+"                          and sent again on 429, 5xx and connection errors\n"
+"  --otlp-header K=V       a header on every OTLP request, e.g.\n"
+"                          Authorization='Bearer TOKEN'; may be given again\n"
+"  --host-id NAME          the host's name in every row and record (default: the\n"
+"                          host name)\n"
 "  --spool-dir DIR         where batches wait until acknowledged (default:\n"
-"                          OUTPUT-DIR/spool); a restarted agent sends what it finds\n"
+"                          OUTPUT-DIR/spool; with --clickhouse and --otlp both, the\n"
+"                          OTLP batches wait in DIR-otlp); a restarted agent sends\n"
+"                          what it finds\n"
 "  --spool-mb N            the spool's size (default 256); when it is full, Block\n"
 "                          processes park until it has room, and the events of Drop\n"
 "                          processes are counted as lost (reason egress_full)\n"
@@ -82,16 +94,48 @@ static const char agent_usage[] =
 
 #define MAX_USDT 16
 
-/* The --clickhouse family: 1 when opt is not one of them, 0 when taken,
- * 2 after saying what is wrong */
-static int egress_option(struct egress_opts *eo, const char *opt, const char *v)
+/* What the egress options make: ClickHouse's, the OTLP receiver's */
+struct egress_args {
+	struct egress_opts ch, otlp;
+	char spool[4096], otlp_spool[4200];
+	char headers[4096];	/* --otlp-header's, as header lines */
+	size_t headers_len;
+};
+
+/* --otlp-header K=V: K an HTTP header name, V without line breaks */
+static int otlp_header(struct egress_args *ea, const char *v)
+{
+	static const char token[] = "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyz"
+				    "ABCDEFGHIJKLMNOPQRSTUVWXYZ";
+	const char *eq = strchr(v, '=');
+	size_t kl = eq ? (size_t)(eq - v) : 0;
+	int n;
+
+	if (!eq || !kl || strspn(v, token) != kl || strpbrk(eq + 1, "\r\n"))
+		return tool_err("agent", "--otlp-header takes NAME=VALUE (an HTTP header name, "
+				"such as Authorization=Bearer TOKEN), not '%s'", v), 2;
+	n = snprintf(ea->headers + ea->headers_len, sizeof(ea->headers) - ea->headers_len,
+		     "%.*s: %s\r\n", (int)kl, v, eq + 1);
+	if (n < 0 || (size_t)n >= sizeof(ea->headers) - ea->headers_len)
+		return tool_err("agent", "the --otlp-header values are longer than %zu bytes "
+				"together", sizeof(ea->headers) - 1), 2;
+	ea->headers_len += (size_t)n;
+	ea->otlp.otlp_headers = ea->headers;
+	return 0;
+}
+
+/* The --clickhouse and --otlp families: 1 when opt is not one of them, 0
+ * when taken, 2 after saying what is wrong */
+static int egress_option(struct egress_args *ea, const char *opt, const char *v)
 {
 	static const char *const names[] = {
 		"--clickhouse", "--clickhouse-user", "--clickhouse-password-file",
-		"--clickhouse-dialect", "--host-id", "--spool-dir", "--spool-mb",
+		"--clickhouse-dialect", "--host-id", "--spool-dir", "--otlp", "--otlp-header",
+		"--spool-mb",
 	};
+	struct egress_opts *eo = &ea->ch;
 	const char **slots[] = { &eo->url, &eo->user, &eo->password_file, &eo->dialect,
-				 &eo->host_id, &eo->spool_dir, NULL };
+				 &eo->host_id, &eo->spool_dir, &ea->otlp.otlp_url, NULL, NULL };
 	uint64_t mb;
 	size_t i;
 
@@ -101,7 +145,9 @@ static int egress_option(struct egress_opts *eo, const char *opt, const char *v)
 		return 1;
 	if (!v || !*v)
 		return tool_err("agent", "option '%s' needs a value (see --help)", opt), 2;
-	if (slots[i]) {
+	if (!strcmp(opt, "--otlp-header")) {
+		return otlp_header(ea, v);
+	} else if (slots[i]) {
 		*slots[i] = v;
 	} else {
 		if (tool_parse_u64(v, 1u << 20, &mb) || !mb)
@@ -114,26 +160,46 @@ static int egress_option(struct egress_opts *eo, const char *opt, const char *v)
 	return 0;
 }
 
-/* --clickhouse's defaults, once every option is read */
-static int egress_finish(struct agent_opts *o, struct egress_opts *eo, char *spool, size_t len)
+/* The egresses' defaults, once every option is read */
+static int egress_finish(struct agent_opts *o, struct egress_args *ea)
 {
-	if (!eo->url) {
-		if (eo->user || eo->password_file || eo->dialect || eo->host_id || eo->spool_dir ||
-		    eo->spool_bytes)
-			return tool_err("agent", "the --clickhouse-*, --host-id and --spool-* options "
-					"need --clickhouse URL"), 2;
+	struct egress_opts *eo = &ea->ch, *ot = &ea->otlp;
+
+	if (!eo->url && (eo->user || eo->password_file || eo->dialect))
+		return tool_err("agent", "the --clickhouse-* options need --clickhouse URL"), 2;
+	if (!ot->otlp_url && ot->otlp_headers)
+		return tool_err("agent", "--otlp-header needs --otlp URL"), 2;
+	if (!eo->url && !ot->otlp_url) {
+		if (eo->host_id || eo->spool_dir || eo->spool_bytes)
+			return tool_err("agent", "the --host-id and --spool-* options need "
+					"--clickhouse URL or --otlp URL"), 2;
 		return 0;
 	}
 	if (!eo->spool_dir) {
-		snprintf(spool, len, "%s/spool", o->out_dir);
-		eo->spool_dir = spool;
+		snprintf(ea->spool, sizeof(ea->spool), "%s/spool", o->out_dir);
+		eo->spool_dir = ea->spool;
 	}
 	eo->quiet = o->quiet;
 	eo->notes_dir = o->out_dir;
 	/* batches leave about once a second: a file is shipped once finished */
 	if (!o->rotate_s)
 		o->rotate_s = 1;
-	o->egress = eo;
+	if (ot->otlp_url) {
+		/* the same host, spool size and files; a spool of its own */
+		const char *url = ot->otlp_url, *headers = ot->otlp_headers;
+
+		*ot = *eo;
+		ot->url = ot->user = ot->password_file = ot->dialect = NULL;
+		ot->otlp_url = url;
+		ot->otlp_headers = headers;
+		if (eo->url) {
+			snprintf(ea->otlp_spool, sizeof(ea->otlp_spool), "%s-otlp", eo->spool_dir);
+			ot->spool_dir = ea->otlp_spool;
+		}
+		o->otlp = ot;
+	}
+	if (eo->url)
+		o->egress = eo;
 	return 0;
 }
 
@@ -177,15 +243,14 @@ static int cmd_status(int argc, char **argv)
 int cmd_agent(int argc, char **argv)
 {
 	struct agent_opts o = { .sz = sizeof(o), .out_dir = "ringpipe-agent" };
-	struct egress_opts eo = { .sz = sizeof(eo) };
-	char spool[4096];
+	struct egress_args ea = { .ch.sz = sizeof(ea.ch), .otlp.sz = sizeof(ea.otlp) };
 	struct rp_capture_opts co = { .sz = sizeof(co) };
 	const char *usdt[MAX_USDT];
 	uint64_t duration = 0, mb;
 	struct sigaction sa = { .sa_handler = on_signal };
 	struct agent *a;
 	struct timespec t0;
-	int i;
+	int i, taken;
 
 	if (argc > 1 && !strcmp(argv[1], "status"))
 		return cmd_status(argc - 1, argv + 1);
@@ -206,8 +271,10 @@ int cmd_agent(int argc, char **argv)
 			o.merge = true;
 			continue;
 		}
-		if (egress_option(&eo, opt, v) != 1) {
-			if (egress_option(&eo, opt, v))
+		taken = egress_option(&ea, opt, v);
+		if (taken != 1) {
+			/* once: --otlp-header adds a header each time */
+			if (taken)
 				return 2;
 			i++;
 			continue;
@@ -273,7 +340,7 @@ int cmd_agent(int argc, char **argv)
 			return tool_err("agent", "--duration must be a time such as 30s or 5m, not '%s'", v), 2;
 		}
 	}
-	if (egress_finish(&o, &eo, spool, sizeof(spool)))
+	if (egress_finish(&o, &ea))
 		return 2;
 	if (!o.providers && !o.dotnet && !o.capture && !o.sample_hz)
 		return tool_err("agent", "nothing to collect: give --providers, --dotnet, --kernel, "

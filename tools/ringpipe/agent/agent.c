@@ -153,6 +153,7 @@ struct agent {
 	size_t ndn_seen;
 	uint64_t last_dn_ns;
 	struct egress *eg;		/* NULL: no --clickhouse */
+	struct egress *otlp;		/* NULL: no --otlp */
 	bool egress_holding;		/* Block sessions held for the egress */
 };
 
@@ -1057,6 +1058,8 @@ static void closed_add(struct agent *a, const char *path, const struct agent_ide
 
 	if (a->eg && path[0])
 		egress_file(a->eg, path, id, droppable);
+	if (a->otlp && path[0])
+		egress_file(a->otlp, path, id, droppable);
 	if (!a->o.merge || !path[0])
 		return;
 	p = strdup(path);
@@ -1303,7 +1306,7 @@ static void rotate_check(struct agent *a, uint64_t now)
  * cannot take. A process that joins meanwhile is held at its first look. */
 static void hold_check(struct agent *a)
 {
-	bool full = egress_full(a->eg) && !conn_droppable(a);
+	bool full = (egress_full(a->eg) || egress_full(a->otlp)) && !conn_droppable(a);
 	struct conn *c;
 
 	if (full != a->egress_holding)
@@ -1459,6 +1462,8 @@ struct agent *agent_start(const struct agent_opts *uo)
 		goto fail;
 	if (a->o.egress && !(a->eg = egress_start(a->o.egress)))
 		goto fail;
+	if (a->o.otlp && !(a->otlp = egress_start(a->o.otlp)))
+		goto fail;
 	a->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (a->wake_fd < 0 || listen_on(a))
 		goto fail;
@@ -1494,6 +1499,7 @@ fail:
 		rp_session_stop(a->trace);
 	rp_capture_close(a->cap);
 	egress_stop(a->eg, 0);
+	egress_stop(a->otlp, 0);
 	free(a);
 	return NULL;
 }
@@ -1548,6 +1554,9 @@ int agent_stop(struct agent *a)
 	if (egress_stop(a->eg, EGRESS_STOP_WAIT_MS))
 		rc = 1;
 	a->eg = NULL;
+	if (egress_stop(a->otlp, EGRESS_STOP_WAIT_MS))
+		rc = 1;
+	a->otlp = NULL;
 	say(a, "stopped; the agent's trace is %s", a->trace_file);
 	while (a->ended) {
 		c = a->ended;
@@ -1703,6 +1712,10 @@ static void status_text(struct agent *a, bool json, struct bytebuf *b)
 	if (a->eg) {
 		bb_printf(b, "%s", json ? ",\"egress\":" : "");
 		egress_status(a->eg, json, b);
+	}
+	if (a->otlp) {
+		bb_printf(b, "%s", json ? ",\"otlp\":" : "");
+		egress_status(a->otlp, json, b);
 	}
 	if (json)
 		bb_printf(b, "}\n");

@@ -44,6 +44,9 @@ struct agent_opts {
 	bool merge;
 	/* also ship every finished file to ClickHouse (egress.h); NULL: no */
 	const struct egress_opts *egress;
+	/* and, beside or instead, to an OTLP receiver (egress.h with
+	 * otlp_url); NULL: no */
+	const struct egress_opts *otlp;
 };
 
 struct rp_capture_opts;

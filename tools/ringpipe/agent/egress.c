@@ -36,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
@@ -45,9 +46,12 @@
 #include "clock.h"
 #include "egress.h"
 #include "egress_batch.h"
+#include "egress_otlp.h"
 #include "egress_sidecar.h"
+#include "http_conn.h"
 #include "identity.h"
 #include "nettrace.h"
+#include "otlp_logs.h"
 #include "rowbinary.h"
 #include "spool.h"
 #include "thread.h"
@@ -70,6 +74,12 @@ struct egress {
 	char host[256];
 	struct egress_name name;
 	struct ch_client ch;
+	/* --otlp: the receiver, its path, and the notes' suffix (a file may go
+	 * to both sinks, each with its own note) */
+	bool otlp;
+	struct http_conn http;
+	char otlp_path[1024];
+	const char *note_suffix;
 	struct spool *spool;
 	uint64_t spool_max, loss_reserve;
 	pthread_t thread;
@@ -110,10 +120,14 @@ struct egress {
 	char last_error[512];
 	uint64_t batches_sent, batches_already, rows_sent[FLEET_NTABLES], bytes_sent;
 	uint64_t retries, outages, files_done, files_given_up, lost_full, unshipped;
+	uint64_t records_sent, records_rejected, batches_rejected;	/* OTLP */
 };
 
 static void take_notes(struct egress *e, const char *dir);
-#define egress_say(e, ...) tool_say((e)->o.quiet, "ringpipe agent: egress: ", __VA_ARGS__)
+#define egress_say(e, ...)                                                          \
+	tool_say((e)->o.quiet,                                                      \
+		 (e)->otlp ? "ringpipe agent: otlp egress: " : "ringpipe agent: egress: ", \
+		 __VA_ARGS__)
 
 /* ---- names ------------------------------------------------------------------- */
 
@@ -139,6 +153,42 @@ static int new_run_id(uint8_t id[16])
 		return -errno;
 	id[6] = (uint8_t)((id[6] & 0x0f) | 0x40);
 	id[8] = (uint8_t)((id[8] & 0x3f) | 0x80);
+	return 0;
+}
+
+/* http://HOST[:PORT][/PATH]: PATH is where logs go when it ends in
+ * /v1/logs, else the base that /v1/logs is added to (as OTLP exporters do
+ * with OTEL_EXPORTER_OTLP_ENDPOINT) */
+static int otlp_setup(struct egress *e)
+{
+	static const char scheme[] = "http://";
+	const char *url = e->o.otlp_url, *auth, *end, *path;
+	char host[256] = "", port[8] = "", why[256];
+	size_t pl;
+
+	if (strncasecmp(url, scheme, sizeof(scheme) - 1)) {
+		fprintf(stderr, "ringpipe agent: --otlp '%s': the URL must start with http:// (an "
+			"OTLP/HTTP receiver, port 4318 by default%s)\n", url,
+			!strncasecmp(url, "https://", 8) ? "; https is not supported" : "");
+		return -EINVAL;
+	}
+	auth = url + sizeof(scheme) - 1;
+	end = auth + strcspn(auth, "/?#");
+	if (http_parse_authority(auth, end, "4318", host, port, why, sizeof(why))) {
+		fprintf(stderr, "ringpipe agent: --otlp '%s': %s\n", url, why);
+		return -EINVAL;
+	}
+	path = *end == '/' ? end : "/";
+	pl = strcspn(path, "#");
+	if (pl >= 8 && !strncmp(path + pl - 8, "/v1/logs", 8))
+		snprintf(e->otlp_path, sizeof(e->otlp_path), "%.*s", (int)pl, path);
+	else
+		snprintf(e->otlp_path, sizeof(e->otlp_path), "%.*s%sv1/logs", (int)pl, path,
+			 path[pl - 1] == '/' ? "" : "/");
+	if (http_conn_init(&e->http, host, port, CH_TIMEOUT_MS)) {
+		fprintf(stderr, "ringpipe agent: --otlp '%s': bad host or port\n", url);
+		return -EINVAL;
+	}
 	return 0;
 }
 
@@ -193,11 +243,26 @@ static void note_failure(struct egress *e, const char *err)
 	e->retry_at_ns = now + e->backoff_ms * 1000000ull;
 }
 
+static const char *sink_name(const struct egress *e)
+{
+	return e->otlp ? "the OTLP receiver" : "ClickHouse";
+}
+
+static const char *server_host(const struct egress *e)
+{
+	return e->otlp ? e->http.host : e->ch.target.host;
+}
+
+static const char *server_port(const struct egress *e)
+{
+	return e->otlp ? e->http.port : e->ch.target.port;
+}
+
 static void note_success(struct egress *e)
 {
 	if (e->outage) {
-		egress_say(e, "ClickHouse at %s:%s answers again", e->ch.target.host,
-			   e->ch.target.port);
+		egress_say(e, "%s at %s:%s answers again", sink_name(e), server_host(e),
+			   server_port(e));
 		pthread_mutex_lock(&e->lock);
 		e->last_error[0] = 0;
 		pthread_mutex_unlock(&e->lock);
@@ -338,11 +403,88 @@ static int send_batch(struct egress *e, const struct egress_batch *b, bool again
 	return rc;
 }
 
+/* The answer's body as text for a message: the first line, at most 300 bytes */
+static const char *answer_text(const struct http_response *r)
+{
+	const char *t = r->body.p ? (const char *)r->body.p : "";
+
+	return *t ? t : "(no body)";
+}
+
+/*
+ * A spooled OTLP batch to the receiver, with OTLP/HTTP's rules: 200 is
+ * acknowledged (a partial success says how many records it rejected, and
+ * why: counted and logged, not sent again); 429 and 5xx are sent again
+ * with backoff, as connection errors are; any other answer (400: the
+ * request was bad) will not change by sending it again, so the batch is
+ * dropped and its records counted as rejected. 0 once acknowledged or
+ * dropped, else the failure in err.
+ */
+static int otlp_send(struct egress *e, const struct egress_otlp_batch *bp, char *err,
+		     size_t errlen)
+{
+	const struct egress_otlp_batch b = *bp;
+	struct http_request rq = { .method = "POST", .target = e->otlp_path };
+	struct http_response r = { 0 };
+	struct otlp_response ok;
+	struct bytebuf headers = { 0 };
+	int rc;
+
+	bb_printf(&headers, "Content-Type: application/x-protobuf\r\n%s",
+		  e->o.otlp_headers ? e->o.otlp_headers : "");
+	bb_append(&headers, "", 1);
+	if (headers.oom) {
+		bb_free(&headers);
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	rq.headers = (const char *)headers.p;
+	rq.body = b.body;
+	rq.body_len = b.len;
+	rc = http_conn_request(&e->http, &rq, &r, err, errlen);
+	bb_free(&headers);
+	if (rc) {
+		http_response_free(&r);
+		return rc;
+	}
+	if (r.status == 429 || r.status >= 500) {
+		snprintf(err, errlen, "POST %.255s:%s%.200s answered %d: %.300s", e->http.host, e->http.port,
+			 e->otlp_path, r.status, answer_text(&r));
+		http_response_free(&r);
+		return -EAGAIN;
+	}
+	pthread_mutex_lock(&e->lock);
+	if (r.status / 100 != 2) {
+		e->batches_rejected++;
+		e->records_rejected += b.records;
+	} else if (!otlp_response_parse(r.body.p, r.body.len, &ok) && ok.rejected > 0) {
+		e->records_rejected += (uint64_t)ok.rejected;
+		e->records_sent += b.records > ok.rejected ? b.records - (uint64_t)ok.rejected : 0;
+		e->batches_sent++;
+	} else {
+		ok.rejected = 0;
+		e->records_sent += b.records;
+		e->batches_sent++;
+	}
+	e->bytes_sent += b.len;
+	pthread_mutex_unlock(&e->lock);
+	if (r.status / 100 != 2)
+		egress_say(e, "batch %u/%llu (%u records) refused with %d: %.300s; not sent again",
+			   b.stream, (unsigned long long)b.seq, b.records, r.status, answer_text(&r));
+	else if (ok.rejected > 0)
+		egress_say(e, "batch %u/%llu: the receiver rejected %lld of its %u records: %s",
+			   b.stream, (unsigned long long)b.seq, (long long)ok.rejected, b.records,
+			   ok.message[0] ? ok.message : "(no message)");
+	http_response_free(&r);
+	return 0;
+}
+
 /* The oldest spooled batch to ClickHouse. 1: one was acknowledged (or set
  * aside as damaged), 0: the spool is empty, <0: the send failed. */
 static int ship_oldest(struct egress *e)
 {
 	struct egress_batch b;
+	struct egress_otlp_batch ob;
 	char err[1024] = "";
 	uint64_t num;
 	void *data;
@@ -357,15 +499,19 @@ static int ship_oldest(struct egress *e)
 		egress_say(e, "the spool cannot be read: %s", strerror(-rc));
 		return rc;
 	}
-	if (egress_batch_parse(data, len, &b)) {
+	if (e->otlp ? egress_otlp_parse(data, len, &ob) : egress_batch_parse(data, len, &b)) {
 		/* not a batch of ours: kept aside would be kept forever */
 		egress_say(e, "spooled batch %llu is not a batch; dropped", (unsigned long long)num);
 		free(data);
 		spool_ack(e->spool, num);
 		return 1;
 	}
-	rc = send_batch(e, &b, num == e->failed_num || memcmp(b.agent_run, e->name.agent_run, 16),
-			err, sizeof(err));
+	if (e->otlp)
+		rc = otlp_send(e, &ob, err, sizeof(err));
+	else
+		rc = send_batch(e, &b, num == e->failed_num ||
+					       memcmp(b.agent_run, e->name.agent_run, 16),
+				err, sizeof(err));
 	free(data);
 	if (rc) {
 		e->failed_num = num;
@@ -498,7 +644,7 @@ static void give_up_file(struct egress *e, const struct egress_pending *p)
 	pthread_mutex_unlock(&e->lock);
 	/* counted: a crash before the loss is spooled loses the count (the
 	 * file is still in the output directory) */
-	egress_sidecar_remove(p->path);
+	egress_sidecar_remove(p->path, e->note_suffix);
 }
 
 static uint32_t take_stream(struct egress *e)
@@ -528,7 +674,9 @@ static bool make_loss_batch(struct egress *e)
 		l[i] = (struct egress_loss){ e->losses[i].time_ns, e->losses[i].pid, 0,
 					     e->losses[i].container_id, e->losses[i].reason,
 					     e->losses[i].count };
-	rc = n ? egress_loss_batch(&e->name, e->loss_stream, 1, l, n, &e->loss_batch) : -ENOENT;
+	rc = !n ? -ENOENT : e->otlp ? egress_otlp_loss_batch(&e->name, e->loss_stream, 1, l, n,
+							     &e->loss_batch)
+		 : egress_loss_batch(&e->name, e->loss_stream, 1, l, n, &e->loss_batch);
 	pthread_mutex_unlock(&e->lock);
 	/* no room: made again later, with what is counted by then */
 	if (rc || !spool_batch(e, &e->loss_batch, true))
@@ -630,7 +778,8 @@ static bool make_batch(struct egress *e)
 	}
 	if (!e->cur && !open_next_file(e))
 		return false;
-	rc = egress_source_next(e->cur, &e->cur_name, &e->held, err, sizeof(err));
+	rc = e->otlp ? egress_otlp_next(e->cur, &e->cur_name, &e->held, err, sizeof(err))
+		     : egress_source_next(e->cur, &e->cur_name, &e->held, err, sizeof(err));
 	if (err[0])
 		egress_say(e, "a trace ends early: %s (its batches say so)", err);
 	if (rc <= 0) {
@@ -639,7 +788,7 @@ static bool make_batch(struct egress *e)
 		egress_source_close(e->cur);
 		e->cur = NULL;
 		/* every batch of it is in the spool: a restart need not cut it */
-		egress_sidecar_remove(e->cur_path);
+		egress_sidecar_remove(e->cur_path, e->note_suffix);
 		free(e->cur_path);
 		e->cur_path = NULL;
 		pthread_mutex_lock(&e->lock);
@@ -740,7 +889,10 @@ static void egress_free(struct egress *e)
 	bb_free(&e->loss_batch);
 	free(e->losses);
 	spool_close(e->spool);
-	ch_client_free(&e->ch);
+	if (e->otlp)
+		http_conn_free(&e->http);
+	else
+		ch_client_free(&e->ch);
 	pthread_cond_destroy(&e->cond);
 	pthread_mutex_destroy(&e->lock);
 	free(e);
@@ -774,7 +926,14 @@ struct egress *egress_start(const struct egress_opts *uo)
 		e->name.dialect = strcmp(e->o.dialect, "current") ? FLEET_LEGACY : FLEET_CURRENT;
 		e->dialect_known = true;
 	}
-	if (new_run_id(e->name.agent_run) || client_setup(e))
+	e->otlp = e->o.otlp_url != NULL;
+	e->note_suffix = e->otlp ? EGRESS_OTLP_SIDECAR_SUFFIX : EGRESS_SIDECAR_SUFFIX;
+	if (e->otlp) {
+		/* records are not typed by a server's version */
+		e->name.format = EGRESS_OTLP;
+		e->dialect_known = true;
+	}
+	if (new_run_id(e->name.agent_run) || (e->otlp ? otlp_setup(e) : client_setup(e)))
 		goto fail;
 	so.dir = e->o.spool_dir;
 	so.max_bytes = e->spool_max;
@@ -833,10 +992,10 @@ void egress_file(struct egress *e, const char *path, const struct agent_identity
 		p->note.have_id = true;
 		p->note.id = *id;
 	}
-	err = egress_sidecar_write(path, &p->note);
+	err = egress_sidecar_write(path, e->note_suffix, &p->note);
 	if (err)
 		egress_say(e, "%s%s: %s (a restarted agent would not ship it)", path,
-			   EGRESS_SIDECAR_SUFFIX, strerror(-err));
+			   e->note_suffix, strerror(-err));
 	enqueue(e, p);
 }
 
@@ -848,7 +1007,7 @@ static int name_order(const void *a, const void *b)
 /* The notes a previous run left: its files go first, under their names */
 static void take_notes(struct egress *e, const char *dir)
 {
-	size_t n = 0, cap = 0, i, sl = strlen(EGRESS_SIDECAR_SUFFIX);
+	size_t n = 0, cap = 0, i, sl = strlen(e->note_suffix);
 	char **names = NULL;
 	struct dirent *de;
 	DIR *d = opendir(dir);
@@ -858,7 +1017,7 @@ static void take_notes(struct egress *e, const char *dir)
 	while ((de = readdir(d))) {
 		size_t len = strlen(de->d_name);
 
-		if (len > sl && !strcmp(de->d_name + len - sl, EGRESS_SIDECAR_SUFFIX) &&
+		if (len > sl && !strcmp(de->d_name + len - sl, e->note_suffix) &&
 		    !array_grow((void **)&names, &cap, n, sizeof(*names), 16) &&
 		    (names[n] = strdup(de->d_name)))
 			n++;
@@ -900,12 +1059,19 @@ static void status_json(struct egress *e, const struct spool_stats *st, struct b
 	nt_json_string(b, e->host, strlen(e->host));
 	bb_printf(b, ",\"last_error\":");
 	nt_json_string(b, e->last_error, strlen(e->last_error));
+	if (e->otlp)
+		bb_printf(b, ",\"otlp_path\":\"%s\",\"records_sent\":%llu,\"records_rejected\":%llu,"
+			  "\"batches_rejected\":%llu", e->otlp_path,
+			  (unsigned long long)e->records_sent,
+			  (unsigned long long)e->records_rejected,
+			  (unsigned long long)e->batches_rejected);
 	bb_printf(b, ",\"server\":\"%s:%s\",\"state\":\"%s\",\"full\":%s,"
 		  "\"batches_sent\":%llu,\"batches_found_sent\":%llu,\"events_sent\":%llu,"
 		  "\"losses_sent\":%llu,\"bytes_sent\":%llu,\"retries\":%llu,\"outages\":%llu,"
 		  "\"files_pending\":%zu,\"files_given_up\":%llu,\"lost_egress_full\":%llu,"
 		  "\"spool_batches\":%llu,\"spool_bytes\":%llu,\"spool_found\":%llu}",
-		  e->ch.target.host, e->ch.target.port, e->last_error[0] ? "retrying" : "ok", rp_load_relaxed(&e->full) ? "true" : "false",
+		  server_host(e), server_port(e), e->last_error[0] ? "retrying" : "ok",
+		  rp_load_relaxed(&e->full) ? "true" : "false",
 		  (unsigned long long)e->batches_sent, (unsigned long long)e->batches_already,
 		  (unsigned long long)e->rows_sent[FLEET_EVENTS],
 		  (unsigned long long)e->rows_sent[FLEET_LOSSES], (unsigned long long)e->bytes_sent,
@@ -925,9 +1091,16 @@ void egress_status(struct egress *e, bool json, struct bytebuf *b)
 	if (json) {
 		status_json(e, &st, b);
 	} else {
-		bb_printf(b, "egress to ClickHouse %s:%s as host %s: %s%s%s\n", e->ch.target.host,
-			  e->ch.target.port, e->host, e->last_error[0] ? "retrying: " : "ok",
-			  e->last_error, rp_load_relaxed(&e->full) ? " (spool full)" : "");
+		bb_printf(b, "egress to %s %s:%s%s as host %s: %s%s%s\n",
+			  e->otlp ? "OTLP" : "ClickHouse", server_host(e), server_port(e),
+			  e->otlp ? e->otlp_path : "", e->host,
+			  e->last_error[0] ? "retrying: " : "ok", e->last_error,
+			  rp_load_relaxed(&e->full) ? " (spool full)" : "");
+		if (e->otlp)
+			bb_printf(b, "  %llu log records accepted, %llu rejected (%llu batches "
+				  "refused)\n", (unsigned long long)e->records_sent,
+				  (unsigned long long)e->records_rejected,
+				  (unsigned long long)e->batches_rejected);
 		bb_printf(b, "  sent %llu batches (%llu found sent already), %llu events, %llu "
 			  "losses, %llu bytes; %llu retries in %llu outages\n",
 			  (unsigned long long)e->batches_sent, (unsigned long long)e->batches_already,

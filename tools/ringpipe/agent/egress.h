@@ -31,6 +31,11 @@ struct agent_identity;
 struct egress_opts {
 	size_t sz;			/* sizeof(struct egress_opts) */
 	const char *url;		/* ClickHouse's HTTP interface (clickhouse.h) */
+	/* instead of url: an OTLP/HTTP receiver (http://HOST[:PORT][/PATH]),
+	 * sent the same files as OTLP logs (egress_otlp.h); at most once per
+	 * acknowledged request, at least once across a lost answer */
+	const char *otlp_url;
+	const char *otlp_headers;	/* more header lines ("K: V\r\n"), or NULL */
 	const char *user;		/* NULL: the URL's */
 	const char *password_file;	/* NULL: the URL's password */
 	const char *host_id;		/* NULL: the host name */

@@ -262,6 +262,9 @@ struct egress_source {
 	size_t nthreads, capthreads;
 	struct batch_rows rows;
 	struct bytebuf text;	/* the decoded fields of the event at hand */
+	/* egress_source_event()'s event at hand */
+	struct nt_rec rec;
+	struct fleet_str names[MAX_DECODED_FIELDS], values[MAX_DECODED_FIELDS];
 };
 
 struct egress_source *egress_source_open(const char *path, const struct agent_identity *id,
@@ -501,6 +504,11 @@ static void note_seq(struct egress_source *s, const struct nt_rec *rec, uint64_t
 	t->last_ns = ns;
 }
 
+static uint32_t event_pid(const struct egress_source *s, const struct nt_rec *rec)
+{
+	return rec->pid > 0 ? (uint32_t)rec->pid : s->have_id ? s->id.pid : 0;
+}
+
 static void event_row(struct egress_source *s, const struct egress_name *n, const struct nt_rec *rec)
 {
 	struct fleet_str names[MAX_DECODED_FIELDS], values[MAX_DECODED_FIELDS];
@@ -514,7 +522,7 @@ static void event_row(struct egress_source *s, const struct egress_name *n, cons
 	memcpy(row[FE_BOOT_ID].uuid, n->boot_id, 16);
 	row[FE_CONTAINER_ID].s = fstr(container_of(s));
 	row[FE_POD_UID].s = fstr(s->have_id ? s->id.tags.pod_uid : "");
-	row[FE_PID].u = rec->pid > 0 ? (uint64_t)rec->pid : s->have_id ? s->id.pid : 0;
+	row[FE_PID].u = event_pid(s, rec);
 	row[FE_TID].u = (uint32_t)rec->tid;
 	row[FE_THREAD_SEQ].u = rec->seq;
 	row[FE_PROVIDER].s = fstr(m ? m->provider : "");
@@ -539,7 +547,8 @@ static void event_row(struct egress_source *s, const struct egress_name *n, cons
 
 /* What the whole file lost: each thread's gaps, then what EventsLost says
  * beyond them (drops after a thread's last event, seen at sequence points) */
-static void file_losses(struct egress_source *s, const struct egress_name *n)
+void egress_source_losses(struct egress_source *s,
+			  void (*fn)(void *arg, const struct egress_loss *l), void *arg)
 {
 	struct egress_loss l = { .container_id = container_of(s), .reason = "seq_gap" };
 	int64_t lost = nt_reader_lost(s->r), gaps = 0;
@@ -555,7 +564,7 @@ static void file_losses(struct egress_source *s, const struct egress_name *n)
 		l.tid = t->tid;
 		l.count = t->gaps;
 		gaps += (int64_t)t->gaps;
-		loss_row(&s->rows, n, s->stream, s->next_seq, &l);
+		fn(arg, &l);
 	}
 	l.pid = s->have_id ? s->id.pid : 0;
 	l.tid = 0;
@@ -563,13 +572,79 @@ static void file_losses(struct egress_source *s, const struct egress_name *n)
 	if (lost > gaps) {
 		l.reason = "events_lost";
 		l.count = (uint64_t)(lost - gaps);
-		loss_row(&s->rows, n, s->stream, s->next_seq, &l);
+		fn(arg, &l);
 	}
 	if (s->damage[0]) {
 		l.reason = "unreadable";
 		l.count = 0;
-		loss_row(&s->rows, n, s->stream, s->next_seq, &l);
+		fn(arg, &l);
 	}
+}
+
+struct loss_rows_arg {
+	struct egress_source *s;
+	const struct egress_name *n;
+};
+
+static void loss_to_row(void *arg, const struct egress_loss *l)
+{
+	struct loss_rows_arg *a = arg;
+
+	loss_row(&a->s->rows, a->n, a->s->stream, a->s->next_seq, l);
+}
+
+static void file_losses(struct egress_source *s, const struct egress_name *n)
+{
+	struct loss_rows_arg a = { s, n };
+
+	egress_source_losses(s, loss_to_row, &a);
+}
+
+int egress_source_event(struct egress_source *s, struct egress_event *ev, char *err,
+			size_t errlen)
+{
+	int rc;
+
+	if (s->eof)
+		return 0;
+	rc = nt_reader_next(s->r, &s->rec);
+	if (rc <= 0) {
+		if (rc < 0) {
+			snprintf(s->damage, sizeof(s->damage), "%s", nt_reader_errmsg(s->r));
+			snprintf(err, errlen, "%s", s->damage);
+		}
+		s->eof = true;
+		return 0;
+	}
+	ev->rec = &s->rec;
+	ev->time_ns = event_ns(s, s->rec.ts);
+	ev->pid = event_pid(s, &s->rec);
+	ev->nfields = decode_fields(s, &s->rec, s->names, s->values);
+	ev->names = s->names;
+	ev->values = s->values;
+	note_seq(s, &s->rec, ev->time_ns);
+	s->events++;
+	return 1;
+}
+
+const struct agent_identity *egress_source_identity(const struct egress_source *s)
+{
+	return s->have_id ? &s->id : NULL;
+}
+
+bool egress_source_ended(const struct egress_source *s)
+{
+	return s->eof;
+}
+
+uint32_t egress_source_stream(const struct egress_source *s)
+{
+	return s->stream;
+}
+
+uint64_t egress_source_take_seq(struct egress_source *s)
+{
+	return s->next_seq++;
 }
 
 int egress_source_next(struct egress_source *s, const struct egress_name *n, struct bytebuf *out,

@@ -22,9 +22,18 @@
 #include "fleet_schema.h"
 
 struct agent_identity;
+struct nt_rec;
+
+/* What a batch is encoded as: the fleet tables' rows for ClickHouse
+ * (this file), or an OTLP logs request (egress_otlp.h) */
+enum egress_format {
+	EGRESS_ROWS,
+	EGRESS_OTLP,
+};
 
 /* What names every batch of this agent run */
 struct egress_name {
+	enum egress_format format;
 	const char *host;
 	uint8_t boot_id[16];
 	uint8_t agent_run[16];
@@ -89,6 +98,36 @@ struct egress_source *egress_source_open(const char *path, const struct agent_id
 int egress_source_next(struct egress_source *s, const struct egress_name *n, struct bytebuf *out,
 		       char *err, size_t errlen);
 void egress_source_close(struct egress_source *s);
+
+/* For other encodings of the same events (egress_otlp.c): */
+
+/* One event of a file, its fields decoded as egress_source_next() puts
+ * them in rows (valid until the next call) */
+struct egress_event {
+	const struct nt_rec *rec;	/* its metadata, thread, activity ids */
+	uint64_t time_ns;		/* wall clock, ns since 1970 */
+	uint32_t pid;			/* on the host */
+	size_t nfields;			/* 0: none decoded */
+	const struct fleet_str *names, *values;
+};
+
+/* The file's next event: 1, or 0 at its end (when it turns out damaged,
+ * with why in err and an "unreadable" loss among its losses). */
+int egress_source_event(struct egress_source *s, struct egress_event *ev, char *err,
+			size_t errlen);
+/* The process the file belongs to, NULL for a file of many */
+const struct agent_identity *egress_source_identity(const struct egress_source *s);
+/* Has the file given all its batches? */
+bool egress_source_ended(const struct egress_source *s);
+/* The stream its batches are of */
+uint32_t egress_source_stream(const struct egress_source *s);
+/* The sequence number of the file's next batch (1, 2, ...), taken */
+uint64_t egress_source_take_seq(struct egress_source *s);
+/* What the whole file lost, once its events are all read: each thread's
+ * sequence gaps, EventsLost beyond them, and whether it was unreadable;
+ * each given to fn. */
+void egress_source_losses(struct egress_source *s,
+			  void (*fn)(void *arg, const struct egress_loss *l), void *arg);
 
 /* The events a file holds and its EventsLost, without rows (a file given
  * up for room). 0, or -errno when it cannot be read. */

@@ -32,13 +32,13 @@ static void note_print(FILE *f, const struct egress_sidecar *n)
 		id->tags.runtime, id->tags.qos);
 }
 
-int egress_sidecar_write(const char *file, const struct egress_sidecar *n)
+int egress_sidecar_write(const char *file, const char *suffix, const struct egress_sidecar *n)
 {
 	char path[4096], tmp[4200];
 	FILE *f;
 	int err = 0;
 
-	snprintf(path, sizeof(path), "%s%s", file, EGRESS_SIDECAR_SUFFIX);
+	snprintf(path, sizeof(path), "%s%s", file, suffix);
 	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
 	f = fopen(tmp, "w");
 	if (!f)
@@ -138,10 +138,10 @@ int egress_sidecar_read(const char *path, struct egress_sidecar *n)
 	return err;
 }
 
-void egress_sidecar_remove(const char *file)
+void egress_sidecar_remove(const char *file, const char *suffix)
 {
 	char path[4096];
 
-	snprintf(path, sizeof(path), "%s%s", file, EGRESS_SIDECAR_SUFFIX);
+	snprintf(path, sizeof(path), "%s%s", file, suffix);
 	unlink(path);
 }

@@ -17,6 +17,9 @@
 #include "identity.h"
 
 #define EGRESS_SIDECAR_SUFFIX ".ship"
+/* the OTLP egress's notes: a file may wait for both (and ".otlp-ship" does
+ * not end in ".ship") */
+#define EGRESS_OTLP_SIDECAR_SUFFIX ".otlp-ship"
 
 struct egress_sidecar {
 	uint8_t agent_run[16];
@@ -29,10 +32,10 @@ struct egress_sidecar {
 					 * comm, cgroup path, tags */
 };
 
-/* Writes file's note whole (a .tmp renamed), 0 or -errno. */
-int egress_sidecar_write(const char *file, const struct egress_sidecar *n);
+/* Writes file's note, FILE then suffix, whole (a .tmp renamed), 0 or -errno. */
+int egress_sidecar_write(const char *file, const char *suffix, const struct egress_sidecar *n);
 /* Reads the note at path (FILE.ship): 0, or -EBADMSG / -errno. */
 int egress_sidecar_read(const char *path, struct egress_sidecar *n);
-void egress_sidecar_remove(const char *file);
+void egress_sidecar_remove(const char *file, const char *suffix);
 
 #endif /* RINGPIPE_AGENT_EGRESS_SIDECAR_H */

@@ -59,41 +59,6 @@ static void ch_escape(struct bytebuf *b, const char *s)
 	}
 }
 
-/* host[:port] or [v6]:port, up to end */
-static int ch_parse_authority(struct ch_target *t, const char *s, const char *end, char *err,
-			      size_t errlen)
-{
-	const char *host = s, *host_end, *colon;
-	size_t port_len;
-
-	if (*s == '[') {
-		host = s + 1;
-		host_end = memchr(host, ']', (size_t)(end - host));
-		if (!host_end)
-			return tool_set_err(err, errlen, -EINVAL,
-					    "the IPv6 address has no closing ']'");
-		colon = host_end + 1 < end && host_end[1] == ':' ? host_end + 1 : NULL;
-	} else {
-		colon = memchr(s, ':', (size_t)(end - s));
-		host_end = colon ? colon : end;
-	}
-	if (host_end == host || (size_t)(host_end - host) >= sizeof(t->host))
-		return tool_set_err(err, errlen, -EINVAL, "no host, or a host name too long");
-	memcpy(t->host, host, (size_t)(host_end - host));
-	port_len = colon ? (size_t)(end - colon - 1) : 0;
-	if (!colon) {
-		strcpy(t->port, CH_DEFAULT_PORT);
-		return 0;
-	}
-	if (port_len)
-		memcpy(t->port, colon + 1, port_len < sizeof(t->port) ? port_len : 0);
-	if (!port_len || port_len > 5 || strspn(t->port, "0123456789") < port_len ||
-	    atoi(t->port) < 1 || atoi(t->port) > 65535)
-		return tool_set_err(err, errlen, -EINVAL,
-				    "the port must be a number from 1 to 65535");
-	return 0;
-}
-
 /* One k=v of the query string: ours are kept, the server's settings passed on */
 static int ch_parse_param(struct ch_target *t, const char *p, size_t n, char *err,
 			  size_t errlen)
@@ -152,7 +117,7 @@ int ch_target_parse(struct ch_target *t, const char *url, char *err, size_t errl
 			url, !strncasecmp(url, "https://", 8) ? "; https is not supported" : "");
 	auth = url + sizeof(scheme) - 1;
 	end = auth + strcspn(auth, "/?#");
-	if ((rc = ch_parse_authority(t, auth, end, why, sizeof(why))))
+	if ((rc = http_parse_authority(auth, end, CH_DEFAULT_PORT, t->host, t->port, why, sizeof(why))))
 		return tool_set_err(err, errlen, rc, "'%s': %s", url, why);
 	path = end;
 	if (*path == '/')

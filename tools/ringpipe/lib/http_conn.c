@@ -495,3 +495,38 @@ int http_conn_request(struct http_conn *c, const struct http_request *rq,
 	}
 	return 0;
 }
+
+/* host[:port] or [v6]:port, up to end */
+int http_parse_authority(const char *s, const char *end, const char *default_port,
+			 char host_out[256], char port_out[8], char *err, size_t errlen)
+{
+	const char *host = s, *host_end, *colon;
+	size_t port_len;
+
+	if (*s == '[') {
+		host = s + 1;
+		host_end = memchr(host, ']', (size_t)(end - host));
+		if (!host_end)
+			return tool_set_err(err, errlen, -EINVAL,
+					    "the IPv6 address has no closing ']'");
+		colon = host_end + 1 < end && host_end[1] == ':' ? host_end + 1 : NULL;
+	} else {
+		colon = memchr(s, ':', (size_t)(end - s));
+		host_end = colon ? colon : end;
+	}
+	if (host_end == host || (size_t)(host_end - host) >= 256)
+		return tool_set_err(err, errlen, -EINVAL, "no host, or a host name too long");
+	memcpy(host_out, host, (size_t)(host_end - host));
+	port_len = colon ? (size_t)(end - colon - 1) : 0;
+	if (!colon) {
+		snprintf(port_out, 8, "%s", default_port);
+		return 0;
+	}
+	if (port_len)
+		memcpy(port_out, colon + 1, port_len < 8 ? port_len : 0);
+	if (!port_len || port_len > 5 || strspn(port_out, "0123456789") < port_len ||
+	    atoi(port_out) < 1 || atoi(port_out) > 65535)
+		return tool_set_err(err, errlen, -EINVAL,
+				    "the port must be a number from 1 to 65535");
+	return 0;
+}

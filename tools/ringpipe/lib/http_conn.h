@@ -71,4 +71,10 @@ void http_conn_free(struct http_conn *c);
 
 void http_response_free(struct http_response *r);
 
+/* A URL's host[:port] or [v6]:port, from s up to end, into host_out and
+ * port_out (default_port without one; both zeroed by the caller). 0, or
+ * -EINVAL with why in err. */
+int http_parse_authority(const char *s, const char *end, const char *default_port,
+			 char host_out[256], char port_out[8], char *err, size_t errlen);
+
 #endif /* RINGPIPE_HTTP_CONN_H */
