@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * What the agent's tests share (test_agent.c, test_fleet_egress.c): a real
- * `ringpipe agent` on a private socket, started with options and stopped
- * with SIGTERM, and the producer program beside the test binary.
+ * What the agent's tests share (test_agent.c, test_fleet_egress.c,
+ * test_otlp.c): a real `ringpipe agent` on a private socket, started with
+ * options and stopped with SIGTERM, and the producer program beside the
+ * test binary, run on the host or in a kubepods-style container.
  */
 #ifndef RINGPIPE_TEST_AGENT_HELPERS_H
 #define RINGPIPE_TEST_AGENT_HELPERS_H
@@ -115,6 +116,66 @@ static inline int th_agent_down(struct th_agent_env *e)
 	cr_assert_eq(waitpid(e->agent, &st, 0), e->agent);
 	e->agent = 0;
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* ---- producers (test_fleet_egress.c, test_otlp.c) ---- */
+
+/* A producer run through sh: RINGPIPE_AGENT=SOCK PRODUCER AgentTest T N
+ * [MORE], behind prefix (a cgroup, a namespace), its JSON line into out_file */
+static inline pid_t producer_start_more(const struct th_agent_env *e, const char *prefix,
+					int threads, long events, const char *more,
+					const char *out_file)
+{
+	char *cmd = th_fmt("%s env RINGPIPE_AGENT='%s' '%s' AgentTest %d %ld %s > '%s'", prefix,
+			   e->sock, th_producer_bin(), threads, events, more, out_file);
+	char *argv[] = { "/bin/sh", "-c", cmd, NULL };
+
+	return th_spawn(argv, NULL, th_fmt("%s/producer.log", e->dir));
+}
+
+static inline pid_t producer_start(const struct th_agent_env *e, const char *prefix,
+				   int threads, long events, const char *out_file)
+{
+	return producer_start_more(e, prefix, threads, events, "", out_file);
+}
+
+struct said {
+	int pid;		/* as the producer sees itself */
+	unsigned long long written, dropped;
+};
+
+/* Waits for a producer's end: what its JSON line says */
+static inline struct said producer_wait(pid_t pid, const char *out_file, int timeout_ms)
+{
+	uint64_t end = th_now_ms() + (uint64_t)timeout_ms;
+	struct bytebuf b = { 0 };
+	struct said s = { 0 };
+	int st = 0;
+
+	while (waitpid(pid, &st, WNOHANG) == 0) {
+		cr_assert_lt(th_now_ms(), end, "the producer did not end within %d ms", timeout_ms);
+		th_sleep_ms(20);
+	}
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the producer failed: status 0x%x", st);
+	cr_assert_eq(th_read_file(out_file, &b), 0);
+	cr_assert_eq(sscanf(th_text(&b), "{\"pid\":%d,\"written\":%llu,\"dropped\":%llu,", &s.pid,
+			    &s.written, &s.dropped), 3, "%s", th_text(&b));
+	bb_free(&b);
+	return s;
+}
+
+/* A kubepods-style cgroup of a burstable pod's containerd container */
+static inline char *pod_container(const char *mnt, const char *id, char uid[37])
+{
+	char uid_[37];
+	size_t i;
+
+	snprintf(uid, 37, "%08x-2222-4333-8444-%012llx", (unsigned)getpid(),
+		 (unsigned long long)th_now_ms());
+	for (i = 0; i < 37; i++)
+		uid_[i] = uid[i] == '-' ? '_' : uid[i];
+	return th_fmt("%s/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod%s.slice/"
+		      "cri-containerd-%s.scope", mnt, uid_, id);
 }
 
 #endif /* RINGPIPE_TEST_AGENT_HELPERS_H */

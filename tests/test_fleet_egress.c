@@ -104,24 +104,6 @@ static int fleet_check(const char *host, struct bytebuf *out)
 	return th_tool_run(th_fmt("fleet check --clickhouse '%s' --host '%s'", node.url, host), out);
 }
 
-/* A producer run through sh: RINGPIPE_AGENT=SOCK PRODUCER AgentTest T N
- * [MORE], behind prefix (a cgroup, a namespace), its JSON line into out_file */
-static pid_t producer_start_more(const struct th_agent_env *e, const char *prefix, int threads,
-				 long events, const char *more, const char *out_file)
-{
-	char *cmd = th_fmt("%s env RINGPIPE_AGENT='%s' '%s' AgentTest %d %ld %s > '%s'", prefix,
-			   e->sock, th_producer_bin(), threads, events, more, out_file);
-	char *argv[] = { "/bin/sh", "-c", cmd, NULL };
-
-	return th_spawn(argv, NULL, th_fmt("%s/producer.log", e->dir));
-}
-
-static pid_t producer_start(const struct th_agent_env *e, const char *prefix, int threads,
-			    long events, const char *out_file)
-{
-	return producer_start_more(e, prefix, threads, events, "", out_file);
-}
-
 /* What a paced producer wrote so far, from its progress file (rewritten
  * every 50 ms: one caught empty is read again) */
 static uint64_t progress_of(const char *file)
@@ -139,31 +121,6 @@ static uint64_t progress_of(const char *file)
 		th_sleep_ms(2);
 	}
 	return 0;
-}
-
-struct said {
-	int pid;		/* as the producer sees itself */
-	unsigned long long written, dropped;
-};
-
-/* Waits for a producer's end: what its JSON line says */
-static struct said producer_wait(pid_t pid, const char *out_file, int timeout_ms)
-{
-	uint64_t end = th_now_ms() + (uint64_t)timeout_ms;
-	struct bytebuf b = { 0 };
-	struct said s = { 0 };
-	int st = 0;
-
-	while (waitpid(pid, &st, WNOHANG) == 0) {
-		cr_assert_lt(th_now_ms(), end, "the producer did not end within %d ms", timeout_ms);
-		th_sleep_ms(20);
-	}
-	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the producer failed: status 0x%x", st);
-	cr_assert_eq(th_read_file(out_file, &b), 0);
-	cr_assert_eq(sscanf(th_text(&b), "{\"pid\":%d,\"written\":%llu,\"dropped\":%llu,", &s.pid,
-			    &s.written, &s.dropped), 3, "%s", th_text(&b));
-	bb_free(&b);
-	return s;
 }
 
 /* The events of pid in every trace file of dir, read back with our reader */
@@ -201,20 +158,6 @@ static void agent_up_clickhouse(struct th_agent_env *e, const char *host, const 
 			 "--spool-mb", (char *)spool_mb, NULL };
 
 	th_agent_up_argv(e, more);
-}
-
-/* A kubepods-style cgroup of a burstable pod's containerd container */
-static char *pod_container(const char *mnt, const char *id, char uid[37])
-{
-	char uid_[37];
-	size_t i;
-
-	snprintf(uid, 37, "%08x-2222-4333-8444-%012llx", (unsigned)getpid(),
-		 (unsigned long long)th_now_ms());
-	for (i = 0; i < 37; i++)
-		uid_[i] = uid[i] == '-' ? '_' : uid[i];
-	return th_fmt("%s/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod%s.slice/"
-		      "cri-containerd-%s.scope", mnt, uid_, id);
 }
 
 static uint64_t rows_of_pid(const char *table, const char *what, const char *host, uint64_t pid)

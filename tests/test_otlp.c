@@ -1,0 +1,323 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The agent's OTLP egress end to end (agent/egress_otlp.c): a real Aspire
+ * dashboard as the OTLP/HTTP receiver (aspire_node.h), a real `ringpipe
+ * agent --otlp`, real producers (agent_producer.c) on the host and in a
+ * kubepods-style container. What the dashboard's telemetry API shows is
+ * held against what the producers said they wrote: every event a log
+ * record, on a resource with the process's host.name, process.pid,
+ * container.id and k8s.pod.uid, its fields as attributes. Without the
+ * dashboard these tests skip, with the reason, unless
+ * RINGPIPE_REQUIRE_FLEET=1.
+ */
+#include <errno.h>
+#include <inttypes.h>
+
+#include "agent_helpers.h"
+#include "aspire_node.h"
+#include "helpers.h"
+#include "identity.h"
+
+static struct th_aspire dash;
+static struct th_agent_env agent;
+static pid_t started[2];	/* producers a test started */
+static char *made_cgroup;
+
+/* Whatever a test started goes, also when an assertion ended it early */
+static void otlp_fini(void)
+{
+	size_t i;
+
+	for (i = 0; i < 2; i++)
+		if (started[i] > 0) {
+			kill(started[i], SIGKILL);
+			waitpid(started[i], NULL, 0);
+			started[i] = 0;
+		}
+	if (agent.agent > 0) {
+		kill(agent.agent, SIGKILL);
+		waitpid(agent.agent, NULL, 0);
+		agent.agent = 0;
+	}
+	if (agent.dir && !getenv("RINGPIPE_KEEP"))
+		th_rmdir(agent.dir);
+	agent.dir = NULL;
+	th_aspire_stop(&dash);
+	if (made_cgroup) {
+		for (i = 0; i < 100 && rmdir(made_cgroup) && errno == EBUSY; i++)
+			th_sleep_ms(10);
+		free(made_cgroup);
+		made_cgroup = NULL;
+	}
+}
+
+static struct th_agent_env *agent_env(void)
+{
+	struct th_agent_env *e = &agent;
+
+	memset(e, 0, sizeof(*e));
+	e->dir = th_tmpdir();
+	cr_assert_not_null(e->dir);
+	e->out = th_fmt("%s/out", e->dir);
+	e->sock = th_fmt("%s/agent.sock", e->dir);
+	return e;
+}
+
+static void agent_up_otlp(struct th_agent_env *e, const char *url, const char *host)
+{
+	char *more[] = { "--providers", "AgentTest", "--buffering-mode", "block", "--otlp",
+			 (char *)url, "--otlp-header", "X-Test=ringpipe", "--host-id",
+			 (char *)host, NULL };
+
+	th_agent_up_argv(e, more);
+}
+
+/* Waits until the agent's status has want in it */
+static void status_wait(const struct th_agent_env *e, const char *want, int timeout_ms)
+{
+	uint64_t end = th_now_ms() + (uint64_t)timeout_ms;
+
+	for (;;) {
+		struct bytebuf b = { 0 };
+		bool seen = !agent_status_query(e->sock, true, &b) && strstr(th_text(&b), want);
+
+		if (seen) {
+			bb_free(&b);
+			return;
+		}
+		cr_assert_lt(th_now_ms(), end, "the status never said %s: %s", want, th_text(&b));
+		bb_free(&b);
+		th_sleep_ms(50);
+	}
+}
+
+/*
+ * One resource's part of the dashboard's answer. The API gives OTLP/JSON,
+ * one {"scopeLogs":[...],"resource":{...}} per resource; our records hold
+ * no such text, so the answer is cut at each "{\"scopeLogs\":[".
+ */
+struct seen_resource {
+	const char *start, *end;
+	char pid[16], host[64], container[80], pod[40];
+};
+
+#define RESOURCE_START "{\"scopeLogs\":["
+
+static size_t count_in(const char *start, const char *end, const char *needle)
+{
+	size_t n = 0, len = strlen(needle);
+	const char *p = start;
+
+	while ((p = strstr(p, needle)) && p + len <= end) {
+		n++;
+		p += len;
+	}
+	return n;
+}
+
+/* The string value of attribute key in [start, end), "" if absent */
+static void attr_of(const char *start, const char *end, const char *key, char *out, size_t len)
+{
+	const char *needle = th_fmt("{\"key\":\"%s\",\"value\":{\"stringValue\":\"", key);
+	const char *p = strstr(start, needle), *q;
+
+	out[0] = 0;
+	if (!p || p >= end)
+		return;
+	p += strlen(needle);
+	q = strchr(p, '"');
+	if (q && (size_t)(q - p) < len) {
+		memcpy(out, p, (size_t)(q - p));
+		out[q - p] = 0;
+	}
+}
+
+/* The resources of the answer whose process.pid is pid ("" : of any) */
+static size_t resources_of(const char *json, const char *pid, struct seen_resource *r, size_t max)
+{
+	const char *p = strstr(json, RESOURCE_START), *all_end = json + strlen(json);
+	size_t n = 0;
+
+	while (p && n < max) {
+		const char *next = strstr(p + 1, RESOURCE_START);
+		struct seen_resource *s = &r[n];
+
+		s->start = p;
+		s->end = next ? next : all_end;
+		/* resource attributes are last in each part */
+		attr_of(s->start, s->end, "process.pid", s->pid, sizeof(s->pid));
+		attr_of(s->start, s->end, "host.name", s->host, sizeof(s->host));
+		attr_of(s->start, s->end, "container.id", s->container, sizeof(s->container));
+		attr_of(s->start, s->end, "k8s.pod.uid", s->pod, sizeof(s->pod));
+		if (!*pid || !strcmp(pid, s->pid))
+			n++;
+		p = next;
+	}
+	return n;
+}
+
+/* The one resource of pid, with the Tick records of our producer */
+static struct seen_resource one_resource(const char *json, const char *pid)
+{
+	struct seen_resource r[4];
+	size_t n = resources_of(json, pid, r, 4);
+
+	cr_assert_eq(n, 1u, "%zu resources of pid %s, expected one", n, pid);
+	return r[0];
+}
+
+static size_t ticks_of(const struct seen_resource *r)
+{
+	return count_in(r->start, r->end, "\"body\":{\"stringValue\":\"Tick\"}");
+}
+
+/* The pid of the resource in container id ("" : none) */
+static void pid_of_container(const char *json, const char *id, char *pid, size_t len)
+{
+	struct seen_resource r[64];
+	size_t n = resources_of(json, "", r, 64), i, found = 0;
+
+	pid[0] = 0;
+	for (i = 0; i < n; i++)
+		if (!strcmp(r[i].container, id)) {
+			snprintf(pid, len, "%s", r[i].pid);
+			found++;
+		}
+	cr_assert_eq(found, 1u, "%zu resources in container %s, expected one", found, id);
+}
+
+Test(otlp, every_event_is_a_record_on_its_process_and_container, .timeout = 240,
+     .fini = otlp_fini)
+{
+	static const char id[] = "7a1e2f3a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f9a0b1c2d3e4f5b";
+	const char *mnt = agent_cgroup2_mount();
+	struct th_agent_env *e;
+	struct bytebuf logs = { 0 };
+	struct seen_resource host_r, pod_r;
+	struct said host_said, pod_said;
+	char uid[37], *cg, pod_pid[16], *host_pid;
+	pid_t hp, pp;
+
+	TH_NEED_ASPIRE();
+	if (geteuid() != 0 || !mnt || system("command -v unshare >/dev/null 2>&1"))
+		cr_skip_test("needs root, a cgroup2 mount and unshare(1) to make a container");
+	th_aspire_init(&dash);
+	th_aspire_start(&dash);
+	e = agent_env();
+	agent_up_otlp(e, dash.otlp_url, "otlp-a");
+	cg = pod_container(mnt, id, uid);
+	cr_assert_eq(system(th_fmt("mkdir -p '%s'", cg)), 0);
+	made_cgroup = strdup(cg);
+	hp = started[0] = producer_start(e, "", 2, 2000, th_fmt("%s/host.json", e->dir));
+	pp = started[1] = producer_start(e, th_fmt("echo $$ > '%s/cgroup.procs'; exec unshare -p "
+						   "-m -f --mount-proc", cg), 2, 1500,
+					 th_fmt("%s/pod.json", e->dir));
+	host_said = producer_wait(hp, th_fmt("%s/host.json", e->dir), 60000);
+	started[0] = 0;
+	pod_said = producer_wait(pp, th_fmt("%s/pod.json", e->dir), 60000);
+	started[1] = 0;
+	cr_assert_eq(host_said.written, 4000u);
+	cr_assert_eq(pod_said.written, 3000u);
+	cr_assert_eq(pod_said.pid, 1, "the container's producer is pid 1 of its namespace");
+	/* the agent ships what is left when it stops */
+	cr_assert_eq(th_agent_down(e), 0, "the agent did not stop cleanly");
+
+	th_aspire_logs(&dash, &logs);
+	/* the host's producer: every event a record, on its own resource */
+	host_pid = th_fmt("%d", host_said.pid);
+	host_r = one_resource(th_text(&logs), host_pid);
+	cr_assert_eq(ticks_of(&host_r), 4000u, "records of the host's producer");
+	cr_assert_str_eq(host_r.host, "otlp-a");
+	cr_assert_str_eq(host_r.container, "", "the host's producer is in no container");
+	cr_assert_str_eq(host_r.pod, "");
+	cr_assert_eq(count_in(host_r.start, host_r.end, "\"scope\":{\"name\":\"AgentTest\"}"), 1u,
+		     "one scope, the provider");
+	cr_assert_eq(count_in(host_r.start, host_r.end, "\"severityNumber\":9,"), 4000u,
+		     "level 4 (Informational) is INFO, 9");
+	/* the fields: each thread counted 0..1999, each value once per thread */
+	cr_assert_eq(count_in(host_r.start, host_r.end,
+			      "{\"key\":\"N\",\"value\":{\"stringValue\":\"1999\"}}"), 2u);
+	cr_assert_eq(count_in(host_r.start, host_r.end,
+			      "{\"key\":\"N\",\"value\":{\"stringValue\":\"0\"}}"), 2u);
+	cr_assert_eq(count_in(host_r.start, host_r.end,
+			      "{\"key\":\"Thread\",\"value\":{\"stringValue\":\"1\"}}"), 2000u);
+	cr_assert_eq(count_in(host_r.start, host_r.end, "\"EventsLost\""), 0u);
+	/* the container's: on its host pid, with its container and pod */
+	pid_of_container(th_text(&logs), id, pod_pid, sizeof(pod_pid));
+	cr_assert(strcmp(pod_pid, "1") && strcmp(pod_pid, host_pid),
+		  "the container's producer is on its host pid, not %s", pod_pid);
+	pod_r = one_resource(th_text(&logs), pod_pid);
+	cr_assert_eq(ticks_of(&pod_r), 3000u, "records of the container's producer");
+	cr_assert_str_eq(pod_r.host, "otlp-a");
+	cr_assert_str_eq(pod_r.pod, uid);
+	cr_assert_eq(count_in(pod_r.start, pod_r.end,
+			      "{\"key\":\"N\",\"value\":{\"stringValue\":\"1499\"}}"), 2u);
+	bb_free(&logs);
+}
+
+Test(otlp, a_receiver_that_is_down_gets_everything_once_it_is_up, .timeout = 240,
+     .fini = otlp_fini)
+{
+	struct th_agent_env *e;
+	struct bytebuf logs = { 0 };
+	struct seen_resource r;
+	struct said said;
+	pid_t p;
+
+	TH_NEED_ASPIRE();
+	/* ports chosen, nothing listening on them yet */
+	th_aspire_init(&dash);
+	e = agent_env();
+	agent_up_otlp(e, dash.otlp_url, "otlp-b");
+	p = started[0] = producer_start(e, "", 1, 3000, th_fmt("%s/p.json", e->dir));
+	said = producer_wait(p, th_fmt("%s/p.json", e->dir), 60000);
+	started[0] = 0;
+	cr_assert_eq(said.written, 3000u);
+	status_wait(e, "\"state\":\"retrying\"", 20000);
+	status_wait(e, "Connection refused", 1000);
+	th_aspire_start(&dash);
+	status_wait(e, "\"state\":\"ok\"", 30000);
+	status_wait(e, "\"spool_batches\":0,", 30000);
+	cr_assert_eq(th_agent_down(e), 0, "the agent did not stop cleanly");
+	th_aspire_logs(&dash, &logs);
+	r = one_resource(th_text(&logs), th_fmt("%d", said.pid));
+	cr_assert_eq(ticks_of(&r), 3000u, "each event once, after the outage");
+	cr_assert_str_eq(r.host, "otlp-b");
+	bb_free(&logs);
+}
+
+Test(otlp, a_refused_batch_is_counted_not_sent_again, .timeout = 120, .fini = otlp_fini)
+{
+	struct th_agent_env *e;
+	struct bytebuf st = { 0 }, logs = { 0 };
+	struct said said;
+	pid_t p;
+
+	TH_NEED_ASPIRE();
+	th_aspire_init(&dash);
+	th_aspire_start(&dash);
+	e = agent_env();
+	/* the dashboard's frontend, not its OTLP port, answers POST /v1/logs
+	 * with 401: a 4xx that sending again would not change */
+	agent_up_otlp(e, th_fmt("http://127.0.0.1:%u", dash.ui_port), "otlp-c");
+	p = started[0] = producer_start(e, "", 1, 100, th_fmt("%s/p.json", e->dir));
+	said = producer_wait(p, th_fmt("%s/p.json", e->dir), 60000);
+	started[0] = 0;
+	cr_assert_eq(said.written, 100u);
+	status_wait(e, "\"batches_rejected\":", 20000);
+	status_wait(e, "\"files_pending\":0,", 20000);
+	status_wait(e, "\"spool_batches\":0,", 20000);
+	cr_assert_eq(agent_status_query(e->sock, true, &st), 0);
+	cr_assert(strstr(th_text(&st), "\"retries\":0,"), "a 4xx is not retried: %s",
+		  th_text(&st));
+	cr_assert(!strstr(th_text(&st), "\"records_rejected\":0,"), "%s", th_text(&st));
+	cr_assert_eq(th_agent_down(e), 0, "the agent did not stop cleanly");
+	/* the producer's file was one batch, refused whole (the agent's own
+	 * trace may have been another) */
+	cr_assert_eq(th_read_file(th_fmt("%s/agent.log", e->dir), &st), 0);
+	cr_assert(strstr(th_text(&st), "(100 records) refused with 401"), "%s", th_text(&st));
+	th_aspire_logs(&dash, &logs);
+	cr_assert(strstr(th_text(&logs), "\"totalCount\":0,"), "%s", th_text(&logs));
+	bb_free(&st);
+	bb_free(&logs);
+}
