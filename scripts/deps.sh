@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what ringpipe needs to build and test. As root it runs apt-get;
 # otherwise it prints the exact command to run. Also restores the .NET
-# interop project when the .NET SDK is present.
+# interop project and the Aspire dashboard when the .NET SDK is present.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -44,6 +44,16 @@ if command -v dotnet >/dev/null 2>&1; then
 		dotnet build -nologo -v q -c Release tests/interop/DotnetApp -o .output/interop-app \
 			>.output/interop-app-build.log 2>&1 ||
 			{ cat .output/interop-app-build.log >&2; exit 1; }
+	fi
+	# The Aspire dashboard, test_otlp's OTLP receiver (a self-contained
+	# build inside the NuGet package; tests/aspire_node.h looks there).
+	aspire="${NUGET_PACKAGES:-$HOME/.nuget/packages}/aspire.dashboard.sdk.linux-x64/13.6.5/tools/Aspire.Dashboard"
+	if [ ! -x "$aspire" ]; then
+		echo "deps: restoring the Aspire dashboard (NuGet Aspire.Dashboard.Sdk.linux-x64 13.6.5)"
+		dotnet restore -v q tests/interop/AspireDashboard >/dev/null
+		[ -f "$aspire" ] && chmod u+x "$aspire"
+		[ -x "$aspire" ] && echo "deps: the Aspire dashboard is $aspire" ||
+			echo "deps: $aspire is missing after the restore; test_otlp will fail" >&2
 	fi
 	# The .NET diagnostic tools, for interop checks of ringpipe's IPC server.
 	tools=.output/dotnet-tools
