@@ -321,3 +321,63 @@ Test(otlp, a_refused_batch_is_counted_not_sent_again, .timeout = 120, .fini = ot
 	bb_free(&st);
 	bb_free(&logs);
 }
+
+/* The sum of the ringpipe.loss.count attributes in r */
+static uint64_t lost_in(const struct seen_resource *r)
+{
+	static const char key[] = "{\"key\":\"ringpipe.loss.count\",\"value\":{\"stringValue\":\"";
+	const char *p = r->start;
+	uint64_t n = 0;
+
+	while ((p = strstr(p, key)) && p < r->end) {
+		p += strlen(key);
+		n += strtoull(p, NULL, 10);
+	}
+	return n;
+}
+
+Test(otlp, what_a_full_spool_gave_up_arrives_as_loss_records, .timeout = 240,
+     .fini = otlp_fini)
+{
+	struct th_agent_env *e;
+	struct bytebuf logs = { 0 };
+	struct seen_resource r;
+	struct said said;
+	uint64_t records, lost;
+	char *more[] = { "--providers", "AgentTest", "--buffering-mode", "drop", "--buffer-mb",
+			 "1", "--spool-mb", "1", "--otlp", NULL, "--host-id", "otlp-d", NULL };
+	pid_t p;
+
+	TH_NEED_ASPIRE();
+	/* the receiver down, a 1 MiB spool: the Drop session's files that
+	 * find it full are given up, their events counted lost */
+	th_aspire_init(&dash);
+	e = agent_env();
+	more[9] = dash.otlp_url;
+	th_agent_up_argv(e, more);
+	p = started[0] = producer_start_more(e, "", 2, 40000, th_fmt("paced '%s/progress'", e->dir),
+					     th_fmt("%s/p.json", e->dir));
+	said = producer_wait(p, th_fmt("%s/p.json", e->dir), 120000);
+	started[0] = 0;
+	status_wait(e, "\"full\":true", 30000);
+	th_aspire_start(&dash);
+	status_wait(e, "\"full\":false", 60000);
+	status_wait(e, "\"files_pending\":0,", 60000);
+	status_wait(e, "\"spool_batches\":0,", 60000);
+	cr_assert_eq(th_agent_down(e), 0, "the agent did not stop cleanly");
+	th_aspire_logs(&dash, &logs);
+	/* the loss records are on the process's resource too */
+	r = one_resource(th_text(&logs), th_fmt("%d", said.pid));
+	records = ticks_of(&r);
+	lost = lost_in(&r);
+	cr_log_info("%" PRIu64 " records, %" PRIu64 " counted lost, of %llu written and %llu "
+		    "dropped", records, lost, said.written, said.dropped);
+	cr_assert(strstr(r.start, "{\"key\":\"ringpipe.loss.reason\",\"value\":{\"stringValue\":"
+			 "\"egress_full\"}}") < r.end && lost > 0,
+		  "no egress_full loss record (%" PRIu64 " records)", records);
+	cr_assert_eq(count_in(r.start, r.end, "\"scope\":{\"name\":\"ringpipe-agent\"}"), 1u);
+	cr_assert_eq(records + lost, said.written + said.dropped,
+		     "%" PRIu64 " records and %" PRIu64 " lost, the producer tried %llu", records,
+		     lost, said.written + said.dropped);
+	bb_free(&logs);
+}

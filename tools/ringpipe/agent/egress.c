@@ -112,6 +112,8 @@ struct egress {
 		uint32_t pid;
 		const char *reason;	/* a literal */
 		char container_id[65];
+		char comm[17], pod_uid[37];
+		uint64_t start_time;
 		uint64_t count;
 		uint64_t time_ns;
 	} *losses;
@@ -619,9 +621,15 @@ static void count_loss(struct egress *e, const struct egress_pending *p, const c
 		memset(&e->losses[i], 0, sizeof(e->losses[i]));
 		e->losses[i].pid = pid;
 		e->losses[i].reason = reason;
-		if (p->note.have_id)
-			snprintf(e->losses[i].container_id, sizeof(e->losses[i].container_id), "%s",
+		if (p->note.have_id) {
+			struct egress_loss_acc *a = &e->losses[i];
+
+			snprintf(a->container_id, sizeof(a->container_id), "%s",
 				 p->note.id.tags.container_id);
+			snprintf(a->comm, sizeof(a->comm), "%s", p->note.id.comm);
+			snprintf(a->pod_uid, sizeof(a->pod_uid), "%s", p->note.id.tags.pod_uid);
+			a->start_time = p->note.id.start_time;
+		}
 		e->nlosses++;
 	}
 	e->losses[i].count += n;
@@ -673,7 +681,8 @@ static bool make_loss_batch(struct egress *e)
 	for (i = 0; i < n; i++)
 		l[i] = (struct egress_loss){ e->losses[i].time_ns, e->losses[i].pid, 0,
 					     e->losses[i].container_id, e->losses[i].reason,
-					     e->losses[i].count };
+					     e->losses[i].count, e->losses[i].comm,
+					     e->losses[i].pod_uid, e->losses[i].start_time };
 	rc = !n ? -ENOENT : e->otlp ? egress_otlp_loss_batch(&e->name, e->loss_stream, 1, l, n,
 							     &e->loss_batch)
 		 : egress_loss_batch(&e->name, e->loss_stream, 1, l, n, &e->loss_batch);

@@ -74,6 +74,9 @@ struct egress_loss {
 	const char *container_id;
 	const char *reason;
 	uint64_t count;
+	/* the process, for a receiver that names it (OTLP); NULL / 0: unknown */
+	const char *comm, *pod_uid;
+	uint64_t start_time;
 };
 
 /* A batch of losses only (stream, seq) into out. 0, or -ENOMEM. */

@@ -70,34 +70,50 @@ static void batch_begin(struct otlp_batch *b, const struct egress_name *n, struc
 	otlp_begin(&b->w, out);
 }
 
+/* What a resource says of its process ("" and 0: not known) */
+struct otlp_process {
+	uint32_t pid;
+	uint64_t start_time;
+	const char *comm, *container_id, *pod_uid;
+};
+
+/* The process of an identity, or of a pid alone (id NULL) */
+static struct otlp_process process_of(uint32_t pid, const struct agent_identity *id)
+{
+	if (!id || id->pid != pid)
+		return (struct otlp_process){ .pid = pid, .comm = "", .container_id = "",
+					      .pod_uid = "" };
+	return (struct otlp_process){ pid, id->start_time, id->comm, id->tags.container_id,
+				      id->tags.pod_uid };
+}
+
 /*
- * The resource of process pid (id: what the agent knows of it, or NULL).
- * service.instance.id tells apart the processes of one name (and receivers
- * such as the Aspire dashboard merge resources of the same name and
- * instance): host, pid and start time, which pid reuse does not repeat.
+ * The resource of a process. service.instance.id tells apart the processes
+ * of one name (and receivers such as the Aspire dashboard merge resources
+ * of the same name and instance): host, pid and start time, which pid
+ * reuse does not repeat.
  */
-static void open_resource(struct otlp_batch *b, uint32_t pid, const struct agent_identity *id,
-			  const char *container_id)
+static void open_resource(struct otlp_batch *b, const struct otlp_process *p)
 {
 	struct otlp_kv kv[8];
 	char instance[320];
 	size_t n = 0;
 
-	if (b->have_pid && b->pid == pid)
+	if (b->have_pid && b->pid == p->pid)
 		return;
-	snprintf(instance, sizeof(instance), "%s/%" PRIu32 "/%" PRIu64, b->n->host, pid,
-		 id ? id->start_time : 0);
-	kv[n++] = kv_str("service.name", id && id->comm[0] ? id->comm : "unknown_service");
+	snprintf(instance, sizeof(instance), "%s/%" PRIu32 "/%" PRIu64, b->n->host, p->pid,
+		 p->start_time);
+	kv[n++] = kv_str("service.name", p->comm[0] ? p->comm : "unknown_service");
 	kv[n++] = kv_str("service.instance.id", instance);
 	kv[n++] = kv_str("host.name", b->n->host);
-	kv[n++] = kv_int("process.pid", pid);
-	if (container_id && container_id[0])
-		kv[n++] = kv_str("container.id", container_id);
-	if (id && id->tags.pod_uid[0])
-		kv[n++] = kv_str("k8s.pod.uid", id->tags.pod_uid);
+	kv[n++] = kv_int("process.pid", p->pid);
+	if (p->container_id[0])
+		kv[n++] = kv_str("container.id", p->container_id);
+	if (p->pod_uid[0])
+		kv[n++] = kv_str("k8s.pod.uid", p->pod_uid);
 	otlp_resource(&b->w, kv, n);
 	b->have_pid = true;
-	b->pid = pid;
+	b->pid = p->pid;
 	b->provider = NULL;
 }
 
@@ -145,7 +161,7 @@ static bool uuid_zero(const uint8_t u[16])
 static void event_record(struct otlp_batch *b, const struct egress_source *s,
 			 const struct egress_event *ev)
 {
-	const struct agent_identity *id = egress_source_identity(s);
+	struct otlp_process proc = process_of(ev->pid, egress_source_identity(s));
 	const struct nt_meta *m = ev->rec->meta;
 	struct otlp_kv kv[MAX_ATTRS];
 	char nums[MAX_ATTRS][24], activity[37], related[37];
@@ -154,8 +170,7 @@ static void event_record(struct otlp_batch *b, const struct egress_source *s,
 
 	/* a file of many processes (the agent's own) has no identity: each
 	 * of its processes is a resource of a pid alone */
-	open_resource(b, ev->pid, id && id->pid == ev->pid ? id : NULL,
-		      id && id->pid == ev->pid ? id->tags.container_id : NULL);
+	open_resource(b, &proc);
 	open_scope(b, m && m->provider ? m->provider : "");
 	for (i = 0; i < ev->nfields && n < MAX_ATTRS - 6; i++, n++)
 		kv[n] = field_kv(ev->names[i].p, m->fields[i].type.code, &ev->values[i], nums[n],
@@ -190,11 +205,19 @@ static void event_record(struct otlp_batch *b, const struct egress_source *s,
 static void loss_record(struct otlp_batch *b, const struct agent_identity *id,
 			const struct egress_loss *l)
 {
+	struct otlp_process proc = process_of(l->pid, id);
 	struct otlp_kv kv[3];
 	struct otlp_record r = { 0 };
 	size_t n = 0;
 
-	open_resource(b, l->pid, id && id->pid == l->pid ? id : NULL, l->container_id);
+	if (!id) {
+		/* a loss of a file given up: what the egress kept of its process */
+		proc.start_time = l->start_time;
+		proc.comm = l->comm ? l->comm : "";
+		proc.container_id = l->container_id ? l->container_id : "";
+		proc.pod_uid = l->pod_uid ? l->pod_uid : "";
+	}
+	open_resource(b, &proc);
 	open_scope(b, LOSS_SCOPE);
 	kv[n++] = kv_str("ringpipe.loss.reason", l->reason);
 	kv[n++] = kv_int("ringpipe.loss.count", (int64_t)l->count);
