@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "identity.h"
 #include "helpers.h"
 
 static inline char *th_test_dir(void)
@@ -176,6 +177,125 @@ static inline char *pod_container(const char *mnt, const char *id, char uid[37])
 		uid_[i] = uid[i] == '-' ? '_' : uid[i];
 	return th_fmt("%s/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod%s.slice/"
 		      "cri-containerd-%s.scope", mnt, uid_, id);
+}
+
+/* The cgroup2 mount for a container, or a skip with the reason */
+static inline const char *need_container(void)
+{
+	const char *mnt = agent_cgroup2_mount();
+
+	if (geteuid() != 0 || !mnt || system("command -v unshare >/dev/null 2>&1"))
+		cr_skip_test("needs root, a cgroup2 mount and unshare(1) to make a container");
+	return mnt;
+}
+
+/* The cgroup of container id in a pod of its own (uid: its uid), made;
+ * *made keeps it for th_cgroup_remove() */
+static inline char *pod_container_make(const char *mnt, const char *id, char uid[37],
+				       char **made)
+{
+	char *cg = pod_container(mnt, id, uid);
+
+	cr_assert_eq(system(th_fmt("mkdir -p '%s'", cg)), 0);
+	*made = strdup(cg);
+	return cg;
+}
+
+/*
+ * Two producers of 2 threads each, waited for: one on the host (events per
+ * thread host_events), one in the container of cgroup cg, where it is pid
+ * 1 of a pid and mount namespace of its own (pod_events). started[0] and
+ * [1] hold them while they run, for the test's cleanup.
+ */
+static inline void host_and_pod_producers(const struct th_agent_env *e, const char *cg,
+					  pid_t started[2], long host_events, long pod_events,
+					  struct said *host, struct said *pod)
+{
+	char *host_out = th_fmt("%s/host.json", e->dir), *pod_out = th_fmt("%s/pod.json", e->dir);
+
+	started[0] = producer_start(e, "", 2, host_events, host_out);
+	/* into the cgroup first, then a pid and mount namespace of its own */
+	started[1] = producer_start(e, th_fmt("echo $$ > '%s/cgroup.procs'; exec unshare -p "
+					      "-m -f --mount-proc", cg), 2, pod_events, pod_out);
+	*host = producer_wait(started[0], host_out, 120000);
+	started[0] = 0;
+	*pod = producer_wait(started[1], pod_out, 120000);
+	started[1] = 0;
+}
+
+/* Waits until the agent's status has want in it */
+static inline void status_wait(const struct th_agent_env *e, const char *want, int timeout_ms)
+{
+	uint64_t end = th_now_ms() + (uint64_t)timeout_ms;
+
+	for (;;) {
+		struct bytebuf b = { 0 };
+		bool seen = !agent_status_query(e->sock, true, &b) && strstr(th_text(&b), want);
+
+		if (seen) {
+			bb_free(&b);
+			return;
+		}
+		cr_assert_lt(th_now_ms(), end, "the status never said %s: %s", want, th_text(&b));
+		bb_free(&b);
+		th_sleep_ms(50);
+	}
+}
+
+/* Waits until the agent's egress has nothing left: its spool empty and no
+ * file waiting */
+static inline void shipped_wait(const struct th_agent_env *e, int timeout_ms)
+{
+	status_wait(e, "\"files_pending\":0,", timeout_ms);
+	status_wait(e, "\"spool_batches\":0,", timeout_ms);
+}
+
+/* ---- a test's cleanup, also after an assertion ended it early ---- */
+
+/* Kills and reaps the processes a test started (those > 0), zeroing them */
+static inline void th_kill_started(pid_t *pids, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (pids[i] > 0) {
+			kill(pids[i], SIGKILL);
+			waitpid(pids[i], NULL, 0);
+			pids[i] = 0;
+		}
+}
+
+/* A fresh directory for an agent, its output and socket inside */
+static inline struct th_agent_env *th_agent_env_init(struct th_agent_env *e)
+{
+	memset(e, 0, sizeof(*e));
+	e->dir = th_tmpdir();
+	cr_assert_not_null(e->dir);
+	e->out = th_fmt("%s/out", e->dir);
+	e->sock = th_fmt("%s/agent.sock", e->dir);
+	return e;
+}
+
+/* The agent killed, its directory removed (kept with RINGPIPE_KEEP=1) */
+static inline void th_agent_env_kill(struct th_agent_env *e)
+{
+	th_kill_started(&e->agent, 1);
+	if (e->dir && !getenv("RINGPIPE_KEEP"))
+		th_rmdir(e->dir);
+	e->dir = NULL;
+}
+
+/* A cgroup a test made, removed once its processes are gone */
+static inline void th_cgroup_remove(char **cg)
+{
+	int i;
+
+	if (!*cg)
+		return;
+	for (i = 0; i < 100 && rmdir(*cg) && errno == EBUSY; i++)
+		th_sleep_ms(10);
+	free(*cg);
+	*cg = NULL;
 }
 
 #endif /* RINGPIPE_TEST_AGENT_HELPERS_H */

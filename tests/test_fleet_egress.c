@@ -32,41 +32,16 @@ static void egress_fini(void)
 {
 	size_t i;
 
-	for (i = 0; i < 4; i++)
-		if (started[i] > 0) {
-			kill(started[i], SIGKILL);
-			waitpid(started[i], NULL, 0);
-			started[i] = 0;
-		}
-	for (i = 0; i < MAX_AGENTS; i++) {
-		if (agents[i].agent > 0) {
-			kill(agents[i].agent, SIGKILL);
-			waitpid(agents[i].agent, NULL, 0);
-			agents[i].agent = 0;
-		}
-		if (agents[i].dir && !getenv("RINGPIPE_KEEP"))
-			th_rmdir(agents[i].dir);
-		agents[i].dir = NULL;
-	}
+	th_kill_started(started, 4);
+	for (i = 0; i < MAX_AGENTS; i++)
+		th_agent_env_kill(&agents[i]);
 	th_ch_stop(&node);
-	if (made_cgroup) {
-		for (i = 0; i < 100 && rmdir(made_cgroup) && errno == EBUSY; i++)
-			th_sleep_ms(10);
-		free(made_cgroup);
-		made_cgroup = NULL;
-	}
+	th_cgroup_remove(&made_cgroup);
 }
 
 static struct th_agent_env *agent_env(size_t i)
 {
-	struct th_agent_env *e = &agents[i];
-
-	memset(e, 0, sizeof(*e));
-	e->dir = th_tmpdir();
-	cr_assert_not_null(e->dir);
-	e->out = th_fmt("%s/out", e->dir);
-	e->sock = th_fmt("%s/agent.sock", e->dir);
-	return e;
+	return th_agent_env_init(&agents[i]);
 }
 
 static void fleet_init(void)
@@ -300,34 +275,22 @@ Test(fleet_egress, every_event_lands_once_and_on_its_container, .timeout = 300,
      .fini = egress_fini)
 {
 	static const char id[] = "5d1e2f3a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f9a0b1c2d3e4f5a";
-	const char *mnt = agent_cgroup2_mount();
+	const char *mnt;
 	struct th_agent_env *e;
 	struct bytebuf out = { 0 };
 	char uid[37], *cg, *line;
 	struct said host_said, pod_said;
-	pid_t hp, pp;
 	uint64_t pod_pid;
 
 	TH_NEED_CLICKHOUSE();
-	if (geteuid() != 0 || !mnt || system("command -v unshare >/dev/null 2>&1"))
-		cr_skip_test("needs root, a cgroup2 mount and unshare(1) to make a container");
+	mnt = need_container();
 	th_ch_init(&node);
 	th_ch_start(&node, NULL);
 	fleet_init();
 	e = agent_env(0);
 	agent_up_clickhouse(e, "egress-a", "block", "4", "256");
-	cg = pod_container(mnt, id, uid);
-	cr_assert_eq(system(th_fmt("mkdir -p '%s'", cg)), 0);
-	made_cgroup = strdup(cg);
-	hp = started[0] = producer_start(e, "", 2, 60000, th_fmt("%s/host.json", e->dir));
-	/* into the cgroup first, then a pid and mount namespace of its own */
-	pp = started[1] = producer_start(e, th_fmt("echo $$ > '%s/cgroup.procs'; exec unshare -p "
-						   "-m -f --mount-proc", cg), 2, 40000,
-					 th_fmt("%s/pod.json", e->dir));
-	host_said = producer_wait(hp, th_fmt("%s/host.json", e->dir), 120000);
-	started[0] = 0;
-	pod_said = producer_wait(pp, th_fmt("%s/pod.json", e->dir), 120000);
-	started[1] = 0;
+	cg = pod_container_make(mnt, id, uid, &made_cgroup);
+	host_and_pod_producers(e, cg, started, 60000, 40000, &host_said, &pod_said);
 	cr_assert_eq(host_said.written, 120000u);
 	cr_assert_eq(pod_said.written, 80000u);
 	cr_assert_eq(pod_said.pid, 1, "the container's producer is pid 1 of its namespace");
@@ -378,33 +341,6 @@ Test(fleet_egress, every_event_lands_once_and_on_its_container, .timeout = 300,
 	/* back to nettrace: the container's rows (untouched by the batch
 	 * inserted again), as TraceEvent reads them */
 	export_matches_local(e, "egress-a", id, pod_pid, (uint64_t)host_said.pid, 80000);
-}
-
-/* Waits until the agent's status has want in it */
-static void status_wait(const struct th_agent_env *e, const char *want, int timeout_ms)
-{
-	uint64_t end = th_now_ms() + (uint64_t)timeout_ms;
-
-	for (;;) {
-		struct bytebuf b = { 0 };
-		bool seen = !agent_status_query(e->sock, true, &b) && strstr(th_text(&b), want);
-
-		if (seen) {
-			bb_free(&b);
-			return;
-		}
-		cr_assert_lt(th_now_ms(), end, "the status never said %s: %s", want, th_text(&b));
-		bb_free(&b);
-		th_sleep_ms(50);
-	}
-}
-
-/* Waits until the agent's egress has nothing left: its spool empty and no
- * file waiting */
-static void shipped_wait(const struct th_agent_env *e, int timeout_ms)
-{
-	status_wait(e, "\"files_pending\":0,", timeout_ms);
-	status_wait(e, "\"spool_batches\":0,", timeout_ms);
 }
 
 Test(fleet_egress, a_full_spool_parks_block_and_counts_drop_losses, .timeout = 300,

@@ -26,41 +26,15 @@ static char *made_cgroup;
 /* Whatever a test started goes, also when an assertion ended it early */
 static void otlp_fini(void)
 {
-	size_t i;
-
-	for (i = 0; i < 2; i++)
-		if (started[i] > 0) {
-			kill(started[i], SIGKILL);
-			waitpid(started[i], NULL, 0);
-			started[i] = 0;
-		}
-	if (agent.agent > 0) {
-		kill(agent.agent, SIGKILL);
-		waitpid(agent.agent, NULL, 0);
-		agent.agent = 0;
-	}
-	if (agent.dir && !getenv("RINGPIPE_KEEP"))
-		th_rmdir(agent.dir);
-	agent.dir = NULL;
+	th_kill_started(started, 2);
+	th_agent_env_kill(&agent);
 	th_aspire_stop(&dash);
-	if (made_cgroup) {
-		for (i = 0; i < 100 && rmdir(made_cgroup) && errno == EBUSY; i++)
-			th_sleep_ms(10);
-		free(made_cgroup);
-		made_cgroup = NULL;
-	}
+	th_cgroup_remove(&made_cgroup);
 }
 
 static struct th_agent_env *agent_env(void)
 {
-	struct th_agent_env *e = &agent;
-
-	memset(e, 0, sizeof(*e));
-	e->dir = th_tmpdir();
-	cr_assert_not_null(e->dir);
-	e->out = th_fmt("%s/out", e->dir);
-	e->sock = th_fmt("%s/agent.sock", e->dir);
-	return e;
+	return th_agent_env_init(&agent);
 }
 
 static void agent_up_otlp(struct th_agent_env *e, const char *url, const char *host)
@@ -70,25 +44,6 @@ static void agent_up_otlp(struct th_agent_env *e, const char *url, const char *h
 			 (char *)host, NULL };
 
 	th_agent_up_argv(e, more);
-}
-
-/* Waits until the agent's status has want in it */
-static void status_wait(const struct th_agent_env *e, const char *want, int timeout_ms)
-{
-	uint64_t end = th_now_ms() + (uint64_t)timeout_ms;
-
-	for (;;) {
-		struct bytebuf b = { 0 };
-		bool seen = !agent_status_query(e->sock, true, &b) && strstr(th_text(&b), want);
-
-		if (seen) {
-			bb_free(&b);
-			return;
-		}
-		cr_assert_lt(th_now_ms(), end, "the status never said %s: %s", want, th_text(&b));
-		bb_free(&b);
-		th_sleep_ms(50);
-	}
 }
 
 /*
@@ -190,32 +145,21 @@ Test(otlp, every_event_is_a_record_on_its_process_and_container, .timeout = 240,
      .fini = otlp_fini)
 {
 	static const char id[] = "7a1e2f3a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f9a0b1c2d3e4f5b";
-	const char *mnt = agent_cgroup2_mount();
+	const char *mnt;
 	struct th_agent_env *e;
 	struct bytebuf logs = { 0 };
 	struct seen_resource host_r, pod_r;
 	struct said host_said, pod_said;
 	char uid[37], *cg, pod_pid[16], *host_pid;
-	pid_t hp, pp;
 
 	TH_NEED_ASPIRE();
-	if (geteuid() != 0 || !mnt || system("command -v unshare >/dev/null 2>&1"))
-		cr_skip_test("needs root, a cgroup2 mount and unshare(1) to make a container");
+	mnt = need_container();
 	th_aspire_init(&dash);
 	th_aspire_start(&dash);
 	e = agent_env();
 	agent_up_otlp(e, dash.otlp_url, "otlp-a");
-	cg = pod_container(mnt, id, uid);
-	cr_assert_eq(system(th_fmt("mkdir -p '%s'", cg)), 0);
-	made_cgroup = strdup(cg);
-	hp = started[0] = producer_start(e, "", 2, 2000, th_fmt("%s/host.json", e->dir));
-	pp = started[1] = producer_start(e, th_fmt("echo $$ > '%s/cgroup.procs'; exec unshare -p "
-						   "-m -f --mount-proc", cg), 2, 1500,
-					 th_fmt("%s/pod.json", e->dir));
-	host_said = producer_wait(hp, th_fmt("%s/host.json", e->dir), 60000);
-	started[0] = 0;
-	pod_said = producer_wait(pp, th_fmt("%s/pod.json", e->dir), 60000);
-	started[1] = 0;
+	cg = pod_container_make(mnt, id, uid, &made_cgroup);
+	host_and_pod_producers(e, cg, started, 2000, 1500, &host_said, &pod_said);
 	cr_assert_eq(host_said.written, 4000u);
 	cr_assert_eq(pod_said.written, 3000u);
 	cr_assert_eq(pod_said.pid, 1, "the container's producer is pid 1 of its namespace");
