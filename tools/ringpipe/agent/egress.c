@@ -1082,7 +1082,7 @@ static void status_json(struct egress *e, const struct spool_stats *st, struct b
 		  server_host(e), server_port(e), e->last_error[0] ? "retrying" : "ok",
 		  rp_load_relaxed(&e->full) ? "true" : "false",
 		  (unsigned long long)e->batches_sent, (unsigned long long)e->batches_already,
-		  (unsigned long long)e->rows_sent[FLEET_EVENTS],
+		  (unsigned long long)(e->otlp ? e->records_sent : e->rows_sent[FLEET_EVENTS]),
 		  (unsigned long long)e->rows_sent[FLEET_LOSSES], (unsigned long long)e->bytes_sent,
 		  (unsigned long long)e->retries, (unsigned long long)e->outages,
 		  e->npending + e->cutting,
@@ -1110,11 +1110,16 @@ void egress_status(struct egress *e, bool json, struct bytebuf *b)
 				  "refused)\n", (unsigned long long)e->records_sent,
 				  (unsigned long long)e->records_rejected,
 				  (unsigned long long)e->batches_rejected);
-		bb_printf(b, "  sent %llu batches (%llu found sent already), %llu events, %llu "
-			  "losses, %llu bytes; %llu retries in %llu outages\n",
-			  (unsigned long long)e->batches_sent, (unsigned long long)e->batches_already,
-			  (unsigned long long)e->rows_sent[FLEET_EVENTS],
-			  (unsigned long long)e->rows_sent[FLEET_LOSSES],
+		/* OTLP batches are not looked up, and their losses are records */
+		if (!e->otlp)
+			bb_printf(b, "  sent %llu batches (%llu found sent already), %llu events, "
+				  "%llu losses,", (unsigned long long)e->batches_sent,
+				  (unsigned long long)e->batches_already,
+				  (unsigned long long)e->rows_sent[FLEET_EVENTS],
+				  (unsigned long long)e->rows_sent[FLEET_LOSSES]);
+		else
+			bb_printf(b, "  sent %llu batches,", (unsigned long long)e->batches_sent);
+		bb_printf(b, " %llu bytes; %llu retries in %llu outages\n",
 			  (unsigned long long)e->bytes_sent, (unsigned long long)e->retries,
 			  (unsigned long long)e->outages);
 		bb_printf(b, "  spool %llu batches, %llu of %llu bytes; %zu files waiting; %llu "
