@@ -15,10 +15,12 @@
 
 #include "agent_helpers.h"
 #include "aspire_node.h"
+#include "clickhouse.h"
 #include "helpers.h"
 #include "identity.h"
 
 static struct th_aspire dash;
+static struct th_ch_node node;	/* for the test of both sinks */
 static struct th_agent_env agent;
 static pid_t started[2];	/* producers a test started */
 static char *made_cgroup;
@@ -29,6 +31,7 @@ static void otlp_fini(void)
 	th_kill_started(started, 2);
 	th_agent_env_kill(&agent);
 	th_aspire_stop(&dash);
+	th_ch_stop(&node);
 	th_cgroup_remove(&made_cgroup);
 }
 
@@ -323,5 +326,55 @@ Test(otlp, what_a_full_spool_gave_up_arrives_as_loss_records, .timeout = 240,
 	cr_assert_eq(records + lost, said.written + said.dropped,
 		     "%" PRIu64 " records and %" PRIu64 " lost, the producer tried %llu", records,
 		     lost, said.written + said.dropped);
+	bb_free(&logs);
+}
+
+Test(otlp, beside_clickhouse_both_get_every_event, .timeout = 240, .fini = otlp_fini)
+{
+	struct th_agent_env *e;
+	struct bytebuf logs = { 0 }, out = { 0 };
+	struct seen_resource r;
+	struct ch_client c;
+	struct ch_target t;
+	struct said said;
+	struct stat st;
+	char err[512], line[64];
+	pid_t p;
+
+	TH_NEED_ASPIRE();
+	TH_NEED_CLICKHOUSE();
+	th_aspire_init(&dash);
+	th_aspire_start(&dash);
+	th_ch_init(&node);
+	th_ch_start(&node, NULL);
+	cr_assert_eq(th_tool_run(th_fmt("fleet init --clickhouse '%s'", node.url), &out), 0,
+		     "fleet init: %s", th_text(&out));
+	e = agent_env();
+	{
+		char *more[] = { "--providers", "AgentTest", "--clickhouse", node.url,
+				 "--clickhouse-dialect", "legacy", "--otlp", dash.otlp_url,
+				 "--host-id", "otlp-both", NULL };
+
+		th_agent_up_argv(e, more);
+	}
+	p = started[0] = producer_start(e, "", 2, 2500, th_fmt("%s/p.json", e->dir));
+	said = producer_wait(p, th_fmt("%s/p.json", e->dir), 60000);
+	started[0] = 0;
+	cr_assert_eq(said.written, 5000u);
+	cr_assert_eq(th_agent_down(e), 0, "the agent did not stop cleanly");
+	/* each sink with a spool of its own */
+	cr_assert_eq(stat(th_fmt("%s/spool", e->out), &st), 0);
+	cr_assert_eq(stat(th_fmt("%s/spool-otlp", e->out), &st), 0);
+	th_aspire_logs(&dash, &logs);
+	r = one_resource(th_text(&logs), th_fmt("%d", said.pid));
+	cr_assert_eq(ticks_of(&r), 5000u, "records in the dashboard");
+	cr_assert_eq(ch_target_parse(&t, node.url, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(ch_client_init(&c, &t, 10000), 0);
+	cr_assert_eq(ch_query_line(&c, th_fmt("SELECT count() FROM ringpipe.events WHERE host = "
+					      "'otlp-both' AND pid = %d", said.pid),
+				   line, sizeof(line), err, sizeof(err)), 0, "%s", err);
+	cr_assert_str_eq(line, "5000", "rows in ClickHouse");
+	ch_client_free(&c);
+	bb_free(&out);
 	bb_free(&logs);
 }
