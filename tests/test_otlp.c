@@ -352,7 +352,9 @@ Test(otlp, beside_clickhouse_both_get_every_event, .timeout = 240, .fini = otlp_
 	e = agent_env();
 	{
 		char *more[] = { "--providers", "AgentTest", "--clickhouse", node.url,
-				 "--clickhouse-dialect", "legacy", "--otlp", dash.otlp_url,
+				 "--clickhouse-dialect", "legacy", "--otlp",
+				 /* the whole path, as given, not a base */
+				 th_fmt("%s/v1/logs", dash.otlp_url),
 				 "--host-id", "otlp-both", NULL };
 
 		th_agent_up_argv(e, more);

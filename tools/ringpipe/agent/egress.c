@@ -181,7 +181,12 @@ static int otlp_setup(struct egress *e)
 		return -EINVAL;
 	}
 	path = *end == '/' ? end : "/";
-	pl = strcspn(path, "#");
+	pl = strcspn(path, "?#");
+	if (path[pl] == '?' || (*end && *end != '/' && *end != '#')) {
+		fprintf(stderr, "ringpipe agent: --otlp '%s': a query is not supported (give "
+			"http://HOST[:PORT][/PATH])\n", url);
+		return -EINVAL;
+	}
 	if (pl >= 8 && !strncmp(path + pl - 8, "/v1/logs", 8))
 		snprintf(e->otlp_path, sizeof(e->otlp_path), "%.*s", (int)pl, path);
 	else
