@@ -61,6 +61,8 @@
 #define BACKOFF_FIRST_MS 100
 #define BACKOFF_MAX_MS 10000
 #define IDLE_WAIT_MS 200
+#define OTLP_BATCH_ROWS 8192u	/* records per OTLP request at most */
+#define OTLP_BATCH_BYTES (2u << 20)	/* and its bytes, passed by one record at most */
 #define LOSS_MAX 4096		/* distinct (pid, container) losses held for shipping */
 
 struct egress_pending {
@@ -941,6 +943,15 @@ struct egress *egress_start(const struct egress_opts *uo)
 		e->dialect_known = true;
 	}
 	e->otlp = e->o.otlp_url != NULL;
+	if (e->otlp) {
+		/* receivers cap a request's size (the Aspire dashboard refuses
+		 * one of 6 MB with 400; 4 MB pass), and OTLP exporters send a
+		 * few thousand records at a time */
+		if (e->name.batch_rows > OTLP_BATCH_ROWS)
+			e->name.batch_rows = OTLP_BATCH_ROWS;
+		if (e->name.batch_bytes > OTLP_BATCH_BYTES)
+			e->name.batch_bytes = OTLP_BATCH_BYTES;
+	}
 	e->note_suffix = e->otlp ? EGRESS_OTLP_SIDECAR_SUFFIX : EGRESS_SIDECAR_SUFFIX;
 	if (e->otlp) {
 		/* records are not typed by a server's version */
