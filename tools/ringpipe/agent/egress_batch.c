@@ -8,7 +8,11 @@
  * batch_rows; the metadata the file defined by a batch's end goes with that
  * batch; the process and container rows go with the first; what the file
  * lost (its threads' sequence gaps, and EventsLost beyond them) goes with
- * the last, once the whole file was read.
+ * the last, once the whole file was read. A stack goes as one row of
+ * stacks per (pid, stack) and batch, named by a hash of its frames, so the
+ * same stack in many batches and files is one row once the
+ * ReplacingMergeTree merged them; its frames are named at the batch's end,
+ * with what the file told about the process's modules and methods by then.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -20,6 +24,8 @@
 #include "hmap.h"
 #include "identity.h"
 #include "nettrace.h"
+#include "profile.h"
+#include "symbolize.h"
 #include "utf.h"
 
 #define BATCH_MAGIC "RPEB"
@@ -246,6 +252,16 @@ struct source_thread {
 	uint64_t gaps;		/* events its sequence numbers skipped */
 };
 
+/* A stack an event of the batch at hand referenced: its frames are in
+ * egress_source.frames from `first` */
+struct batch_stack {
+	uint32_t pid, sym_pid;	/* its row's pid; the process to name frames in */
+	uint64_t stack_id;
+	size_t first;
+	uint32_t n, nk;		/* frames; of them the kernel's, leaf first */
+	bool sample;		/* frames 0 and nk are interrupted instructions */
+};
+
 struct egress_source {
 	struct nt_reader *r;
 	const struct nt_reader_info *info;
@@ -257,6 +273,13 @@ struct egress_source {
 	bool eof;
 	char damage[256];	/* why the file ended early, "" if it did not */
 	uint64_t events;
+	struct sym_table *syms;	/* the modules and methods the file described */
+	struct prof_stack *stack;	/* the event at hand's */
+	struct hmap batch_stack_index;	/* (pid, stack id) -> 1: in stacks[] */
+	struct batch_stack *stacks;
+	size_t nstacks, capstacks;
+	uint64_t *frames;
+	size_t nframes, capframes;
 	struct hmap thread_index;	/* capture thread -> index in threads */
 	struct source_thread *threads;
 	size_t nthreads, capthreads;
@@ -284,6 +307,14 @@ struct egress_source *egress_source_open(const char *path, const struct agent_id
 		return NULL;
 	}
 	s->info = nt_reader_info(s->r);
+	s->syms = sym_table_new();
+	s->stack = malloc(sizeof(*s->stack));
+	if (!s->syms || !s->stack) {
+		snprintf(err, errlen, "%s: %s", path, strerror(ENOMEM));
+		egress_source_close(s);
+		errno = ENOMEM;
+		return NULL;
+	}
 	if (id) {
 		s->have_id = true;
 		s->id = *id;
@@ -302,6 +333,11 @@ void egress_source_close(struct egress_source *s)
 	free(s->threads);
 	rows_free(&s->rows);
 	bb_free(&s->text);
+	sym_table_free(s->syms);
+	free(s->stack);
+	hmap_free(&s->batch_stack_index);
+	free(s->stacks);
+	free(s->frames);
 	free(s);
 }
 
@@ -473,6 +509,121 @@ static size_t decode_fields(struct egress_source *s, const struct nt_rec *rec,
 	return m->nfields;
 }
 
+/*
+ * The stack id of frames: FNV-1a over the frames and the count of kernel
+ * frames among them, never 0 (0 is "no stack"). A function of the stack
+ * alone, so every batch and agent run names the same stack the same.
+ */
+static uint64_t stack_hash(const uint64_t *ips, uint32_t n, uint32_t nk)
+{
+	uint64_t h = 1469598103934665603ull;
+	uint32_t i, b;
+
+	for (i = 0; i <= n; i++) {
+		uint64_t v = i < n ? ips[i] : nk;
+
+		for (b = 0; b < 64; b += 8)
+			h = (h ^ ((v >> b) & 0xff)) * 1099511628211ull;
+	}
+	return h ? h : 1;
+}
+
+/* rec's stack id (0: it has none), its frames kept for the batch's stacks
+ * row when this batch did not have that (pid, stack) yet */
+static uint64_t event_stack(struct egress_source *s, const struct nt_rec *rec, uint32_t pid)
+{
+	struct prof_stack *st = s->stack;
+	uint64_t id, key;
+
+	if (!rec->stack_bytes)
+		return 0;
+	prof_get_stack(s->r, rec, st);
+	if (!st->n)
+		return 0;
+	id = stack_hash(st->ips, st->n, st->nk);
+	key = id ^ hmap_hash(pid);
+	if (hmap_get(&s->batch_stack_index, key, NULL))
+		return id;
+	if (array_grow((void **)&s->stacks, &s->capstacks, s->nstacks, sizeof(*s->stacks), 64) ||
+	    array_grow((void **)&s->frames, &s->capframes, s->nframes + st->n - 1,
+		       sizeof(*s->frames), 1024) ||
+	    hmap_put(&s->batch_stack_index, key, 1))
+		return 0;	/* no memory: the event goes without its stack */
+	memcpy(s->frames + s->nframes, st->ips, st->n * sizeof(*st->ips));
+	s->stacks[s->nstacks++] = (struct batch_stack){
+		.pid = pid, .sym_pid = st->pid, .stack_id = id, .first = s->nframes,
+		.n = st->n, .nk = st->nk, .sample = st->sample,
+	};
+	s->nframes += st->n;
+	return id;
+}
+
+/* One frame's name as `ringpipe report` gives it, "module!function", or
+ * nothing when no symbol covers it */
+static void frame_name(struct egress_source *s, const struct batch_stack *b, uint32_t i)
+{
+	bool leaf = b->sample && (i == 0 || i == b->nk);
+	struct sym_result r;
+
+	if (sym_lookup(s->syms, b->sym_pid, s->frames[b->first + i], leaf, &r) && r.function)
+		bb_printf(&s->text, "%s!%s", r.module ? r.module : "?", r.function);
+}
+
+/* The batch's stacks rows, their frames named with what the file said
+ * about their processes by now (a module event may follow the first
+ * samples in it) */
+static void stack_rows(struct egress_source *s, const struct egress_name *n)
+{
+	struct fleet_str *names = NULL;
+	size_t *ends = NULL, cap = 0, k;
+	uint32_t i;
+
+	for (k = 0; k < s->nstacks; k++) {
+		const struct batch_stack *b = &s->stacks[k];
+		union fleet_value row[FS_NCOLS];
+		size_t start = 0;
+
+		if (b->n > cap) {
+			free(names);
+			free(ends);
+			cap = b->n;
+			names = malloc(cap * sizeof(*names));
+			ends = malloc(cap * sizeof(*ends));
+			if (!names || !ends) {
+				s->rows.body[FLEET_STACKS].oom = 1;
+				break;
+			}
+		}
+		s->text.len = 0;
+		for (i = 0; i < b->n; i++) {
+			frame_name(s, b, i);
+			ends[i] = s->text.len;
+		}
+		/* the text may have moved while it grew: pointers only now */
+		for (i = 0; i < b->n; i++) {
+			names[i] = (struct fleet_str){ (const char *)s->text.p + start,
+						       ends[i] - start };
+			start = ends[i];
+		}
+		memset(row, 0, sizeof(row));
+		row[FS_HOST].s = fstr(n->host);
+		memcpy(row[FS_BOOT_ID].uuid, n->boot_id, 16);
+		row[FS_PID].u = b->pid;
+		row[FS_STACK_ID].u = b->stack_id;
+		row[FS_FRAMES].u64s.v = s->frames + b->first;
+		row[FS_FRAMES].u64s.n = b->n;
+		row[FS_SYMBOLS].strs.v = names;
+		row[FS_SYMBOLS].strs.n = b->n;
+		rows_add(&s->rows, n, FLEET_STACKS, row);
+	}
+	if (s->text.oom)
+		s->rows.body[FLEET_STACKS].oom = 1;
+	free(names);
+	free(ends);
+	s->nstacks = s->nframes = 0;
+	hmap_clear(&s->batch_stack_index);
+}
+
 static struct source_thread *thread_of(struct egress_source *s, const struct nt_rec *rec)
 {
 	uint64_t i;
@@ -532,6 +683,7 @@ static void event_row(struct egress_source *s, const struct egress_name *n, cons
 	row[FE_KEYWORDS].u = m ? m->keywords : 0;
 	memcpy(row[FE_ACTIVITY_ID].uuid, rec->activity, 16);
 	memcpy(row[FE_RELATED_ACTIVITY_ID].uuid, rec->related, 16);
+	row[FE_STACK_ID].u = event_stack(s, rec, (uint32_t)row[FE_PID].u);
 	row[FE_PAYLOAD].s = (struct fleet_str){ (const char *)rec->payload, rec->payload_len };
 	row[FE_FIELDS].fields.n = decode_fields(s, rec, names, values);
 	row[FE_FIELDS].fields.names = names;
@@ -663,11 +815,13 @@ int egress_source_next(struct egress_source *s, const struct egress_name *n, str
 		rc = nt_reader_next(s->r, &rec);
 		if (rc <= 0)
 			break;
+		sym_add_from_event(s->syms, &rec);
 		event_row(s, n, &rec);
 	}
 	if (rc < 0)
 		snprintf(s->damage, sizeof(s->damage), "%s", nt_reader_errmsg(s->r));
 	meta_rows(s, n);
+	stack_rows(s, n);
 	if (rc <= 0) {
 		/* a file that ends exactly at a batch's end still gives its
 		 * losses a batch of their own: the count of batches stays a
