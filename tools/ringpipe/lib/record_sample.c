@@ -102,10 +102,12 @@ static void write_symbols(struct record_sampler *rs)
 	}
 }
 
-/* A thread's name, as an event of that thread, when it is new or changed. */
-static void queue_thread_name(struct record_sampler *rs, const struct rp_sample_rec *r)
+/* A thread's name, as an event of that thread, when it is new or changed.
+ * true when it changed (an exec, most likely). */
+static bool queue_thread_name(struct record_sampler *rs, const struct rp_sample_rec *r)
 {
 	uint64_t key = (uint64_t)r->pid << 32 | r->tid, v, h = 1469598103934665603ull;
+	bool had;
 	char name[17];
 	int i;
 
@@ -113,15 +115,17 @@ static void queue_thread_name(struct record_sampler *rs, const struct rp_sample_
 	name[16] = 0;
 	for (i = 0; name[i]; i++)
 		h = (h ^ (uint8_t)name[i]) * 1099511628211ull;
-	if (hmap_get(&rs->names, key, &v) && v == h)
-		return;
+	had = hmap_get(&rs->names, key, &v);
+	if (had && v == h)
+		return false;
 	if (hmap_put(&rs->names, key, h))
-		return;
+		return false;
 	rs->pl.len = 0;
 	sample_enc_thread(&rs->pl, r->pid, r->tid, name);
 	if (!rs->pl.oom)
 		rp_capture_queue(rs->cap, ev_thread, r->ts_ns, r->pid, r->tid, r->cpu, rs->pl.p,
 				 (uint32_t)rs->pl.len, NULL, 0, &rs->written, &rs->write_drops);
+	return had;
 }
 
 static int on_sample(void *ctx, const struct rp_sample_rec *r)
@@ -139,7 +143,14 @@ static int on_sample(void *ctx, const struct rp_sample_rec *r)
 		sym_snapshot_pid(rs->syms, r->pid);
 		write_symbols(rs);
 	}
-	queue_thread_name(rs, r);
+	/* a process that exec'ed after its first sample (a shell that
+	 * became the program) has other modules now: looked at again, not
+	 * only at the next periodic look, so that its samples until then
+	 * are named too */
+	if (queue_thread_name(rs, r)) {
+		sym_snapshot_pid(rs->syms, r->pid);
+		write_symbols(rs);
+	}
 	sample_payload(r, pl);
 	memcpy(stack, r->kstack, nk * 8);
 	memcpy(stack + nk, r->ustack, nu * 8);
