@@ -267,3 +267,14 @@ int ch_query_line(struct ch_client *c, const char *sql, char *line, size_t len, 
 	bb_free(&out);
 	return rc;
 }
+
+void ch_sql_quote(struct bytebuf *sql, const char *s)
+{
+	bb_append_u8(sql, '\'');
+	for (; *s; s++) {
+		if (*s == '\'' || *s == '\\')
+			bb_append_u8(sql, '\\');
+		bb_append_u8(sql, (uint8_t)*s);
+	}
+	bb_append_u8(sql, '\'');
+}

@@ -59,4 +59,7 @@ int ch_exec(struct ch_client *c, const char *sql, const void *data, size_t data_
 int ch_query_line(struct ch_client *c, const char *sql, char *line, size_t len, char *err,
 		  size_t errlen);
 
+/* Appends s as a quoted SQL string literal ('...', with ' and \ escaped). */
+void ch_sql_quote(struct bytebuf *sql, const char *s);
+
 #endif /* RINGPIPE_CLICKHOUSE_H */

@@ -4,7 +4,10 @@
  * batch: the manifest (how many manifest rows, and the rows it promises),
  * the events table's rows, and the losses table's rows and the events they
  * count. The groups are joined here by the batch's name, then each
- * (host, agent run, stream) is walked in sequence order.
+ * (host, agent run, stream) is walked in sequence order. Stacks rows are
+ * not counted per batch (a ReplacingMergeTree folds the same stack sent
+ * by many batches): what is checked is that every stack an event names
+ * has its row.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -14,6 +17,7 @@
 #include <string.h>
 
 #include "bytebuf.h"
+#include "clickhouse.h"
 #include "fleet_check.h"
 #include "hmap.h"
 #include "tool_util.h"
@@ -148,10 +152,8 @@ static int load(struct ch_client *c, struct check_set *s, enum check_source src,
 	bb_printf(&q, "SELECT host, toString(agent_run), stream, ");
 	bb_printf(&q, what[src], c->target.database);
 	if (host) {
-		bb_printf(&q, " WHERE host = '");
-		for (; *host; host++)
-			bb_printf(&q, "%s%c", *host == '\'' || *host == '\\' ? "\\" : "", *host);
-		bb_printf(&q, "'");
+		bb_printf(&q, " WHERE host = ");
+		ch_sql_quote(&q, host);
 	}
 	bb_printf(&q, " GROUP BY host, agent_run, stream, %s FORMAT TabSeparated",
 		  src == FROM_MANIFEST ? "seq" : "batch_seq");
@@ -293,6 +295,44 @@ static void check_all(FILE *out, struct check_set *s, struct fleet_check_totals 
 	}
 }
 
+/* Events, per host, whose stack_id has no row in stacks: a problem each
+ * host (GLOBAL: on a Distributed table the set is built once, from all
+ * shards) */
+static int check_stacks(struct ch_client *c, const char *host, FILE *out,
+			struct fleet_check_totals *t, char *err, size_t errlen)
+{
+	const char *db = c->target.database;
+	struct bytebuf q = { 0 }, ans = { 0 };
+	char *line, *save = NULL;
+	int rc;
+
+	bb_printf(&q, "SELECT host, count() FROM `%s`.`events` WHERE stack_id != 0 AND (host, "
+		  "boot_id, pid, stack_id) GLOBAL NOT IN (SELECT host, boot_id, pid, stack_id FROM "
+		  "`%s`.`stacks`%s", db, db, host ? " WHERE host = " : "");
+	if (host)
+		ch_sql_quote(&q, host);
+	bb_printf(&q, ")%s", host ? " AND host = " : "");
+	if (host)
+		ch_sql_quote(&q, host);
+	bb_printf(&q, " GROUP BY host ORDER BY host FORMAT TabSeparated");
+	bb_append(&q, "", 1);
+	rc = q.oom ? -ENOMEM : ch_exec(c, (const char *)q.p, NULL, 0, &ans, err, errlen);
+	for (line = rc || !ans.p ? NULL : strtok_r((char *)ans.p, "\n", &save); line;
+	     line = strtok_r(NULL, "\n", &save)) {
+		char *tab = strchr(line, '\t');
+
+		if (!tab)
+			continue;
+		*tab = 0;
+		t->problems++;
+		fprintf(out, "  problem: host %s: %s events name a stack that has no stacks row\n",
+			line, tab + 1);
+	}
+	bb_free(&q);
+	bb_free(&ans);
+	return rc;
+}
+
 int fleet_check(struct ch_client *c, const char *host, FILE *out, struct fleet_check_totals *t,
 		char *err, size_t errlen)
 {
@@ -308,6 +348,7 @@ int fleet_check(struct ch_client *c, const char *host, FILE *out, struct fleet_c
 		if (s.n)
 			qsort(s.v, s.n, sizeof(*s.v), batch_order);
 		check_all(out, &s, t);
+		rc = check_stacks(c, host, out, t, err, errlen);
 	}
 	set_free(&s);
 	return rc;
