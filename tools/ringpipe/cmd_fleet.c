@@ -5,7 +5,8 @@
  * for; `query` runs a statement and prints the answer; `check` says
  * whether every batch the agents sent is whole and there once
  * (fleet_check.h); `export` writes the events a condition selects to a
- * nettrace file (fleet_export.h).
+ * nettrace file (fleet_export.h); `top` prints canned tables of events,
+ * GC pauses and functions (fleet_top.h).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -21,6 +22,7 @@
 #include "fleet_export.h"
 #include "fleet_schema.h"
 #include "nettrace.h"
+#include "fleet_top.h"
 #include "tool_util.h"
 
 static const char fleet_usage[] =
@@ -30,6 +32,8 @@ static const char fleet_usage[] =
 "       ringpipe fleet check --clickhouse URL [--host H] [CREDENTIALS]\n"
 "       ringpipe fleet export --clickhouse URL --where COND -o FILE.nettrace\n"
 "                             [--format v5|v6] [--host H] [CREDENTIALS]\n"
+"       ringpipe fleet top --clickhouse URL [--host H] [--since DURATION]\n"
+"                          [--limit N] [CREDENTIALS] [events|gc|functions]\n"
 "\n"
 "URL is ClickHouse's HTTP interface: http://HOST[:PORT]/[?database=NAME&user=U\n"
 "&password=P&SETTING=VALUE...] (port 8123 and database " CH_DEFAULT_DATABASE " by default;\n"
@@ -67,6 +71,19 @@ static const char fleet_usage[] =
 "       number of processes; v5 holds one. Rows are read a page at a time,\n"
 "       with a line on stderr per page of a long export. A selection without\n"
 "       rows writes no file and exits 1.\n"
+"top    tables of what the agents shipped in the last DURATION (default 1h;\n"
+"       '0' for all of it), of every host or H, N rows each (default 20):\n"
+"       events     events per container and provider (a process outside a\n"
+"                  container shows as '-', unless the agent named its\n"
+"                  container in its own trace)\n"
+"       gc         GC pauses per container and runtime: .NET from\n"
+"                  GC/SuspendEEStart to GC/RestartEEStop (GC/Start to GC/Stop\n"
+"                  without suspensions), CPython and HotSpot from their USDT\n"
+"                  GC/Start to GC/Stop; count, total, p50, p99 and max in ms\n"
+"       functions  the hottest functions of the CPU samples (agent --sample):\n"
+"                  samples whose leaf frame is the function (SELF) and whose\n"
+"                  stack holds it (TOTAL)\n"
+"       Without a name, all three.\n"
 "\n"
 "Exit status: 0 on success (check: everything is accounted for); 1 when the\n"
 "server cannot be reached or refuses the statement (its message is printed),\n"
@@ -74,10 +91,11 @@ static const char fleet_usage[] =
 "See Documentation/fleet.md for the schema.\n";
 
 struct fleet_args {
-	const char *sub;		/* "init", "query", "check" or "export" */
+	const char *sub;		/* "init", "query", "check", "export" or "top" */
 	const char *url, *cluster, *dialect, *user, *password, *password_file, *format, *host;
 	const char *where, *output;	/* export's */
 	const char *sql;
+	const char *since, *limit, *what;	/* top */
 	uint64_t timeout_s;
 	bool print;
 };
@@ -102,6 +120,9 @@ static const struct fleet_value_option {
 	{ "--where", offsetof(struct fleet_args, where), "export" },
 	{ "-o", offsetof(struct fleet_args, output), "export" },
 	{ "--output", offsetof(struct fleet_args, output), "export" },
+	{ "--host", offsetof(struct fleet_args, host), "top" },
+	{ "--since", offsetof(struct fleet_args, since), "top" },
+	{ "--limit", offsetof(struct fleet_args, limit), "top" },
 };
 
 static const char **fleet_value_slot(struct fleet_args *a, const char *opt)
@@ -186,6 +207,8 @@ static int fleet_parse(struct fleet_args *a, int argc, char **argv)
 				return rc;
 		} else if (!strcmp(a->sub, "query") && !a->sql) {
 			a->sql = argv[i];
+		} else if (!strcmp(a->sub, "top") && !a->what) {
+			a->what = argv[i];
 		} else {
 			return tool_err("fleet", "%s: unexpected argument '%s' (see --help)",
 					a->sub, argv[i]), 2;
@@ -373,6 +396,51 @@ static int fleet_run_export(const struct fleet_args *a)
 	return rc;
 }
 
+/* fleet top's own arguments into o: 0, or 2 after saying what is wrong */
+static int fleet_top_args(const struct fleet_args *a, struct fleet_top_opts *o)
+{
+	uint64_t ns;
+
+	o->what = FLEET_TOP_ALL;
+	o->host = a->host;
+	o->since_s = 3600;
+	o->limit = 20;
+	if (a->what && fleet_top_what(a->what, &o->what))
+		return tool_err("fleet", "top: '%s' is not a table: events, gc or functions "
+				"(or none for all three)", a->what), 2;
+	if (a->since && !strcmp(a->since, "0"))
+		o->since_s = 0;
+	else if (a->since && tool_parse_duration(a->since, 100ull * 365 * 86400 * 1000000000,
+						  &ns))
+		return tool_err("fleet", "top: --since '%s': give a duration such as 90s, 15m, "
+				"2h or 7d (or 0 for everything)", a->since), 2;
+	else if (a->since)
+		o->since_s = (ns + 999999999) / 1000000000;
+	if (a->limit && (tool_parse_u64(a->limit, 1000000, &o->limit) || !o->limit))
+		return tool_err("fleet", "top: --limit '%s': give the rows per table, 1 to "
+				"1000000", a->limit), 2;
+	return 0;
+}
+
+static int fleet_run_top(const struct fleet_args *a)
+{
+	struct fleet_top_opts o;
+	struct ch_client client;
+	char err[4096];
+	int rc = fleet_top_args(a, &o);
+
+	if (rc || (rc = fleet_connect(a, &client)))
+		return rc;
+	client.use_database = false;
+	rc = fleet_top(&client, &o, stdout, err, sizeof(err));
+	if (rc)
+		rc = tool_err("fleet", "top: %s%s", err, strstr(err, "Code: 60,") ||
+			      strstr(err, "Code: 81,") ? "\n  (no fleet tables there: 'ringpipe "
+			      "fleet init' creates them)" : "");
+	ch_client_free(&client);
+	return rc;
+}
+
 int cmd_fleet(int argc, char **argv)
 {
 	struct fleet_args a = { 0 };
@@ -383,9 +451,9 @@ int cmd_fleet(int argc, char **argv)
 		return argc < 2 ? 2 : 0;
 	}
 	if (strcmp(argv[1], "init") && strcmp(argv[1], "query") && strcmp(argv[1], "check") &&
-	    strcmp(argv[1], "export"))
-		return tool_err("fleet", "unknown subcommand '%s' (init, query, check or export; "
-				"see --help)", argv[1]), 2;
+	    strcmp(argv[1], "export") && strcmp(argv[1], "top"))
+		return tool_err("fleet", "unknown subcommand '%s' (init, query, check, export "
+				"or top; see --help)", argv[1]), 2;
 	rc = fleet_parse(&a, argc - 1, argv + 1);
 	if (rc)
 		return rc == 1 ? 0 : rc;
@@ -393,5 +461,7 @@ int cmd_fleet(int argc, char **argv)
 		return fleet_run_check(&a);
 	if (!strcmp(a.sub, "export"))
 		return fleet_run_export(&a);
+	if (!strcmp(a.sub, "top"))
+		return fleet_run_top(&a);
 	return !strcmp(a.sub, "init") ? fleet_init(&a) : fleet_query(&a);
 }
