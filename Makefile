@@ -221,6 +221,8 @@ $(OUT)/tests/%: tests/%.c $(TOOL_LIB) $(DEMO_LIB) $(STATIC_LIB) | $(OUT)/tests $
 # bpf/sample.bpf.c builds through the generic bpf/%.bpf.c rule above.
 # busy is test_sample's sampled target
 $(OUT)/tests/test_sample: $(OUT)/tests/progs/busy $(OUT)/tests/progs/busy-pie
+# test_fleet_top: the agent's producer, the demo runtime and busy, sampled
+$(OUT)/tests/test_fleet_top: $(OUT)/tests/agent_producer $(OUT)/tests/progs/busy $(DEMO)
 $(OUT)/tests/progs/busy: tests/progs/busy.c | $(OUT)/tests
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D) && $(CC) -O1 -g -fno-omit-frame-pointer -no-pie -o $@ $<

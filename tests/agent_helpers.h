@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * What the agent's tests share (test_agent.c, test_fleet_egress.c,
- * test_otlp.c): a real `ringpipe agent` on a private socket, started with
- * options and stopped with SIGTERM, and the producer program beside the
- * test binary, run on the host or in a kubepods-style container.
+ * What the agent's tests share (test_agent.c, test_fleet_egress.c,
+ * test_otlp.c, test_fleet_top.c, test_fleet_cluster.c): a real `ringpipe
+ * agent` on a private socket, started with options and stopped with
+ * SIGTERM, its status waited on, and the producer program beside the test
+ * binary, run on the host or in a kubepods-style container and waited for.
  */
 #ifndef RINGPIPE_TEST_AGENT_HELPERS_H
 #define RINGPIPE_TEST_AGENT_HELPERS_H
@@ -119,13 +121,13 @@ static inline int th_agent_down(struct th_agent_env *e)
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
-/* ---- producers (test_fleet_egress.c, test_otlp.c) ---- */
+/* ---- producers ---- */
 
 /* A producer run through sh: RINGPIPE_AGENT=SOCK PRODUCER AgentTest T N
  * [MORE], behind prefix (a cgroup, a namespace), its JSON line into out_file */
-static inline pid_t producer_start_more(const struct th_agent_env *e, const char *prefix,
-					int threads, long events, const char *more,
-					const char *out_file)
+static inline pid_t th_producer_start_more(const struct th_agent_env *e, const char *prefix,
+					   int threads, long events, const char *more,
+					   const char *out_file)
 {
 	char *cmd = th_fmt("%s env RINGPIPE_AGENT='%s' '%s' AgentTest %d %ld %s > '%s'", prefix,
 			   e->sock, th_producer_bin(), threads, events, more, out_file);
@@ -134,23 +136,42 @@ static inline pid_t producer_start_more(const struct th_agent_env *e, const char
 	return th_spawn(argv, NULL, th_fmt("%s/producer.log", e->dir));
 }
 
-static inline pid_t producer_start(const struct th_agent_env *e, const char *prefix,
-				   int threads, long events, const char *out_file)
+static inline pid_t th_producer_start(const struct th_agent_env *e, const char *prefix,
+				      int threads, long events, const char *out_file)
 {
-	return producer_start_more(e, prefix, threads, events, "", out_file);
+	return th_producer_start_more(e, prefix, threads, events, "", out_file);
 }
 
-struct said {
+/* What a paced producer wrote so far, from its progress file (rewritten
+ * every 50 ms: one caught empty is read again) */
+static inline uint64_t th_progress_of(const char *file)
+{
+	int i;
+
+	for (i = 0; i < 100; i++) {
+		struct bytebuf b = { 0 };
+		bool whole = !th_read_file(file, &b) && b.len && b.p[b.len - 1] == '\n';
+		uint64_t n = whole ? strtoull(th_text(&b), NULL, 10) : 0;
+
+		bb_free(&b);
+		if (whole)
+			return n;
+		th_sleep_ms(2);
+	}
+	return 0;
+}
+
+struct th_said {
 	int pid;		/* as the producer sees itself */
 	unsigned long long written, dropped;
 };
 
 /* Waits for a producer's end: what its JSON line says */
-static inline struct said producer_wait(pid_t pid, const char *out_file, int timeout_ms)
+static inline struct th_said th_producer_wait(pid_t pid, const char *out_file, int timeout_ms)
 {
 	uint64_t end = th_now_ms() + (uint64_t)timeout_ms;
 	struct bytebuf b = { 0 };
-	struct said s = { 0 };
+	struct th_said s = { 0 };
 	int st = 0;
 
 	while (waitpid(pid, &st, WNOHANG) == 0) {
@@ -166,7 +187,7 @@ static inline struct said producer_wait(pid_t pid, const char *out_file, int tim
 }
 
 /* A kubepods-style cgroup of a burstable pod's containerd container */
-static inline char *pod_container(const char *mnt, const char *id, char uid[37])
+static inline char *th_pod_container(const char *mnt, const char *id, char uid[37])
 {
 	char uid_[37];
 	size_t i;
@@ -180,7 +201,7 @@ static inline char *pod_container(const char *mnt, const char *id, char uid[37])
 }
 
 /* The cgroup2 mount for a container, or a skip with the reason */
-static inline const char *need_container(void)
+static inline const char *th_need_container(void)
 {
 	const char *mnt = agent_cgroup2_mount();
 
@@ -191,10 +212,10 @@ static inline const char *need_container(void)
 
 /* The cgroup of container id in a pod of its own (uid: its uid), made;
  * *made keeps it for th_cgroup_remove() */
-static inline char *pod_container_make(const char *mnt, const char *id, char uid[37],
+static inline char *th_pod_container_make(const char *mnt, const char *id, char uid[37],
 				       char **made)
 {
-	char *cg = pod_container(mnt, id, uid);
+	char *cg = th_pod_container(mnt, id, uid);
 
 	cr_assert_eq(system(th_fmt("mkdir -p '%s'", cg)), 0);
 	*made = strdup(cg);
@@ -208,19 +229,19 @@ static inline char *pod_container_make(const char *mnt, const char *id, char uid
  * [1] hold them while they run, for the test's cleanup. Each must have
  * written all its events (a Block session's producers drop none).
  */
-static inline void host_and_pod_producers(const struct th_agent_env *e, const char *cg,
+static inline void th_host_and_pod_producers(const struct th_agent_env *e, const char *cg,
 					  pid_t started[2], long host_events, long pod_events,
-					  struct said *host, struct said *pod)
+					  struct th_said *host, struct th_said *pod)
 {
 	char *host_out = th_fmt("%s/host.json", e->dir), *pod_out = th_fmt("%s/pod.json", e->dir);
 
-	started[0] = producer_start(e, "", 2, host_events, host_out);
+	started[0] = th_producer_start(e, "", 2, host_events, host_out);
 	/* into the cgroup first, then a pid and mount namespace of its own */
-	started[1] = producer_start(e, th_fmt("echo $$ > '%s/cgroup.procs'; exec unshare -p "
+	started[1] = th_producer_start(e, th_fmt("echo $$ > '%s/cgroup.procs'; exec unshare -p "
 					      "-m -f --mount-proc", cg), 2, pod_events, pod_out);
-	*host = producer_wait(started[0], host_out, 120000);
+	*host = th_producer_wait(started[0], host_out, 120000);
 	started[0] = 0;
-	*pod = producer_wait(started[1], pod_out, 120000);
+	*pod = th_producer_wait(started[1], pod_out, 120000);
 	started[1] = 0;
 	cr_assert_eq(host->written, 2 * (unsigned long long)host_events);
 	cr_assert_eq(pod->written, 2 * (unsigned long long)pod_events);
@@ -228,7 +249,7 @@ static inline void host_and_pod_producers(const struct th_agent_env *e, const ch
 }
 
 /* Waits until the agent's status has want in it */
-static inline void status_wait(const struct th_agent_env *e, const char *want, int timeout_ms)
+static inline void th_status_wait(const struct th_agent_env *e, const char *want, int timeout_ms)
 {
 	uint64_t end = th_now_ms() + (uint64_t)timeout_ms;
 
@@ -248,10 +269,10 @@ static inline void status_wait(const struct th_agent_env *e, const char *want, i
 
 /* Waits until the agent's egress has nothing left: its spool empty and no
  * file waiting */
-static inline void shipped_wait(const struct th_agent_env *e, int timeout_ms)
+static inline void th_shipped_wait(const struct th_agent_env *e, int timeout_ms)
 {
-	status_wait(e, "\"files_pending\":0,", timeout_ms);
-	status_wait(e, "\"spool_batches\":0,", timeout_ms);
+	th_status_wait(e, "\"files_pending\":0,", timeout_ms);
+	th_status_wait(e, "\"spool_batches\":0,", timeout_ms);
 }
 
 /* ---- a test's cleanup, also after an assertion ended it early ---- */

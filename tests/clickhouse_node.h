@@ -24,6 +24,7 @@
 #include <sys/time.h>
 #include <time.h>
 
+#include "clickhouse.h"
 #include "helpers.h"
 #include "http_conn.h"
 
@@ -352,6 +353,51 @@ static inline void th_ch_stop(struct th_ch_node *n)
 	n->dir = NULL;
 }
 
+/* Starts a stopped node again, on its configuration, data and ports */
+static inline void th_ch_restart(struct th_ch_node *n)
+{
+	int st = 0;
+
+	cr_assert_eq(n->pid, 0, "the node runs already");
+	th_ch_spawn(n);
+	cr_assert(th_ch_wait_ready(n, &st), "clickhouse-server (%s) did not come back (status "
+		  "0x%x): ...%s", n->dir, st, th_ch_log_tail(n));
+}
+
+/* SIGKILL: a server that dies without a word */
+static inline void th_ch_kill(struct th_ch_node *n)
+{
+	if (n->pid <= 0)
+		return;
+	kill(n->pid, SIGKILL);
+	waitpid(n->pid, NULL, 0);
+	n->pid = 0;
+}
+
+/* The first line of the answer to sql at url, which must succeed */
+static inline char *th_ch_ask(const char *url, const char *sql)
+{
+	struct ch_client c;
+	struct ch_target t;
+	char err[2048], line[4096];
+
+	cr_assert_eq(ch_target_parse(&t, url, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(ch_client_init(&c, &t, 10000), 0);
+	cr_assert_eq(ch_query_line(&c, sql, line, sizeof(line), err, sizeof(err)), 0,
+		     "expected '%s' to succeed: %s", sql, err);
+	ch_client_free(&c);
+	return strdup(line);	/* th_fmt() refuses an empty string */
+}
+
+static inline uint64_t th_ch_ask_u64(const char *url, const char *sql)
+{
+	char *line = th_ch_ask(url, sql);
+	uint64_t n = strtoull(line, NULL, 10);
+
+	free(line);
+	return n;
+}
+
 /* ---- ZooKeeper, for replicated tables and ON CLUSTER statements ---------- */
 
 struct th_zk {
@@ -421,6 +467,53 @@ static inline void th_zk_stop(struct th_zk *z)
 	if (z->dir)
 		th_rmdir(z->dir);
 	z->dir = NULL;
+}
+
+/* ---- a cluster --------------------------------------------------------------- */
+
+/*
+ * Starts ZooKeeper and the cluster `name` of nshards x nreplicas servers,
+ * nodes[shard * nreplicas + replica], shard s having the macros shard 0s+1
+ * and replica rs+1-r+1; with internal_replication, so that a Distributed
+ * insert goes to one replica of a shard and its replicated table copies it
+ * to the others.
+ */
+static inline void th_ch_cluster_start(struct th_zk *zk, struct th_ch_node *nodes, int nshards,
+				       int nreplicas, const char *name)
+{
+	struct bytebuf servers = { 0 };
+	char *keeper;
+	int s, r;
+
+	th_zk_start(zk);
+	for (s = 0; s < nshards * nreplicas; s++)
+		th_ch_init(&nodes[s]);
+	bb_printf(&servers, "<%s>", name);
+	for (s = 0; s < nshards; s++) {
+		bb_printf(&servers, "<shard><internal_replication>%s</internal_replication>",
+			  nreplicas > 1 ? "true" : "false");
+		for (r = 0; r < nreplicas; r++)
+			bb_printf(&servers, "<replica><host>127.0.0.1</host><port>%u</port></replica>",
+				  nodes[s * nreplicas + r].tcp_port);
+		bb_printf(&servers, "</shard>");
+	}
+	bb_printf(&servers, "</%s>", name);
+	bb_append(&servers, "", 1);
+	cr_assert_not(servers.oom);
+	keeper = th_fmt("<node><host>127.0.0.1</host><port>%u</port></node>", zk->port);
+	for (s = 0; s < nshards; s++)
+		for (r = 0; r < nreplicas; r++) {
+			char *macros = nreplicas > 1 ?
+				th_fmt("<shard>0%d</shard><replica>r%d-%d</replica>", s + 1, s + 1, r + 1) :
+				th_fmt("<shard>0%d</shard><replica>r%d</replica>", s + 1, s + 1);
+			struct th_ch_opts o = { .remote_servers_xml = (const char *)servers.p,
+						.zookeeper_xml = keeper, .macros_xml = macros };
+
+			th_ch_start(&nodes[s * nreplicas + r], &o);
+			free(macros);
+		}
+	bb_free(&servers);
+	free(keeper);
 }
 
 #endif /* RINGPIPE_TEST_CLICKHOUSE_NODE_H */

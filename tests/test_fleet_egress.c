@@ -79,25 +79,6 @@ static int fleet_check(const char *host, struct bytebuf *out)
 	return th_tool_run(th_fmt("fleet check --clickhouse '%s' --host '%s'", node.url, host), out);
 }
 
-/* What a paced producer wrote so far, from its progress file (rewritten
- * every 50 ms: one caught empty is read again) */
-static uint64_t progress_of(const char *file)
-{
-	int i;
-
-	for (i = 0; i < 100; i++) {
-		struct bytebuf b = { 0 };
-		bool whole = !th_read_file(file, &b) && b.len && b.p[b.len - 1] == '\n';
-		uint64_t n = whole ? strtoull(th_text(&b), NULL, 10) : 0;
-
-		bb_free(&b);
-		if (whole)
-			return n;
-		th_sleep_ms(2);
-	}
-	return 0;
-}
-
 /* The events of pid in every trace file of dir, read back with our reader */
 static uint64_t local_events(const char *dir, int pid)
 {
@@ -279,18 +260,18 @@ Test(fleet_egress, every_event_lands_once_and_on_its_container, .timeout = 300,
 	struct th_agent_env *e;
 	struct bytebuf out = { 0 };
 	char uid[37], *cg, *line;
-	struct said host_said, pod_said;
+	struct th_said host_said, pod_said;
 	uint64_t pod_pid;
 
 	TH_NEED_CLICKHOUSE();
-	mnt = need_container();
+	mnt = th_need_container();
 	th_ch_init(&node);
 	th_ch_start(&node, NULL);
 	fleet_init();
 	e = agent_env(0);
 	agent_up_clickhouse(e, "egress-a", "block", "4", "256");
-	cg = pod_container_make(mnt, id, uid, &made_cgroup);
-	host_and_pod_producers(e, cg, started, 60000, 40000, &host_said, &pod_said);
+	cg = th_pod_container_make(mnt, id, uid, &made_cgroup);
+	th_host_and_pod_producers(e, cg, started, 60000, 40000, &host_said, &pod_said);
 	cr_assert_eq(th_agent_down(e), 0, "the agent did not stop cleanly");
 
 	/* the host's producer: every event once, outside any container */
@@ -345,7 +326,7 @@ Test(fleet_egress, a_full_spool_parks_block_and_counts_drop_losses, .timeout = 3
 {
 	struct th_agent_env *block, *drop;
 	struct bytebuf out = { 0 };
-	struct said bs, ds;
+	struct th_said bs, ds;
 	pid_t bp, dp;
 	uint64_t events, lost, full, before, during, t0, t_full;
 	char *prog;
@@ -358,21 +339,21 @@ Test(fleet_egress, a_full_spool_parks_block_and_counts_drop_losses, .timeout = 3
 	agent_up_clickhouse(block, "egress-block", "block", "1", "1");
 	agent_up_clickhouse(drop, "egress-drop", "drop", "1", "1");
 	prog = th_fmt("%s/progress", block->dir);
-	bp = started[0] = producer_start_more(block, "", 4, 40000, th_fmt("paced '%s'", prog),
+	bp = started[0] = th_producer_start_more(block, "", 4, 40000, th_fmt("paced '%s'", prog),
 					      th_fmt("%s/p.json", block->dir));
-	dp = started[1] = producer_start_more(drop, "", 2, 60000,
+	dp = started[1] = th_producer_start_more(drop, "", 2, 60000,
 					      th_fmt("paced '%s/progress'", drop->dir),
 					      th_fmt("%s/p.json", drop->dir));
-	for (t0 = th_now_ms(); !progress_of(prog); t0 = th_now_ms())
+	for (t0 = th_now_ms(); !th_progress_of(prog); t0 = th_now_ms())
 		th_sleep_ms(5);
 	/* the Block one parks once the spool is full: its session is drained
 	 * one pass per two drainer timeouts (so that it is never taken for
 	 * dead), and it writes much slower than it did */
-	status_wait(block, "\"full\":true", 120000);
+	th_status_wait(block, "\"full\":true", 120000);
 	t_full = th_now_ms();
-	before = progress_of(prog);
+	before = th_progress_of(prog);
 	th_sleep_ms(4000);
-	during = progress_of(prog);
+	during = th_progress_of(prog);
 	cr_assert_geq(during, before, "progress went back: %" PRIu64 " after %" PRIu64, during,
 		      before);
 	during -= before;
@@ -380,23 +361,23 @@ Test(fleet_egress, a_full_spool_parks_block_and_counts_drop_losses, .timeout = 3
 		     "the Block producer went on writing with the spool full: %" PRIu64 " events "
 		     "in 4 s, %" PRIu64 " in the %" PRIu64 " ms before", during, before, t_full - t0);
 	cr_assert_eq(waitpid(bp, NULL, WNOHANG), 0, "the Block producer ended with the spool full");
-	status_wait(block, "\"full\":true", 1000);
+	th_status_wait(block, "\"full\":true", 1000);
 	/* the Drop producer runs to its end with nowhere to ship: the files
 	 * finished once the spool is full are counted lost */
-	ds = producer_wait(dp, th_fmt("%s/p.json", drop->dir), 120000);
+	ds = th_producer_wait(dp, th_fmt("%s/p.json", drop->dir), 120000);
 	started[1] = 0;
-	status_wait(drop, "\"full\":true", 60000);
+	th_status_wait(drop, "\"full\":true", 60000);
 
 	th_ch_start(&node, NULL);
 	fleet_init();
-	bs = producer_wait(bp, th_fmt("%s/p.json", block->dir), 240000);
+	bs = th_producer_wait(bp, th_fmt("%s/p.json", block->dir), 240000);
 	started[0] = 0;
 	cr_assert_eq(bs.written, 160000u, "Block wrote %llu", bs.written);
 	cr_assert_eq(bs.dropped, 0u);
 	/* a 1 MiB spool sends small batches: all of them before the stop,
 	 * which gives the egress only so long */
-	shipped_wait(block, 240000);
-	shipped_wait(drop, 240000);
+	th_shipped_wait(block, 240000);
+	th_shipped_wait(drop, 240000);
 	cr_assert_eq(th_agent_down(block), 0);
 	cr_assert_eq(th_agent_down(drop), 0);
 
@@ -427,7 +408,7 @@ Test(fleet_egress, a_killed_agent_restarted_ships_everything_once, .timeout = 30
 {
 	struct th_agent_env *e;
 	struct bytebuf out = { 0 };
-	struct said ps;
+	struct th_said ps;
 	pid_t pp;
 	uint64_t events;
 	int st = 0;
@@ -442,11 +423,11 @@ Test(fleet_egress, a_killed_agent_restarted_ships_everything_once, .timeout = 30
 	 * agent is killed */
 	agent_up_clickhouse(e, "egress-kill", "block", "4", "1");
 	th_daemon_stop(&node.pid);
-	pp = started[0] = producer_start(e, "", 2, 50000, th_fmt("%s/p.json", e->dir));
-	ps = producer_wait(pp, th_fmt("%s/p.json", e->dir), 120000);
+	pp = started[0] = th_producer_start(e, "", 2, 50000, th_fmt("%s/p.json", e->dir));
+	ps = th_producer_wait(pp, th_fmt("%s/p.json", e->dir), 120000);
 	started[0] = 0;
 	cr_assert_eq(ps.written, 100000u);
-	status_wait(e, "\"full\":true", 30000);
+	th_status_wait(e, "\"full\":true", 30000);
 	kill(e->agent, SIGKILL);
 	cr_assert_eq(waitpid(e->agent, &st, 0), e->agent);
 	e->agent = 0;
@@ -454,7 +435,7 @@ Test(fleet_egress, a_killed_agent_restarted_ships_everything_once, .timeout = 30
 	th_ch_spawn(&node);
 	cr_assert(th_ch_wait_ready(&node, &st), "clickhouse-server did not come back");
 	agent_up_clickhouse(e, "egress-kill", "block", "4", "1");
-	shipped_wait(e, 120000);
+	th_shipped_wait(e, 120000);
 	cr_assert_eq(th_agent_down(e), 0);
 	{
 		/* both ways back: batches found in the spool, files found by

@@ -159,19 +159,19 @@ Test(otlp, every_event_is_a_record_on_its_process_and_container, .timeout = 240,
 	struct th_agent_env *e;
 	struct bytebuf logs = { 0 };
 	struct seen_resource host_r, pod_r;
-	struct said host_said, pod_said;
+	struct th_said host_said, pod_said;
 	char uid[37], *cg, pod_pid[16], *host_pid;
 
 	TH_NEED_ASPIRE();
-	mnt = need_container();
+	mnt = th_need_container();
 	th_aspire_init(&dash);
 	th_aspire_start(&dash);
 	e = agent_env();
 	agent_up_otlp(e, dash.otlp_url, "otlp-a");
-	cg = pod_container_make(mnt, id, uid, &made_cgroup);
+	cg = th_pod_container_make(mnt, id, uid, &made_cgroup);
 	/* the host's file is one of 44,000 events, 4.5 MB as OTLP: more than
 	 * a receiver takes in one request (the Aspire dashboard refuses 6 MB) */
-	host_and_pod_producers(e, cg, started, 22000, 1500, &host_said, &pod_said);
+	th_host_and_pod_producers(e, cg, started, 22000, 1500, &host_said, &pod_said);
 	/* the agent ships what is left when it stops */
 	cr_assert_eq(th_agent_down(e), 0, "the agent did not stop cleanly");
 
@@ -214,7 +214,7 @@ Test(otlp, a_receiver_that_is_down_gets_everything_once_it_is_up, .timeout = 240
 	struct th_agent_env *e;
 	struct bytebuf logs = { 0 };
 	struct seen_resource r;
-	struct said said;
+	struct th_said said;
 	pid_t p;
 
 	TH_NEED_ASPIRE();
@@ -222,15 +222,15 @@ Test(otlp, a_receiver_that_is_down_gets_everything_once_it_is_up, .timeout = 240
 	th_aspire_init(&dash);
 	e = agent_env();
 	agent_up_otlp(e, dash.otlp_url, "otlp-b");
-	p = started[0] = producer_start(e, "", 1, 3000, th_fmt("%s/p.json", e->dir));
-	said = producer_wait(p, th_fmt("%s/p.json", e->dir), 60000);
+	p = started[0] = th_producer_start(e, "", 1, 3000, th_fmt("%s/p.json", e->dir));
+	said = th_producer_wait(p, th_fmt("%s/p.json", e->dir), 60000);
 	started[0] = 0;
 	cr_assert_eq(said.written, 3000u);
-	status_wait(e, "\"state\":\"retrying\"", 20000);
-	status_wait(e, "Connection refused", 1000);
+	th_status_wait(e, "\"state\":\"retrying\"", 20000);
+	th_status_wait(e, "Connection refused", 1000);
 	th_aspire_start(&dash);
-	status_wait(e, "\"state\":\"ok\"", 30000);
-	status_wait(e, "\"spool_batches\":0,", 30000);
+	th_status_wait(e, "\"state\":\"ok\"", 30000);
+	th_status_wait(e, "\"spool_batches\":0,", 30000);
 	cr_assert_eq(th_agent_down(e), 0, "the agent did not stop cleanly");
 	th_aspire_logs(&dash, &logs);
 	r = one_resource(th_text(&logs), th_fmt("%d", said.pid));
@@ -243,7 +243,7 @@ Test(otlp, a_refused_batch_is_counted_not_sent_again, .timeout = 120, .fini = ot
 {
 	struct th_agent_env *e;
 	struct bytebuf st = { 0 }, logs = { 0 };
-	struct said said;
+	struct th_said said;
 	pid_t p;
 
 	TH_NEED_ASPIRE();
@@ -253,13 +253,13 @@ Test(otlp, a_refused_batch_is_counted_not_sent_again, .timeout = 120, .fini = ot
 	/* the dashboard's frontend, not its OTLP port, answers POST /v1/logs
 	 * with 401: a 4xx that sending again would not change */
 	agent_up_otlp(e, th_fmt("http://127.0.0.1:%u", dash.ui_port), "otlp-c");
-	p = started[0] = producer_start(e, "", 1, 100, th_fmt("%s/p.json", e->dir));
-	said = producer_wait(p, th_fmt("%s/p.json", e->dir), 60000);
+	p = started[0] = th_producer_start(e, "", 1, 100, th_fmt("%s/p.json", e->dir));
+	said = th_producer_wait(p, th_fmt("%s/p.json", e->dir), 60000);
 	started[0] = 0;
 	cr_assert_eq(said.written, 100u);
-	status_wait(e, "\"batches_rejected\":", 20000);
-	status_wait(e, "\"files_pending\":0,", 20000);
-	status_wait(e, "\"spool_batches\":0,", 20000);
+	th_status_wait(e, "\"batches_rejected\":", 20000);
+	th_status_wait(e, "\"files_pending\":0,", 20000);
+	th_status_wait(e, "\"spool_batches\":0,", 20000);
 	cr_assert_eq(agent_status_query(e->sock, true, &st), 0);
 	cr_assert(strstr(th_text(&st), "\"retries\":0,"), "a 4xx is not retried: %s",
 		  th_text(&st));
@@ -295,7 +295,7 @@ Test(otlp, what_a_full_spool_gave_up_arrives_as_loss_records, .timeout = 240,
 	struct th_agent_env *e;
 	struct bytebuf logs = { 0 };
 	struct seen_resource r;
-	struct said said;
+	struct th_said said;
 	uint64_t records, lost;
 	char *more[] = { "--providers", "AgentTest", "--buffering-mode", "drop", "--buffer-mb",
 			 "1", "--spool-mb", "1", "--otlp", NULL, "--host-id", "otlp-d", NULL };
@@ -308,15 +308,15 @@ Test(otlp, what_a_full_spool_gave_up_arrives_as_loss_records, .timeout = 240,
 	e = agent_env();
 	more[9] = dash.otlp_url;
 	th_agent_up_argv(e, more);
-	p = started[0] = producer_start_more(e, "", 2, 40000, th_fmt("paced '%s/progress'", e->dir),
+	p = started[0] = th_producer_start_more(e, "", 2, 40000, th_fmt("paced '%s/progress'", e->dir),
 					     th_fmt("%s/p.json", e->dir));
-	said = producer_wait(p, th_fmt("%s/p.json", e->dir), 120000);
+	said = th_producer_wait(p, th_fmt("%s/p.json", e->dir), 120000);
 	started[0] = 0;
-	status_wait(e, "\"full\":true", 30000);
+	th_status_wait(e, "\"full\":true", 30000);
 	th_aspire_start(&dash);
-	status_wait(e, "\"full\":false", 60000);
-	status_wait(e, "\"files_pending\":0,", 60000);
-	status_wait(e, "\"spool_batches\":0,", 60000);
+	th_status_wait(e, "\"full\":false", 60000);
+	th_status_wait(e, "\"files_pending\":0,", 60000);
+	th_status_wait(e, "\"spool_batches\":0,", 60000);
 	cr_assert_eq(th_agent_down(e), 0, "the agent did not stop cleanly");
 	th_aspire_logs(&dash, &logs);
 	/* the loss records are on the process's resource too */
@@ -342,7 +342,7 @@ Test(otlp, beside_clickhouse_both_get_every_event, .timeout = 240, .fini = otlp_
 	struct seen_resource r;
 	struct ch_client c;
 	struct ch_target t;
-	struct said said;
+	struct th_said said;
 	struct stat st;
 	char err[512], line[64];
 	pid_t p;
@@ -365,8 +365,8 @@ Test(otlp, beside_clickhouse_both_get_every_event, .timeout = 240, .fini = otlp_
 
 		th_agent_up_argv(e, more);
 	}
-	p = started[0] = producer_start(e, "", 2, 2500, th_fmt("%s/p.json", e->dir));
-	said = producer_wait(p, th_fmt("%s/p.json", e->dir), 60000);
+	p = started[0] = th_producer_start(e, "", 2, 2500, th_fmt("%s/p.json", e->dir));
+	said = th_producer_wait(p, th_fmt("%s/p.json", e->dir), 60000);
 	started[0] = 0;
 	cr_assert_eq(said.written, 5000u);
 	cr_assert_eq(th_agent_down(e), 0, "the agent did not stop cleanly");

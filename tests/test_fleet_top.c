@@ -1,0 +1,338 @@
+// SPDX-License-Identifier: MIT
+/*
+ * `ringpipe fleet top` end to end (lib/fleet_top.c), and the stacks the
+ * egress ships for it (agent/egress_batch.c): a real clickhouse-server on
+ * loopback (clickhouse_node.h), a real `ringpipe agent --clickhouse
+ * --sample`, and real programs in two kubepods-style containers and on the
+ * host: agent_producer (a known number of events), ringpipe-demo (CLR GC
+ * events, each one listed in its --expect file) and tests/progs/busy (CPU
+ * time in busy_spin). Each table is held against what the programs said
+ * they did. Without the server these tests skip, with the reason, unless
+ * RINGPIPE_REQUIRE_FLEET=1.
+ */
+#include <errno.h>
+#include <inttypes.h>
+
+#include "agent_helpers.h"
+#include "clickhouse_node.h"
+#include "helpers.h"
+#include "identity.h"
+
+static struct th_ch_node node;
+static struct th_agent_env agent;
+static pid_t started[4];	/* programs a test started */
+static char *made_cgroup[2];
+
+/* Whatever a test started goes, also when an assertion ended it early */
+static void top_fini(void)
+{
+	size_t i, k;
+
+	for (i = 0; i < 4; i++)
+		if (started[i] > 0) {
+			kill(started[i], SIGKILL);
+			waitpid(started[i], NULL, 0);
+			started[i] = 0;
+		}
+	if (agent.agent > 0) {
+		kill(agent.agent, SIGKILL);
+		waitpid(agent.agent, NULL, 0);
+		agent.agent = 0;
+	}
+	if (agent.dir && !getenv("RINGPIPE_KEEP"))
+		th_rmdir(agent.dir);
+	agent.dir = NULL;
+	th_ch_stop(&node);
+	for (k = 0; k < 2; k++) {
+		for (i = 0; made_cgroup[k] && i < 100 && rmdir(made_cgroup[k]) && errno == EBUSY; i++)
+			th_sleep_ms(10);
+		free(made_cgroup[k]);
+		made_cgroup[k] = NULL;
+	}
+}
+
+static char *ask(const char *sql)
+{
+	return th_ch_ask(node.url, sql);
+}
+
+static uint64_t ask_u64(const char *sql)
+{
+	return th_ch_ask_u64(node.url, sql);
+}
+
+/* `ringpipe fleet top ARGS` of host top-a, which must succeed: its output */
+static char *top(const char *args)
+{
+	struct bytebuf out = { 0 };
+	char *text;
+
+	cr_assert_eq(th_tool_run(th_fmt("fleet top --clickhouse '%s' --host top-a %s",
+					node.url, args), &out), 0, "fleet top %s: %s", args,
+		     th_text(&out));
+	text = strdup(th_text(&out));
+	bb_free(&out);
+	return text;
+}
+
+/* A number as the tables print it ("12,345") */
+static uint64_t table_number(const char *s)
+{
+	uint64_t n = 0;
+
+	for (; *s == ',' || (*s >= '0' && *s <= '9'); s++)
+		if (*s != ',')
+			n = n * 10 + (uint64_t)(*s - '0');
+	return n;
+}
+
+/*
+ * The columns of the table row in text whose first columns are the words
+ * of `lead` (separated by single blanks there, by runs of blanks in the
+ * table), into col[] (each a copy); how many, 0 when no row has that lead.
+ */
+static size_t table_row(const char *text, const char *lead, char **col, size_t max)
+{
+	char *copy = strdup(text), *line, *save = NULL, *want[8];
+	size_t n = 0, nw = 0, i;
+	char *words = strdup(lead), *wsave = NULL, *w;
+
+	for (w = strtok_r(words, " ", &wsave); w && nw < 8; w = strtok_r(NULL, " ", &wsave))
+		want[nw++] = w;
+	for (line = strtok_r(copy, "\n", &save); line && !n; line = strtok_r(NULL, "\n", &save)) {
+		char *lsave = NULL, *c;
+
+		for (c = strtok_r(line, " ", &lsave); c && n < max; c = strtok_r(NULL, " ", &lsave))
+			col[n++] = c;
+		for (i = 0; i < nw && n; i++)
+			if (i >= n || strcmp(want[i], col[i]))
+				n = 0;
+	}
+	for (i = 0; i < n; i++)
+		col[i] = strdup(col[i]);
+	free(words);
+	free(copy);
+	return n;
+}
+
+/* A kubepods-style cgroup of a burstable pod's containerd container */
+static char *pod_cgroup(const char *mnt, const char *id)
+{
+	return th_fmt("%s/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod%08x_2222_"
+		      "4333_8444_%012llx.slice/cri-containerd-%s.scope", mnt, (unsigned)getpid(),
+		      (unsigned long long)th_now_ms(), id);
+}
+
+/* Runs cmd through sh, moved into cgroup cg first ("" : none) */
+static pid_t spawn_in(const char *cg, const char *cmd)
+{
+	char *line = th_fmt("%s%s%sexec %s", cg[0] ? "echo $$ > '" : "", cg,
+			    cg[0] ? "/cgroup.procs'; " : "", cmd);
+	char *argv[] = { "/bin/sh", "-c", line, NULL };
+
+	return th_spawn(argv, NULL, th_fmt("%s/programs.log", agent.dir));
+}
+
+static void wait_exit0(pid_t pid, const char *what, int timeout_ms)
+{
+	uint64_t end = th_now_ms() + (uint64_t)timeout_ms;
+	int st = 0;
+
+	while (waitpid(pid, &st, WNOHANG) == 0) {
+		cr_assert_lt(th_now_ms(), end, "%s did not end within %d ms", what, timeout_ms);
+		th_sleep_ms(20);
+	}
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s failed: status 0x%x", what, st);
+}
+
+/* Lines of file that start with prefix */
+static uint64_t lines_starting(const char *file, const char *prefix)
+{
+	struct bytebuf b = { 0 };
+	const char *p;
+	uint64_t n = 0;
+
+	cr_assert_eq(th_read_file(file, &b), 0, "%s", file);
+	for (p = th_text(&b); p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+		n += !strncmp(p, prefix, strlen(prefix));
+	bb_free(&b);
+	return n;
+}
+
+Test(fleet_top, tables_show_what_the_programs_did, .timeout = 300, .fini = top_fini)
+{
+	static const char pod_id[] =
+		"7a0c1e2f3a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f9a0b1c2d3e4f";
+	static const char gc_id[] =
+		"9b8a7c6d5e4f30211203f4e5d6c7b8a99a8b7c6d5e4f30211203f4e5d6c7b8a9";
+	const char *mnt = agent_cgroup2_mount();
+	char *more[] = { "--providers", "AgentTest,Microsoft-Windows-DotNETRuntime:0x1:5",
+			 "--buffering-mode", "block", "--sample", "199", "--clickhouse", NULL,
+			 "--clickhouse-dialect", "legacy", "--host-id", "top-a", NULL };
+	char *col[8], *text, *expect;
+	struct th_said pod, host;
+	struct bytebuf out = { 0 };
+	pid_t busy, demo;
+	uint64_t gcs, runtime_events, samples, busy_samples, n;
+	size_t nc;
+
+	TH_NEED_CLICKHOUSE();
+	if (geteuid() != 0 || !mnt || system("command -v unshare >/dev/null 2>&1"))
+		cr_skip_test("needs root (for --sample and containers), a cgroup2 mount and "
+			     "unshare(1)");
+	th_ch_init(&node);
+	th_ch_start(&node, NULL);
+	cr_assert_eq(th_tool_run(th_fmt("fleet init --clickhouse '%s'", node.url), &out), 0,
+		     "fleet init: %s", th_text(&out));
+	th_agent_env_init(&agent);
+	more[7] = node.url;
+	th_agent_up_argv(&agent, more);
+	made_cgroup[0] = strdup(pod_cgroup(mnt, pod_id));
+	made_cgroup[1] = strdup(pod_cgroup(mnt, gc_id));
+	cr_assert_eq(system(th_fmt("mkdir -p '%s' '%s'", made_cgroup[0], made_cgroup[1])), 0);
+
+	/* a producer in a container of its own (and its own pid namespace),
+	 * one on the host; the demo runtime and the busy loop in the other
+	 * container */
+	started[0] = th_producer_start(&agent, th_fmt("echo $$ > '%s/cgroup.procs'; exec unshare "
+						      "-p -m -f --mount-proc", made_cgroup[0]), 2,
+				       3000, th_fmt("%s/pod.json", agent.dir));
+	started[1] = th_producer_start(&agent, "", 1, 2500, th_fmt("%s/host.json", agent.dir));
+	expect = th_fmt("%s/demo.expect", agent.dir);
+	demo = started[2] = spawn_in(made_cgroup[1], th_fmt("env RINGPIPE_AGENT='%s' '%s' "
+		"--duration 3 --alloc-threads 2 --threads 1 --rate 50 --expect '%s' > '%s/demo.out'",
+		agent.sock, th_demo_bin(), expect, agent.dir));
+	busy = started[3] = spawn_in(made_cgroup[1], th_fmt("'%s/progs/busy' 1.0 > /dev/null",
+							    th_test_dir()));
+	pod = th_producer_wait(started[0], th_fmt("%s/pod.json", agent.dir), 120000);
+	started[0] = 0;
+	host = th_producer_wait(started[1], th_fmt("%s/host.json", agent.dir), 120000);
+	started[1] = 0;
+	wait_exit0(demo, "ringpipe-demo", 60000);
+	started[2] = 0;
+	wait_exit0(busy, "busy", 60000);
+	started[3] = 0;
+	cr_assert_eq(pod.written, 6000u);
+	cr_assert_eq(host.written, 2500u);
+	th_shipped_wait(&agent, 120000);
+	cr_assert_eq(th_agent_down(&agent), 0, "the agent did not stop cleanly");
+	out.len = 0;
+	cr_assert_eq(th_tool_run(th_fmt("fleet check --clickhouse '%s' --host top-a", node.url),
+				 &out), 0, "fleet check: %s", th_text(&out));
+
+	/* events: each container's exact count per provider */
+	text = top("--limit 1000 events");
+	cr_assert(strstr(text, "HOST   CONTAINER     PROVIDER"), "no header: %s", text);
+	nc = table_row(text, th_fmt("top-a %.12s AgentTest", pod_id), col, 8);
+	cr_assert_eq(nc, 5u, "no row of the pod's producer: %s", text);
+	cr_assert_eq(table_number(col[3]), 6000u, "%s", text);
+	cr_assert(!strcmp(col[3], "6,000"), "thousands are separated: %s", col[3]);
+	nc = table_row(text, "top-a - AgentTest", col, 8);
+	cr_assert_eq(nc, 5u, "no row of the host's producer: %s", text);
+	cr_assert_eq(table_number(col[3]), 2500u, "%s", text);
+	runtime_events = lines_starting(expect, "");
+	nc = table_row(text, th_fmt("top-a %.12s Microsoft-Windows-DotNETRuntime", gc_id), col, 8);
+	cr_assert_eq(nc, 5u, "no row of the demo's runtime events: %s", text);
+	cr_assert_eq(table_number(col[3]), runtime_events, "%s", text);
+	/* the samples of the demo and the busy loop are in the agent's own
+	 * trace, outside any container: given theirs by the agent's Process
+	 * events */
+	samples = ask_u64(th_fmt("SELECT count() FROM ringpipe.events WHERE host = 'top-a' AND "
+				 "provider = 'Ringpipe-Sampler' AND pid IN (%d, %d)", demo, busy));
+	cr_assert_gt(samples, 0u);
+	nc = table_row(text, th_fmt("top-a %.12s Ringpipe-Sampler", gc_id), col, 8);
+	cr_assert_eq(nc, 5u, "no row of the container's samples: %s", text);
+	cr_assert_eq(table_number(col[3]), samples, "%s", text);
+	cr_assert(strstr(text, "events per container and provider: "), "%s", text);
+
+	/* gc: every pause of the demo, on its container */
+	gcs = lines_starting(expect, "GC/SuspendEEStart");
+	cr_assert_gt(gcs, 0u, "the demo did no GC");
+	cr_assert_eq(lines_starting(expect, "GC/RestartEEStop"), gcs);
+	text = top("--limit 1000 gc");
+	nc = table_row(text, th_fmt("top-a %.12s clr", gc_id), col, 8);
+	cr_assert_eq(nc, 8u, "no row of the demo's container: %s", text);
+	cr_assert_eq(table_number(col[3]), gcs, "%" PRIu64 " GCs: %s", gcs, text);
+	cr_assert(strtod(col[4], NULL) > 0 && strtod(col[7], NULL) >= strtod(col[6], NULL) &&
+		  strtod(col[6], NULL) >= strtod(col[5], NULL), "total, p50, p99, max: %s", text);
+	cr_assert(strstr(text, "RUNTIME  GCS  TOTAL_MS  P50_MS  P99_MS  MAX_MS"), "%s", text);
+
+	/* functions: the busy loop's samples are mostly in busy_spin */
+	busy_samples = ask_u64(th_fmt("SELECT count() FROM ringpipe.events WHERE host = 'top-a' "
+				      "AND provider = 'Ringpipe-Sampler' AND pid = %d", busy));
+	cr_assert_gt(busy_samples, 20u, "too few samples of busy");
+	text = top("--limit 1000000 functions");
+	nc = table_row(text, "busy!busy_spin", col, 8);
+	cr_assert_eq(nc, 5u, "busy_spin is not among the functions: %s", text);
+	n = table_number(col[1]);
+	cr_assert_geq(n * 2, busy_samples, "busy_spin: %" PRIu64 " of busy's %" PRIu64 " samples: "
+		      "%s", n, busy_samples, text);
+	cr_assert_geq(table_number(col[3]), n, "the total holds the self samples: %s", text);
+	/* main calls busy_spin: on the stack of every sample in it */
+	nc = table_row(text, "busy!main", col, 8);
+	cr_assert_eq(nc, 5u, "busy's main is not on the stacks: %s", text);
+	cr_assert_geq(table_number(col[3]), n, "%s", text);
+
+	/* stacks: every stack id has its row, and an id names one stack */
+	n = ask_u64("SELECT count() FROM ringpipe.events WHERE host = 'top-a' AND stack_id != 0");
+	cr_assert_geq(n, samples);
+	cr_assert_eq(ask_u64("SELECT count() FROM ringpipe.events WHERE host = 'top-a' AND "
+			     "stack_id != 0 AND (host, boot_id, pid, stack_id) NOT IN (SELECT "
+			     "host, boot_id, pid, stack_id FROM ringpipe.stacks)"), 0u,
+		     "events whose stack has no stacks row");
+	cr_assert_eq(ask_u64("SELECT count() FROM (SELECT stack_id FROM ringpipe.stacks GROUP BY "
+			     "stack_id HAVING uniqExact(frames) > 1)"), 0u,
+		     "a stack id names two different stacks");
+	cr_assert_geq(ask_u64("SELECT sum(stacks_rows) FROM ringpipe.batches WHERE host = 'top-a'"),
+		      ask_u64("SELECT uniqExact(pid, stack_id) FROM ringpipe.stacks"),
+		      "the manifest counts fewer stacks rows than arrived");
+	cr_assert(!strcmp(ask(th_fmt("SELECT symbols[1] FROM ringpipe.stacks WHERE pid = %d GROUP "
+				     "BY symbols[1] ORDER BY count() DESC LIMIT 1", busy)),
+			  "busy!busy_spin"), "busy's stacks are not named");
+	/* and fleet check sees an event whose stack has no row */
+	ask("INSERT INTO ringpipe.events (time, host, pid, stack_id) VALUES (now(), 'top-a', 1, "
+	    "12345)");
+	out.len = 0;
+	cr_assert_eq(th_tool_run(th_fmt("fleet check --clickhouse '%s' --host top-a", node.url),
+				 &out), 1, "fleet check: %s", th_text(&out));
+	cr_assert(strstr(th_text(&out), "problem: host top-a: 1 events name a stack that has no "
+			 "stacks row"), "%s", th_text(&out));
+	bb_free(&out);
+}
+
+Test(fleet_top, bad_arguments_say_what_is_wrong)
+{
+	static const struct {
+		const char *args, *says;
+	} bad[] = {
+		{ "top --clickhouse http://127.0.0.1:1/ threads", "'threads' is not a table: events, "
+		  "gc or functions" },
+		{ "top --clickhouse http://127.0.0.1:1/ --since soon", "--since 'soon': give a "
+		  "duration such as 90s" },
+		{ "top --clickhouse http://127.0.0.1:1/ --limit 0", "--limit '0': give the rows per "
+		  "table, 1 to 1000000" },
+		{ "top gc", "top: --clickhouse URL is required" },
+		{ "top --clickhouse http://127.0.0.1:1/ gc events", "unexpected argument 'events'" },
+		{ "top --clickhouse http://127.0.0.1:1/ --format CSV", "unknown option '--format'" },
+	};
+	struct bytebuf out = { 0 };
+	size_t i;
+
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		out.len = 0;
+		cr_assert_eq(th_tool_run(th_fmt("fleet %s", bad[i].args), &out), 2, "fleet %s: %s",
+			     bad[i].args, th_text(&out));
+		cr_assert(strstr(th_text(&out), bad[i].says), "fleet %s said: %s", bad[i].args,
+			  th_text(&out));
+	}
+	out.len = 0;
+	cr_assert_eq(th_tool_run("fleet top --help", &out), 0);
+	cr_assert(strstr(th_text(&out), "ringpipe fleet top --clickhouse URL"), "%s", th_text(&out));
+	cr_assert(strstr(th_text(&out), "functions  the hottest functions"), "%s", th_text(&out));
+	/* a server that is not there: the connection's failure, exit 1 */
+	out.len = 0;
+	cr_assert_eq(th_tool_run("fleet top --clickhouse http://127.0.0.1:1/ --timeout 2", &out), 1,
+		     "%s", th_text(&out));
+	cr_assert(strstr(th_text(&out), "ringpipe fleet: top: "), "%s", th_text(&out));
+	bb_free(&out);
+}
