@@ -18,10 +18,26 @@
 #include "helpers.h"
 #include "identity.h"
 
+#define NSHARDS 2
+
 static struct th_ch_node node;
-static struct th_agent_env agent;
+static struct th_zk zk;
+static struct th_ch_node shards[NSHARDS];
+static struct th_agent_env agent, other_agent;
 static pid_t started[4];	/* programs a test started */
 static char *made_cgroup[2];
+
+static void agent_gone(struct th_agent_env *e)
+{
+	if (e->agent > 0) {
+		kill(e->agent, SIGKILL);
+		waitpid(e->agent, NULL, 0);
+		e->agent = 0;
+	}
+	if (e->dir && !getenv("RINGPIPE_KEEP"))
+		th_rmdir(e->dir);
+	e->dir = NULL;
+}
 
 /* Whatever a test started goes, also when an assertion ended it early */
 static void top_fini(void)
@@ -34,15 +50,12 @@ static void top_fini(void)
 			waitpid(started[i], NULL, 0);
 			started[i] = 0;
 		}
-	if (agent.agent > 0) {
-		kill(agent.agent, SIGKILL);
-		waitpid(agent.agent, NULL, 0);
-		agent.agent = 0;
-	}
-	if (agent.dir && !getenv("RINGPIPE_KEEP"))
-		th_rmdir(agent.dir);
-	agent.dir = NULL;
+	agent_gone(&agent);
+	agent_gone(&other_agent);
 	th_ch_stop(&node);
+	for (i = 0; i < NSHARDS; i++)
+		th_ch_stop(&shards[i]);
+	th_zk_stop(&zk);
 	for (k = 0; k < 2; k++) {
 		for (i = 0; made_cgroup[k] && i < 100 && rmdir(made_cgroup[k]) && errno == EBUSY; i++)
 			th_sleep_ms(10);
@@ -51,25 +64,14 @@ static void top_fini(void)
 	}
 }
 
-static char *ask(const char *sql)
-{
-	return th_ch_ask(node.url, sql);
-}
-
-static uint64_t ask_u64(const char *sql)
-{
-	return th_ch_ask_u64(node.url, sql);
-}
-
-/* `ringpipe fleet top ARGS` of host top-a, which must succeed: its output */
-static char *top(const char *args)
+/* `ringpipe fleet top ARGS` of host top-a at url, which must succeed: its output */
+static char *top(const char *url, const char *args)
 {
 	struct bytebuf out = { 0 };
 	char *text;
 
-	cr_assert_eq(th_tool_run(th_fmt("fleet top --clickhouse '%s' --host top-a %s",
-					node.url, args), &out), 0, "fleet top %s: %s", args,
-		     th_text(&out));
+	cr_assert_eq(th_tool_run(th_fmt("fleet top --clickhouse '%s' --host top-a %s", url, args),
+				 &out), 0, "fleet top %s: %s", args, th_text(&out));
 	text = strdup(th_text(&out));
 	bb_free(&out);
 	return text;
@@ -159,69 +161,81 @@ static uint64_t lines_starting(const char *file, const char *prefix)
 	return n;
 }
 
-Test(fleet_top, tables_show_what_the_programs_did, .timeout = 300, .fini = top_fini)
-{
-	static const char pod_id[] =
-		"7a0c1e2f3a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f9a0b1c2d3e4f";
-	static const char gc_id[] =
-		"9b8a7c6d5e4f30211203f4e5d6c7b8a99a8b7c6d5e4f30211203f4e5d6c7b8a9";
-	const char *mnt = agent_cgroup2_mount();
-	char *more[] = { "--providers", "AgentTest,Microsoft-Windows-DotNETRuntime:0x1:5",
-			 "--buffering-mode", "block", "--sample", "199", "--clickhouse", NULL,
-			 "--clickhouse-dialect", "legacy", "--host-id", "top-a", NULL };
-	char *col[8], *text, *expect;
-	struct th_said pod, host;
-	struct bytebuf out = { 0 };
-	pid_t busy, demo;
-	uint64_t gcs, runtime_events, samples, busy_samples, n;
-	size_t nc;
+static const char pod_id[] = "7a0c1e2f3a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f9a0b1c2d3e4f";
+static const char gc_id[] = "9b8a7c6d5e4f30211203f4e5d6c7b8a99a8b7c6d5e4f30211203f4e5d6c7b8a9";
 
-	TH_NEED_CLICKHOUSE();
+/* What the programs of a run said they did */
+struct top_run {
+	const char *url;	/* where the tables are asked for */
+	pid_t busy, demo;
+	char *expect;		/* the demo's list of the runtime events it wrote */
+};
+
+static void need_root_and_cgroups(void)
+{
+	const char *mnt = agent_cgroup2_mount();
+
 	if (geteuid() != 0 || !mnt || system("command -v unshare >/dev/null 2>&1"))
 		cr_skip_test("needs root (for --sample and containers), a cgroup2 mount and "
 			     "unshare(1)");
-	th_ch_init(&node);
-	th_ch_start(&node, NULL);
-	cr_assert_eq(th_tool_run(th_fmt("fleet init --clickhouse '%s'", node.url), &out), 0,
-		     "fleet init: %s", th_text(&out));
+}
+
+/*
+ * An agent of host top-a shipping to ship_url, sampling at 199 Hz, with a
+ * producer in a container of its own (and its own pid namespace, 6000
+ * events), one on the host (2500), and the demo runtime and the busy loop
+ * in the other container; returns once all of it is shipped and the agent
+ * stopped.
+ */
+static void run_programs(const char *ship_url, struct top_run *run)
+{
+	char *more[] = { "--providers", "AgentTest,Microsoft-Windows-DotNETRuntime:0x1:5",
+			 "--buffering-mode", "block", "--sample", "199", "--clickhouse",
+			 (char *)ship_url, "--clickhouse-dialect", "legacy", "--host-id", "top-a",
+			 NULL };
+	const char *mnt = agent_cgroup2_mount();
+	struct th_said pod, host;
+
 	th_agent_env_init(&agent);
-	more[7] = node.url;
 	th_agent_up_argv(&agent, more);
 	made_cgroup[0] = strdup(pod_cgroup(mnt, pod_id));
 	made_cgroup[1] = strdup(pod_cgroup(mnt, gc_id));
 	cr_assert_eq(system(th_fmt("mkdir -p '%s' '%s'", made_cgroup[0], made_cgroup[1])), 0);
-
-	/* a producer in a container of its own (and its own pid namespace),
-	 * one on the host; the demo runtime and the busy loop in the other
-	 * container */
 	started[0] = th_producer_start(&agent, th_fmt("echo $$ > '%s/cgroup.procs'; exec unshare "
 						      "-p -m -f --mount-proc", made_cgroup[0]), 2,
 				       3000, th_fmt("%s/pod.json", agent.dir));
 	started[1] = th_producer_start(&agent, "", 1, 2500, th_fmt("%s/host.json", agent.dir));
-	expect = th_fmt("%s/demo.expect", agent.dir);
-	demo = started[2] = spawn_in(made_cgroup[1], th_fmt("env RINGPIPE_AGENT='%s' '%s' "
+	run->expect = th_fmt("%s/demo.expect", agent.dir);
+	run->demo = started[2] = spawn_in(made_cgroup[1], th_fmt("env RINGPIPE_AGENT='%s' '%s' "
 		"--duration 3 --alloc-threads 2 --threads 1 --rate 50 --expect '%s' > '%s/demo.out'",
-		agent.sock, th_demo_bin(), expect, agent.dir));
-	busy = started[3] = spawn_in(made_cgroup[1], th_fmt("'%s/progs/busy' 1.0 > /dev/null",
-							    th_test_dir()));
+		agent.sock, th_demo_bin(), run->expect, agent.dir));
+	run->busy = started[3] = spawn_in(made_cgroup[1], th_fmt("'%s/progs/busy' 1.0 > /dev/null",
+								 th_test_dir()));
 	pod = th_producer_wait(started[0], th_fmt("%s/pod.json", agent.dir), 120000);
 	started[0] = 0;
 	host = th_producer_wait(started[1], th_fmt("%s/host.json", agent.dir), 120000);
 	started[1] = 0;
-	wait_exit0(demo, "ringpipe-demo", 60000);
+	wait_exit0(run->demo, "ringpipe-demo", 60000);
 	started[2] = 0;
-	wait_exit0(busy, "busy", 60000);
+	wait_exit0(run->busy, "busy", 60000);
 	started[3] = 0;
 	cr_assert_eq(pod.written, 6000u);
 	cr_assert_eq(host.written, 2500u);
 	th_shipped_wait(&agent, 120000);
 	cr_assert_eq(th_agent_down(&agent), 0, "the agent did not stop cleanly");
-	out.len = 0;
-	cr_assert_eq(th_tool_run(th_fmt("fleet check --clickhouse '%s' --host top-a", node.url),
-				 &out), 0, "fleet check: %s", th_text(&out));
+}
+
+/* fleet top's three tables of top-a, asked at run->url, against what the
+ * programs did */
+static void check_tables(const struct top_run *run)
+{
+	const char *url = run->url;
+	char *col[8], *text;
+	uint64_t gcs, samples, busy_samples, n;
+	size_t nc;
 
 	/* events: each container's exact count per provider */
-	text = top("--limit 1000 events");
+	text = top(url, "--limit 1000 events");
 	cr_assert(strstr(text, "HOST   CONTAINER     PROVIDER"), "no header: %s", text);
 	nc = table_row(text, th_fmt("top-a %.12s AgentTest", pod_id), col, 8);
 	cr_assert_eq(nc, 5u, "no row of the pod's producer: %s", text);
@@ -230,15 +244,15 @@ Test(fleet_top, tables_show_what_the_programs_did, .timeout = 300, .fini = top_f
 	nc = table_row(text, "top-a - AgentTest", col, 8);
 	cr_assert_eq(nc, 5u, "no row of the host's producer: %s", text);
 	cr_assert_eq(table_number(col[3]), 2500u, "%s", text);
-	runtime_events = lines_starting(expect, "");
 	nc = table_row(text, th_fmt("top-a %.12s Microsoft-Windows-DotNETRuntime", gc_id), col, 8);
 	cr_assert_eq(nc, 5u, "no row of the demo's runtime events: %s", text);
-	cr_assert_eq(table_number(col[3]), runtime_events, "%s", text);
+	cr_assert_eq(table_number(col[3]), lines_starting(run->expect, ""), "%s", text);
 	/* the samples of the demo and the busy loop are in the agent's own
 	 * trace, outside any container: given theirs by the agent's Process
 	 * events */
-	samples = ask_u64(th_fmt("SELECT count() FROM ringpipe.events WHERE host = 'top-a' AND "
-				 "provider = 'Ringpipe-Sampler' AND pid IN (%d, %d)", demo, busy));
+	samples = th_ch_ask_u64(url, th_fmt("SELECT count() FROM ringpipe.events WHERE host = "
+					    "'top-a' AND provider = 'Ringpipe-Sampler' AND pid IN "
+					    "(%d, %d)", run->demo, run->busy));
 	cr_assert_gt(samples, 0u);
 	nc = table_row(text, th_fmt("top-a %.12s Ringpipe-Sampler", gc_id), col, 8);
 	cr_assert_eq(nc, 5u, "no row of the container's samples: %s", text);
@@ -246,10 +260,10 @@ Test(fleet_top, tables_show_what_the_programs_did, .timeout = 300, .fini = top_f
 	cr_assert(strstr(text, "events per container and provider: "), "%s", text);
 
 	/* gc: every pause of the demo, on its container */
-	gcs = lines_starting(expect, "GC/SuspendEEStart");
+	gcs = lines_starting(run->expect, "GC/SuspendEEStart");
 	cr_assert_gt(gcs, 0u, "the demo did no GC");
-	cr_assert_eq(lines_starting(expect, "GC/RestartEEStop"), gcs);
-	text = top("--limit 1000 gc");
+	cr_assert_eq(lines_starting(run->expect, "GC/RestartEEStop"), gcs);
+	text = top(url, "--limit 1000 gc");
 	nc = table_row(text, th_fmt("top-a %.12s clr", gc_id), col, 8);
 	cr_assert_eq(nc, 8u, "no row of the demo's container: %s", text);
 	cr_assert_eq(table_number(col[3]), gcs, "%" PRIu64 " GCs: %s", gcs, text);
@@ -258,10 +272,11 @@ Test(fleet_top, tables_show_what_the_programs_did, .timeout = 300, .fini = top_f
 	cr_assert(strstr(text, "RUNTIME  GCS  TOTAL_MS  P50_MS  P99_MS  MAX_MS"), "%s", text);
 
 	/* functions: the busy loop's samples are mostly in busy_spin */
-	busy_samples = ask_u64(th_fmt("SELECT count() FROM ringpipe.events WHERE host = 'top-a' "
-				      "AND provider = 'Ringpipe-Sampler' AND pid = %d", busy));
+	busy_samples = th_ch_ask_u64(url, th_fmt("SELECT count() FROM ringpipe.events WHERE host "
+						 "= 'top-a' AND provider = 'Ringpipe-Sampler' AND "
+						 "pid = %d", run->busy));
 	cr_assert_gt(busy_samples, 20u, "too few samples of busy");
-	text = top("--limit 1000000 functions");
+	text = top(url, "--limit 1000000 functions");
 	nc = table_row(text, "busy!busy_spin", col, 8);
 	cr_assert_eq(nc, 5u, "busy_spin is not among the functions: %s", text);
 	n = table_number(col[1]);
@@ -274,30 +289,124 @@ Test(fleet_top, tables_show_what_the_programs_did, .timeout = 300, .fini = top_f
 	cr_assert_geq(table_number(col[3]), n, "%s", text);
 
 	/* stacks: every stack id has its row, and an id names one stack */
-	n = ask_u64("SELECT count() FROM ringpipe.events WHERE host = 'top-a' AND stack_id != 0");
+	n = th_ch_ask_u64(url, "SELECT count() FROM ringpipe.events WHERE host = 'top-a' AND "
+			  "stack_id != 0");
 	cr_assert_geq(n, samples);
-	cr_assert_eq(ask_u64("SELECT count() FROM ringpipe.events WHERE host = 'top-a' AND "
-			     "stack_id != 0 AND (host, boot_id, pid, stack_id) NOT IN (SELECT "
-			     "host, boot_id, pid, stack_id FROM ringpipe.stacks)"), 0u,
-		     "events whose stack has no stacks row");
-	cr_assert_eq(ask_u64("SELECT count() FROM (SELECT stack_id FROM ringpipe.stacks GROUP BY "
-			     "stack_id HAVING uniqExact(frames) > 1)"), 0u,
+	cr_assert_eq(th_ch_ask_u64(url, "SELECT count() FROM ringpipe.events WHERE host = 'top-a' "
+				   "AND stack_id != 0 AND (host, boot_id, pid, stack_id) GLOBAL NOT "
+				   "IN (SELECT host, boot_id, pid, stack_id FROM ringpipe.stacks)"),
+		     0u, "events whose stack has no stacks row");
+	cr_assert_eq(th_ch_ask_u64(url, "SELECT count() FROM (SELECT stack_id FROM ringpipe.stacks "
+				   "GROUP BY stack_id HAVING uniqExact(frames) > 1)"), 0u,
 		     "a stack id names two different stacks");
-	cr_assert_geq(ask_u64("SELECT sum(stacks_rows) FROM ringpipe.batches WHERE host = 'top-a'"),
-		      ask_u64("SELECT uniqExact(pid, stack_id) FROM ringpipe.stacks"),
+	cr_assert_geq(th_ch_ask_u64(url, "SELECT sum(stacks_rows) FROM ringpipe.batches WHERE "
+				    "host = 'top-a'"),
+		      th_ch_ask_u64(url, "SELECT uniqExact(pid, stack_id) FROM ringpipe.stacks "
+				    "WHERE host = 'top-a'"),
 		      "the manifest counts fewer stacks rows than arrived");
-	cr_assert(!strcmp(ask(th_fmt("SELECT symbols[1] FROM ringpipe.stacks WHERE pid = %d GROUP "
-				     "BY symbols[1] ORDER BY count() DESC LIMIT 1", busy)),
-			  "busy!busy_spin"), "busy's stacks are not named");
-	/* and fleet check sees an event whose stack has no row */
-	ask("INSERT INTO ringpipe.events (time, host, pid, stack_id) VALUES (now(), 'top-a', 1, "
-	    "12345)");
+	cr_assert_gt(th_ch_ask_u64(url, th_fmt("SELECT count() FROM ringpipe.stacks WHERE pid = %d "
+					       "AND symbols[1] = 'busy!busy_spin' AND has(symbols, "
+					       "'busy!main') AND length(symbols) = length(frames)",
+					       run->busy)), 0u, "busy's stacks are not named");
+}
+
+/* fleet check of top-a at url: all accounted for; then, with an event
+ * that names a stack without a row, a problem */
+static void check_stack_rows(const char *url)
+{
+	struct bytebuf out = { 0 };
+
+	cr_assert_eq(th_tool_run(th_fmt("fleet check --clickhouse '%s' --host top-a", url), &out), 0,
+		     "fleet check: %s", th_text(&out));
+	th_ch_ask(url, "INSERT INTO ringpipe.events (time, host, pid, stack_id) VALUES (now(), "
+		  "'top-a', 1, 12345)");
 	out.len = 0;
-	cr_assert_eq(th_tool_run(th_fmt("fleet check --clickhouse '%s' --host top-a", node.url),
-				 &out), 1, "fleet check: %s", th_text(&out));
+	cr_assert_eq(th_tool_run(th_fmt("fleet check --clickhouse '%s' --host top-a", url), &out), 1,
+		     "fleet check: %s", th_text(&out));
 	cr_assert(strstr(th_text(&out), "problem: host top-a: 1 events name a stack that has no "
 			 "stacks row"), "%s", th_text(&out));
 	bb_free(&out);
+}
+
+Test(fleet_top, tables_show_what_the_programs_did, .timeout = 300, .fini = top_fini)
+{
+	struct top_run run = { 0 };
+	struct bytebuf out = { 0 };
+
+	TH_NEED_CLICKHOUSE();
+	need_root_and_cgroups();
+	th_ch_init(&node);
+	th_ch_start(&node, NULL);
+	cr_assert_eq(th_tool_run(th_fmt("fleet init --clickhouse '%s'", node.url), &out), 0,
+		     "fleet init: %s", th_text(&out));
+	bb_free(&out);
+	run.url = node.url;
+	run_programs(node.url, &run);
+	check_tables(&run);
+	check_stack_rows(node.url);
+}
+
+/*
+ * The same through a cluster of two shards: the agents ship through one
+ * server's Distributed tables, each host's rows go to the shard its name
+ * hashes to, and fleet top asks the other server, which reads both shards.
+ */
+Test(fleet_top, the_same_tables_through_a_cluster, .timeout = 300, .fini = top_fini)
+{
+	char *more[] = { "--providers", "AgentTest", "--clickhouse", shards[0].url,
+			 "--clickhouse-dialect", "legacy", "--host-id", NULL, NULL };
+	struct top_run run = { 0 };
+	struct bytebuf out = { 0 };
+	char host_b[32], *col[8], *url;
+	const char *text;
+	struct th_said said;
+	size_t nc;
+	int i;
+
+	TH_NEED_CLICKHOUSE();
+	need_root_and_cgroups();
+	th_ch_cluster_start(&zk, shards, NSHARDS, 1, "fleet");
+	cr_assert_eq(th_tool_run(th_fmt("fleet init --clickhouse '%s' --cluster fleet",
+					shards[0].url), &out), 0, "fleet init: %s", th_text(&out));
+	/* a host whose rows go to the other shard than top-a's */
+	for (i = 0;; i++) {
+		snprintf(host_b, sizeof(host_b), "top-b%d", i);
+		if (th_ch_ask_u64(shards[0].url, th_fmt("SELECT cityHash64('top-a') %% 2 != "
+							"cityHash64('%s') %% 2", host_b)))
+			break;
+		cr_assert_lt(i, 64);
+	}
+	th_agent_env_init(&other_agent);
+	more[7] = host_b;
+	th_agent_up_argv(&other_agent, more);
+	started[0] = th_producer_start(&other_agent, "", 1, 1500,
+				       th_fmt("%s/p.json", other_agent.dir));
+	said = th_producer_wait(started[0], th_fmt("%s/p.json", other_agent.dir), 120000);
+	started[0] = 0;
+	cr_assert_eq(said.written, 1500u);
+	th_shipped_wait(&other_agent, 120000);
+	cr_assert_eq(th_agent_down(&other_agent), 0);
+	run_programs(shards[0].url, &run);
+
+	/* a Distributed insert (the test's own) is visible at once with this */
+	url = th_fmt("%s?insert_distributed_sync=1", shards[1].url);
+	run.url = url;
+	check_tables(&run);
+	for (i = 0; i < NSHARDS; i++)
+		cr_assert_eq(th_ch_ask_u64(shards[i].url, "SELECT uniqExact(host) FROM "
+					   "ringpipe.events_local"), 1u,
+			     "shard %d does not hold one host's events", i);
+	out.len = 0;
+	cr_assert_eq(th_tool_run(th_fmt("fleet top --clickhouse '%s' --limit 1000 events", url),
+				 &out), 0, "%s", th_text(&out));
+	text = th_text(&out);
+	nc = table_row(text, th_fmt("%s - AgentTest", host_b), col, 8);
+	cr_assert_eq(nc, 5u, "no row of %s: %s", host_b, text);
+	cr_assert_eq(table_number(col[3]), 1500u, "%s", text);
+	cr_assert_eq(table_row(text, th_fmt("top-a %.12s AgentTest", pod_id), col, 8), 5u, "%s",
+		     text);
+	bb_free(&out);
+	check_stack_rows(url);
 }
 
 Test(fleet_top, bad_arguments_say_what_is_wrong)
