@@ -15,6 +15,7 @@
  * with what the file told about the process's modules and methods by then.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -252,6 +253,51 @@ struct source_thread {
 	uint64_t gaps;		/* events its sequence numbers skipped */
 };
 
+/*
+ * The symbol table between files: the ELF files and the kernel's symbols it
+ * read stay (a file a second, each naming frames of libc and the kernel,
+ * would read them again each second), its processes are forgotten at each
+ * file's end (a file names them itself: a rotated file of the agent's
+ * describes its modules again). One file at a time has it; another one
+ * open meanwhile (a second egress) gets a table of its own. Renewed every
+ * SYMS_REUSE files, so that an ELF file replaced on disk is read again.
+ */
+#define SYMS_REUSE 256
+
+static pthread_mutex_t syms_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct sym_table *syms_kept;
+static unsigned syms_uses;
+
+static struct sym_table *syms_take(void)
+{
+	struct sym_table *t;
+
+	pthread_mutex_lock(&syms_lock);
+	t = syms_kept;
+	syms_kept = NULL;
+	if (t && ++syms_uses >= SYMS_REUSE) {
+		sym_table_free(t);
+		t = NULL;
+		syms_uses = 0;
+	}
+	pthread_mutex_unlock(&syms_lock);
+	return t ? t : sym_table_new();
+}
+
+static void syms_give_back(struct sym_table *t)
+{
+	if (!t)
+		return;
+	sym_forget_processes(t);
+	pthread_mutex_lock(&syms_lock);
+	if (!syms_kept) {
+		syms_kept = t;
+		t = NULL;
+	}
+	pthread_mutex_unlock(&syms_lock);
+	sym_table_free(t);
+}
+
 /* A stack an event of the batch at hand referenced: its frames are in
  * egress_source.frames from `first` */
 struct batch_stack {
@@ -307,7 +353,7 @@ struct egress_source *egress_source_open(const char *path, const struct agent_id
 		return NULL;
 	}
 	s->info = nt_reader_info(s->r);
-	s->syms = sym_table_new();
+	s->syms = syms_take();
 	s->stack = malloc(sizeof(*s->stack));
 	if (!s->syms || !s->stack) {
 		snprintf(err, errlen, "%s: %s", path, strerror(ENOMEM));
@@ -333,7 +379,7 @@ void egress_source_close(struct egress_source *s)
 	free(s->threads);
 	rows_free(&s->rows);
 	bb_free(&s->text);
-	sym_table_free(s->syms);
+	syms_give_back(s->syms);
 	free(s->stack);
 	hmap_free(&s->batch_stack_index);
 	free(s->stacks);

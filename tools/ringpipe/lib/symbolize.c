@@ -106,6 +106,25 @@ static void mod_free(struct elf_mod *m)
 	free(m);
 }
 
+void sym_forget_processes(struct sym_table *t)
+{
+	size_t i;
+
+	for (i = 0; i < t->nmaps; i++)
+		free(t->maps[i].m.path);
+	for (i = 0; i < t->njits; i++)
+		free(t->jits[i].name);
+	for (i = 0; i < t->ntnames; i++)
+		free(t->tnames[i]);
+	t->nmaps = t->njits = t->ntnames = 0;
+	t->sorted = t->jsorted = false;
+	hmap_clear(&t->threads);
+	hmap_clear(&t->snapped);
+	hmap_clear(&t->perf_tried);
+	mm_table_free(t->mm);
+	t->mm = NULL;
+}
+
 void sym_table_free(struct sym_table *t)
 {
 	size_t i;

@@ -55,6 +55,13 @@ struct sym_table;
 struct sym_table *sym_table_new(void);
 void sym_table_free(struct sym_table *t);
 
+/*
+ * Forgets every process: its mappings, JIT symbols, thread names and .NET
+ * methods, keeping the ELF files and the kernel's symbols already read, so
+ * that the next trace's processes are named without reading them again.
+ */
+void sym_forget_processes(struct sym_table *t);
+
 /* Adds one executable mapping; duplicates are ignored. 0 or -ENOMEM. */
 int sym_add_module(struct sym_table *t, uint32_t pid, uint64_t start, uint64_t end,
 		   uint64_t offset, const char *path, const char *build_id);
