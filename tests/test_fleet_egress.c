@@ -56,21 +56,12 @@ static void fleet_init(void)
 /* The first line of the answer to sql, which must succeed */
 static char *ask(const char *sql)
 {
-	struct ch_client c;
-	struct ch_target t;
-	char err[2048], line[4096];
-
-	cr_assert_eq(ch_target_parse(&t, node.url, err, sizeof(err)), 0, "%s", err);
-	cr_assert_eq(ch_client_init(&c, &t, 10000), 0);
-	cr_assert_eq(ch_query_line(&c, sql, line, sizeof(line), err, sizeof(err)), 0,
-		     "expected '%s' to succeed: %s", sql, err);
-	ch_client_free(&c);
-	return strdup(line);	/* th_fmt() refuses an empty string */
+	return th_ch_ask(node.url, sql);
 }
 
 static uint64_t ask_u64(const char *sql)
 {
-	return strtoull(ask(sql), NULL, 10);
+	return th_ch_ask_u64(node.url, sql);
 }
 
 /* `ringpipe fleet check`: its exit status, its output in out */
@@ -340,10 +331,10 @@ Test(fleet_egress, a_full_spool_parks_block_and_counts_drop_losses, .timeout = 3
 	agent_up_clickhouse(drop, "egress-drop", "drop", "1", "1");
 	prog = th_fmt("%s/progress", block->dir);
 	bp = started[0] = th_producer_start_more(block, "", 4, 40000, th_fmt("paced '%s'", prog),
-					      th_fmt("%s/p.json", block->dir));
+						 th_fmt("%s/p.json", block->dir));
 	dp = started[1] = th_producer_start_more(drop, "", 2, 60000,
-					      th_fmt("paced '%s/progress'", drop->dir),
-					      th_fmt("%s/p.json", drop->dir));
+						 th_fmt("paced '%s/progress'", drop->dir),
+						 th_fmt("%s/p.json", drop->dir));
 	for (t0 = th_now_ms(); !th_progress_of(prog); t0 = th_now_ms())
 		th_sleep_ms(5);
 	/* the Block one parks once the spool is full: its session is drained

@@ -366,8 +366,10 @@ Test(fleet_top, the_same_tables_through_a_cluster, .timeout = 300, .fini = top_f
 	TH_NEED_CLICKHOUSE();
 	need_root_and_cgroups();
 	th_ch_cluster_start(&zk, shards, NSHARDS, 1, "fleet");
-	cr_assert_eq(th_tool_run(th_fmt("fleet init --clickhouse '%s' --cluster fleet",
-					shards[0].url), &out), 0, "fleet init: %s", th_text(&out));
+	if (th_tool_run(th_fmt("fleet init --clickhouse '%s' --cluster fleet", shards[0].url),
+			&out))
+		cr_assert_fail("fleet init: %s\nshard 0: ...%s\nshard 1: ...%s", th_text(&out),
+			       th_ch_log_tail(&shards[0]), th_ch_log_tail(&shards[1]));
 	/* a host whose rows go to the other shard than top-a's */
 	for (i = 0;; i++) {
 		snprintf(host_b, sizeof(host_b), "top-b%d", i);
