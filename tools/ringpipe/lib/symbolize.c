@@ -131,14 +131,9 @@ void sym_table_free(struct sym_table *t)
 
 	if (!t)
 		return;
-	for (i = 0; i < t->nmaps; i++)
-		free(t->maps[i].m.path);
-	for (i = 0; i < t->njits; i++)
-		free(t->jits[i].name);
+	sym_forget_processes(t);
 	for (i = 0; i < t->nmods; i++)
 		mod_free(t->mods[i]);
-	for (i = 0; i < t->ntnames; i++)
-		free(t->tnames[i]);
 	free(t->maps);
 	free(t->jits);
 	free(t->mods);
@@ -146,7 +141,6 @@ void sym_table_free(struct sym_table *t)
 	hmap_free(&t->threads);
 	hmap_free(&t->snapped);
 	hmap_free(&t->perf_tried);
-	mm_table_free(t->mm);
 	free(t->ksyms);
 	free(t->kpool);
 	free(t);
