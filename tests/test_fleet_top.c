@@ -164,10 +164,15 @@ static uint64_t lines_starting(const char *file, const char *prefix)
 static const char pod_id[] = "7a0c1e2f3a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f9a0b1c2d3e4f";
 static const char gc_id[] = "9b8a7c6d5e4f30211203f4e5d6c7b8a99a8b7c6d5e4f30211203f4e5d6c7b8a9";
 
+/* CPython with its USDT probes (Debian's), for GC pauses through them */
+#define PYTHON "/usr/bin/python3.11"
+#define PYTHON_COLLECTIONS 40
+
 /* What the programs of a run said they did */
 struct top_run {
 	const char *url;	/* where the tables are asked for */
 	pid_t busy, demo;
+	pid_t python;		/* 0: no PYTHON here */
 	char *expect;		/* the demo's list of the runtime events it wrote */
 };
 
@@ -183,20 +188,26 @@ static void need_root_and_cgroups(void)
 /*
  * An agent of host top-a shipping to ship_url, sampling at 199 Hz, with a
  * producer in a container of its own (and its own pid namespace, 6000
- * events), one on the host (2500), and the demo runtime and the busy loop
- * in the other container; returns once all of it is shipped and the agent
- * stopped.
+ * events), one on the host (2500), and the demo runtime, the busy loop and
+ * a CPython that collects PYTHON_COLLECTIONS times in the other container;
+ * returns once all of it is shipped and the agent stopped.
  */
 static void run_programs(const char *ship_url, struct top_run *run)
 {
 	char *more[] = { "--providers", "AgentTest,Microsoft-Windows-DotNETRuntime:0x1:5",
 			 "--buffering-mode", "block", "--sample", "199", "--clickhouse",
 			 (char *)ship_url, "--clickhouse-dialect", "legacy", "--host-id", "top-a",
-			 NULL };
+			 NULL, NULL, NULL };
 	const char *mnt = agent_cgroup2_mount();
 	struct th_said pod, host;
 
 	th_agent_env_init(&agent);
+	if (!access(PYTHON, X_OK)) {
+		more[12] = "--usdt";
+		more[13] = "python";
+	} else {
+		cr_log_warn("%s is not installed: CPython's GC pauses are not checked", PYTHON);
+	}
 	th_agent_up_argv(&agent, more);
 	made_cgroup[0] = strdup(pod_cgroup(mnt, pod_id));
 	made_cgroup[1] = strdup(pod_cgroup(mnt, gc_id));
@@ -215,10 +226,21 @@ static void run_programs(const char *ship_url, struct top_run *run)
 	started[0] = 0;
 	host = th_producer_wait(started[1], th_fmt("%s/host.json", agent.dir), 120000);
 	started[1] = 0;
+	/* it stays a while after its collections: a process the agent only
+	 * sees through its probes is named (and its container known) when
+	 * the agent reads its /proc, which a loaded machine delays */
+	if (more[12]) {
+		run->python = started[0] = spawn_in(made_cgroup[1], th_fmt(PYTHON " -c 'import gc, "
+			"time\ntime.sleep(0.3)\nfor _ in range(%d): gc.collect()\ntime.sleep(2)'",
+			PYTHON_COLLECTIONS));
+	}
 	wait_exit0(run->demo, "ringpipe-demo", 60000);
 	started[2] = 0;
 	wait_exit0(run->busy, "busy", 60000);
 	started[3] = 0;
+	if (run->python)
+		wait_exit0(run->python, "python", 60000);
+	started[0] = 0;
 	cr_assert_eq(pod.written, 6000u);
 	cr_assert_eq(host.written, 2500u);
 	th_shipped_wait(&agent, 120000);
@@ -247,12 +269,12 @@ static void check_tables(const struct top_run *run)
 	nc = table_row(text, th_fmt("top-a %.12s Microsoft-Windows-DotNETRuntime", gc_id), col, 8);
 	cr_assert_eq(nc, 5u, "no row of the demo's runtime events: %s", text);
 	cr_assert_eq(table_number(col[3]), lines_starting(run->expect, ""), "%s", text);
-	/* the samples of the demo and the busy loop are in the agent's own
+	/* the samples of the demo, the busy loop and python are in the agent's own
 	 * trace, outside any container: given theirs by the agent's Process
 	 * events */
 	samples = th_ch_ask_u64(url, th_fmt("SELECT count() FROM ringpipe.events WHERE host = "
 					    "'top-a' AND provider = 'Ringpipe-Sampler' AND pid IN "
-					    "(%d, %d)", run->demo, run->busy));
+					    "(%d, %d, %d)", run->demo, run->busy, run->python));
 	cr_assert_gt(samples, 0u);
 	nc = table_row(text, th_fmt("top-a %.12s Ringpipe-Sampler", gc_id), col, 8);
 	cr_assert_eq(nc, 5u, "no row of the container's samples: %s", text);
@@ -270,6 +292,17 @@ static void check_tables(const struct top_run *run)
 	cr_assert(strtod(col[4], NULL) > 0 && strtod(col[7], NULL) >= strtod(col[6], NULL) &&
 		  strtod(col[6], NULL) >= strtod(col[5], NULL), "total, p50, p99, max: %s", text);
 	cr_assert(strstr(text, "RUNTIME  GCS  TOTAL_MS  P50_MS  P99_MS  MAX_MS"), "%s", text);
+	/* CPython's, from its probes in the agent's own trace: every
+	 * GC/Start - GC/Stop pair of its thread, on its container */
+	if (run->python) {
+		n = th_ch_ask_u64(url, th_fmt("SELECT count() FROM ringpipe.events WHERE host = "
+					      "'top-a' AND provider = 'Ringpipe-Usdt-CPython' AND "
+					      "event_name = 'GC/Stop' AND pid = %d", run->python));
+		cr_assert_geq(n, PYTHON_COLLECTIONS, "%" PRIu64 " GC/Stop of python", n);
+		nc = table_row(text, th_fmt("top-a %.12s cpython", gc_id), col, 8);
+		cr_assert_eq(nc, 8u, "no row of python's GCs: %s", text);
+		cr_assert_eq(table_number(col[3]), n, "%" PRIu64 " GCs: %s", n, text);
+	}
 
 	/* functions: the busy loop's samples are mostly in busy_spin */
 	busy_samples = th_ch_ask_u64(url, th_fmt("SELECT count() FROM ringpipe.events WHERE host "
