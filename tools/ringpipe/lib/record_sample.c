@@ -26,6 +26,7 @@
 #include "symbolize.h"
 
 #define RESNAPSHOT_NS 1000000000ull
+#define COMMS_MAX (1u << 20)	/* threads whose name is remembered */
 
 #define RP_FIELD(n, t) { .name = n, .type = RP_TYPE_##t },
 static const struct rp_field f_sample[] = { SAMPLE_FIELDS(RP_FIELD) };
@@ -41,6 +42,8 @@ struct record_sampler {
 	struct sym_table *syms;
 	struct hmap seen;		/* pid -> 1: snapshotted */
 	struct hmap names;		/* pid << 32 | tid -> hash of the name written */
+	struct hmap comms;		/* the same, kept across a restate: an exec
+					 * changes it */
 	uint32_t *pids;
 	size_t npids, cappids;
 	size_t modules_done, jits_done;
@@ -102,12 +105,13 @@ static void write_symbols(struct record_sampler *rs)
 	}
 }
 
-/* A thread's name, as an event of that thread, when it is new or changed.
- * true when it changed (an exec, most likely). */
+/* A thread's name, as an event of that thread, when it is new or changed
+ * (or all of them again after a restate). true when it changed since the
+ * thread's last sample (an exec, most likely). */
 static bool queue_thread_name(struct record_sampler *rs, const struct rp_sample_rec *r)
 {
 	uint64_t key = (uint64_t)r->pid << 32 | r->tid, v, h = 1469598103934665603ull;
-	bool had;
+	bool seen, changed;
 	char name[17];
 	int i;
 
@@ -115,17 +119,24 @@ static bool queue_thread_name(struct record_sampler *rs, const struct rp_sample_
 	name[16] = 0;
 	for (i = 0; name[i]; i++)
 		h = (h ^ (uint8_t)name[i]) * 1099511628211ull;
-	had = hmap_get(&rs->names, key, &v);
-	if (had && v == h)
-		return false;
+	seen = hmap_get(&rs->comms, key, &v);
+	changed = seen && v != h;
+	/* bounded: forgetting every thread at worst misses one exec, which
+	 * the periodic look catches */
+	if (!seen && rs->comms.count >= COMMS_MAX)
+		hmap_clear(&rs->comms);
+	if (!seen || changed)
+		hmap_put(&rs->comms, key, h);
+	if (hmap_get(&rs->names, key, &v) && v == h)
+		return changed;
 	if (hmap_put(&rs->names, key, h))
-		return false;
+		return changed;
 	rs->pl.len = 0;
 	sample_enc_thread(&rs->pl, r->pid, r->tid, name);
 	if (!rs->pl.oom)
 		rp_capture_queue(rs->cap, ev_thread, r->ts_ns, r->pid, r->tid, r->cpu, rs->pl.p,
 				 (uint32_t)rs->pl.len, NULL, 0, &rs->written, &rs->write_drops);
-	return had;
+	return changed;
 }
 
 static int on_sample(void *ctx, const struct rp_sample_rec *r)
@@ -251,6 +262,7 @@ void record_sampler_close(struct record_sampler *rs, struct record_sampler_stats
 	sym_table_free(rs->syms);
 	hmap_free(&rs->seen);
 	hmap_free(&rs->names);
+	hmap_free(&rs->comms);
 	free(rs->pids);
 	bb_free(&rs->pl);
 	free(rs);
