@@ -145,6 +145,17 @@ static void field_of(struct top_ctx *t, struct bytebuf *sql, const char *name)
 		bb_printf(sql, "fields['%s']", name);
 }
 
+/* A row's time in nanoseconds: legacy rows keep them beside the seconds */
+static void time_ns_of(struct top_ctx *t, struct bytebuf *sql)
+{
+	if (t->dialect == FLEET_LEGACY)
+		bb_printf(sql, "toUInt64(time) * 1000000000 + time_ns");
+	else
+		bb_printf(sql, "toUnixTimestamp64Nano(time)");
+}
+
+/* (a pid named twice within a second, say before and after its exec,
+ * is told apart by the nanoseconds) */
 static int load_pid_containers(struct top_ctx *t, struct bytebuf *sql)
 {
 	/* the event is the agent's; the process it names is its Pid field */
@@ -152,7 +163,9 @@ static int load_pid_containers(struct top_ctx *t, struct bytebuf *sql)
 	field_of(t, sql, "Pid");
 	bb_printf(sql, ") AS process, argMax(");
 	field_of(t, sql, "ContainerId");
-	bb_printf(sql, ", time) AS cid FROM `%s`.`events` WHERE provider = 'Ringpipe-Agent' AND "
+	bb_printf(sql, ", ");
+	time_ns_of(t, sql);
+	bb_printf(sql, ") AS cid FROM `%s`.`events` WHERE provider = 'Ringpipe-Agent' AND "
 		  "event_name = 'Process'", t->db);
 	if (t->o->host) {
 		bb_printf(sql, " AND host = ");
@@ -502,14 +515,6 @@ static uint64_t percentile(const uint64_t *v, size_t n, unsigned p)
 	return v[rank ? rank - 1 : 0];
 }
 
-static void gc_time(struct top_ctx *t, struct bytebuf *sql)
-{
-	if (t->dialect == FLEET_LEGACY)
-		bb_printf(sql, "toUInt64(time) * 1000000000 + time_ns");
-	else
-		bb_printf(sql, "toUnixTimestamp64Nano(time)");
-}
-
 static int top_gc(struct top_ctx *t, struct bytebuf *sql, FILE *out)
 {
 	struct gc_set s = { 0 };
@@ -525,7 +530,7 @@ static int top_gc(struct top_ctx *t, struct bytebuf *sql, FILE *out)
 	int rc;
 
 	bb_printf(sql, "SELECT host, container_id, pid, tid, provider, event_id, ");
-	gc_time(t, sql);
+	time_ns_of(t, sql);
 	bb_printf(sql, " AS ns FROM `%s`.`events`%s AND ((provider = '" CLR_PROVIDER "' AND "
 		  "event_id IN (1, 2, 3, 9)) OR (provider IN ('Ringpipe-Usdt-CPython', "
 		  "'Ringpipe-Usdt-HotSpot') AND event_id IN (1, 2))) ORDER BY host, pid, ns", t->db,
@@ -595,7 +600,10 @@ static int function_row(struct top_ctx *t, char **col)
 }
 
 /*
- * Samples per stack, joined with the stacks' symbols, then each stack's
+ * Samples per stack, joined with the stacks' symbols (of the rows of a
+ * stack not merged yet, the one that names most frames: a batch cut
+ * before the file described a module sends the same stack unnamed), then
+ * each stack's
  * distinct symbols (ARRAY JOIN, a symbol kept at its first position):
  * position 1 is the leaf, where the sample's time is spent (self); any
  * position counts once per sample (total, inclusive).
@@ -616,7 +624,8 @@ static int top_functions(struct top_ctx *t, struct bytebuf *sql, FILE *out)
 	bb_printf(sql, "SELECT sym, sumIf(n, pos = 1) AS self, sum(n) AS total FROM (SELECT n, "
 		  "symbols FROM (SELECT host, boot_id, pid, stack_id, count() AS n FROM "
 		  "`%s`.`events`%s" SAMPLES_WHERE " GROUP BY host, boot_id, pid, stack_id) ANY "
-		  "INNER JOIN (SELECT host, boot_id, pid, stack_id, any(symbols) AS symbols FROM "
+		  "INNER JOIN (SELECT host, boot_id, pid, stack_id, argMax(symbols, arrayCount(s -> s "
+		  "!= '', symbols)) AS symbols FROM "
 		  "`%s`.`stacks` GROUP BY host, boot_id, pid, stack_id) USING (host, boot_id, pid, "
 		  "stack_id)) ARRAY JOIN symbols AS sym, arrayEnumerate(symbols) AS pos WHERE pos = "
 		  "1 OR (sym != '' AND indexOf(symbols, sym) = pos) GROUP BY sym ORDER BY self "
