@@ -168,11 +168,25 @@ static const char gc_id[] = "9b8a7c6d5e4f30211203f4e5d6c7b8a99a8b7c6d5e4f3021120
 #define PYTHON "/usr/bin/python3.11"
 #define PYTHON_COLLECTIONS 40
 
+/* HotSpot (OpenJDK 17) with its USDT probes, and a program that asks for
+ * JVM_COLLECTIONS collections: with the Serial GC, one System.gc() is one
+ * gc__begin/gc__end pair; it stays a while after them, as python does */
+#define JAVA_HOME_17 "/usr/lib/jvm/java-17-openjdk-amd64"
+#define JVM_COLLECTIONS 10
+static const char jvm_program[] =
+	"public class TopGc {\n"
+	"    public static void main(String[] a) throws Exception {\n"
+	"        for (int i = 0; i < Integer.parseInt(a[0]); i++) System.gc();\n"
+	"        Thread.sleep(2000);\n"
+	"    }\n"
+	"}\n";
+
 /* What the programs of a run said they did */
 struct top_run {
 	const char *url;	/* where the tables are asked for */
 	pid_t busy, demo;
 	pid_t python;		/* 0: no PYTHON here */
+	pid_t jvm;		/* 0: no JDK 17 here */
 	char *expect;		/* the demo's list of the runtime events it wrote */
 };
 
@@ -198,15 +212,28 @@ static void run_programs(const char *ship_url, struct top_run *run)
 			 "--buffering-mode", "block", "--sample", "199", "--clickhouse",
 			 (char *)ship_url, "--clickhouse-dialect", "legacy", "--host-id", "top-a",
 			 NULL, NULL, NULL };
+	bool jvm = !access(JAVA_HOME_17 "/bin/javac", X_OK);
 	const char *mnt = agent_cgroup2_mount();
 	struct th_said pod, host;
 
 	th_agent_env_init(&agent);
-	if (!access(PYTHON, X_OK)) {
-		more[12] = "--usdt";
-		more[13] = "python";
-	} else {
+	if (access(PYTHON, X_OK))
 		cr_log_warn("%s is not installed: CPython's GC pauses are not checked", PYTHON);
+	if (!jvm)
+		cr_log_warn("OpenJDK 17 (%s) is not installed: HotSpot's GC pauses are not checked",
+			    JAVA_HOME_17);
+	if (jvm) {
+		struct bytebuf out = { 0 };
+		char *src = th_fmt("%s/TopGc.java", agent.dir);
+
+		cr_assert_eq(th_write_file(src, jvm_program, strlen(jvm_program)), 0);
+		cr_assert_eq(th_run(th_fmt(JAVA_HOME_17 "/bin/javac -d '%s' '%s' 2>&1", agent.dir,
+					   src), &out), 0, "javac: %s", th_text(&out));
+		bb_free(&out);
+	}
+	if (jvm || !access(PYTHON, X_OK)) {
+		more[12] = "--usdt";
+		more[13] = jvm && !access(PYTHON, X_OK) ? "python,jvm" : jvm ? "jvm" : "python";
 	}
 	th_agent_up_argv(&agent, more);
 	made_cgroup[0] = strdup(pod_cgroup(mnt, pod_id));
@@ -229,7 +256,10 @@ static void run_programs(const char *ship_url, struct top_run *run)
 	/* it stays a while after its collections: a process the agent only
 	 * sees through its probes is named (and its container known) when
 	 * the agent reads its /proc, which a loaded machine delays */
-	if (more[12]) {
+	if (jvm)
+		run->jvm = started[1] = spawn_in(made_cgroup[1], th_fmt(JAVA_HOME_17 "/bin/java "
+			"-XX:+UseSerialGC -cp '%s' TopGc %d", agent.dir, JVM_COLLECTIONS));
+	if (!access(PYTHON, X_OK)) {
 		run->python = started[0] = spawn_in(made_cgroup[1], th_fmt(PYTHON " -c 'import gc, "
 			"time\ntime.sleep(0.3)\nfor _ in range(%d): gc.collect()\ntime.sleep(2)'",
 			PYTHON_COLLECTIONS));
@@ -241,6 +271,9 @@ static void run_programs(const char *ship_url, struct top_run *run)
 	if (run->python)
 		wait_exit0(run->python, "python", 60000);
 	started[0] = 0;
+	if (run->jvm)
+		wait_exit0(run->jvm, "java", 60000);
+	started[1] = 0;
 	cr_assert_eq(pod.written, 6000u);
 	cr_assert_eq(host.written, 2500u);
 	th_shipped_wait(&agent, 120000);
@@ -258,7 +291,8 @@ static void check_tables(const struct top_run *run)
 
 	/* events: each container's exact count per provider */
 	text = top(url, "--limit 1000 events");
-	cr_assert(strstr(text, "HOST   CONTAINER     PROVIDER"), "no header: %s", text);
+	cr_assert_eq(table_row(text, "HOST CONTAINER PROVIDER EVENTS SHARE", col, 8), 5u,
+		     "no header: %s", text);
 	nc = table_row(text, th_fmt("top-a %.12s AgentTest", pod_id), col, 8);
 	cr_assert_eq(nc, 5u, "no row of the pod's producer: %s", text);
 	cr_assert_eq(table_number(col[3]), 6000u, "%s", text);
@@ -274,11 +308,13 @@ static void check_tables(const struct top_run *run)
 	 * events */
 	samples = th_ch_ask_u64(url, th_fmt("SELECT count() FROM ringpipe.events WHERE host = "
 					    "'top-a' AND provider = 'Ringpipe-Sampler' AND pid IN "
-					    "(%d, %d, %d)", run->demo, run->busy, run->python));
+					    "(%d, %d, %d, %d)", run->demo, run->busy, run->python,
+					    run->jvm));
 	cr_assert_gt(samples, 0u);
 	nc = table_row(text, th_fmt("top-a %.12s Ringpipe-Sampler", gc_id), col, 8);
 	cr_assert_eq(nc, 5u, "no row of the container's samples: %s", text);
-	cr_assert_eq(table_number(col[3]), samples, "%s", text);
+	cr_assert_eq(table_number(col[3]), samples, "%" PRIu64 " samples of pids %d %d %d %d: %s",
+		     samples, run->demo, run->busy, run->python, run->jvm, text);
 	cr_assert(strstr(text, "events per container and provider: "), "%s", text);
 
 	/* gc: every pause of the demo, on its container */
@@ -291,7 +327,8 @@ static void check_tables(const struct top_run *run)
 	cr_assert_eq(table_number(col[3]), gcs, "%" PRIu64 " GCs: %s", gcs, text);
 	cr_assert(strtod(col[4], NULL) > 0 && strtod(col[7], NULL) >= strtod(col[6], NULL) &&
 		  strtod(col[6], NULL) >= strtod(col[5], NULL), "total, p50, p99, max: %s", text);
-	cr_assert(strstr(text, "RUNTIME  GCS  TOTAL_MS  P50_MS  P99_MS  MAX_MS"), "%s", text);
+	cr_assert_eq(table_row(text, "HOST CONTAINER RUNTIME GCS TOTAL_MS P50_MS P99_MS MAX_MS", col,
+			       8), 8u, "no header: %s", text);
 	/* CPython's, from its probes in the agent's own trace: every
 	 * GC/Start - GC/Stop pair of its thread, on its container */
 	if (run->python) {
@@ -302,6 +339,11 @@ static void check_tables(const struct top_run *run)
 		nc = table_row(text, th_fmt("top-a %.12s cpython", gc_id), col, 8);
 		cr_assert_eq(nc, 8u, "no row of python's GCs: %s", text);
 		cr_assert_eq(table_number(col[3]), n, "%" PRIu64 " GCs: %s", n, text);
+	}
+	if (run->jvm) {
+		nc = table_row(text, th_fmt("top-a %.12s hotspot", gc_id), col, 8);
+		cr_assert_eq(nc, 8u, "no row of the JVM's GCs: %s", text);
+		cr_assert_eq(table_number(col[3]), JVM_COLLECTIONS, "%s", text);
 	}
 
 	/* functions: the busy loop's samples are mostly in busy_spin */
