@@ -422,6 +422,31 @@ Test(fleet_top, tables_show_what_the_programs_did, .timeout = 300, .fini = top_f
 }
 
 /*
+ * Waits until every shard has its ZooKeeper session: 18.16 dereferences a
+ * session it does not have yet when an ON CLUSTER statement comes first
+ * (a segfault in zkutil::ZooKeeper::createImpl, 2 runs in 20 here)
+ */
+static void zookeeper_sessions_wait(void)
+{
+	uint64_t end = th_now_ms() + 30000;
+	struct bytebuf out = { 0 };
+	int i;
+
+	for (i = 0; i < NSHARDS; i++)
+		for (;;) {
+			out.len = 0;
+			if (!th_tool_run(th_fmt("fleet query --clickhouse '%s?database=system' "
+						"\"SELECT count() FROM zookeeper WHERE path = '/'\"",
+						shards[i].url), &out))
+				break;
+			cr_assert_lt(th_now_ms(), end, "shard %d has no ZooKeeper session: %s", i,
+				     th_text(&out));
+			th_sleep_ms(100);
+		}
+	bb_free(&out);
+}
+
+/*
  * The same through a cluster of two shards: the agents ship through one
  * server's Distributed tables, each host's rows go to the shard its name
  * hashes to, and fleet top asks the other server, which reads both shards.
@@ -441,6 +466,7 @@ Test(fleet_top, the_same_tables_through_a_cluster, .timeout = 300, .fini = top_f
 	TH_NEED_CLICKHOUSE();
 	need_root_and_cgroups();
 	th_ch_cluster_start(&zk, shards, NSHARDS, 1, "fleet");
+	zookeeper_sessions_wait();
 	if (th_tool_run(th_fmt("fleet init --clickhouse '%s' --cluster fleet", shards[0].url),
 			&out))
 		cr_assert_fail("fleet init: %s\nshard 0: ...%s\nshard 1: ...%s", th_text(&out),
