@@ -58,7 +58,14 @@ static const char agent_usage[] =
 "                          tables with 'ringpipe fleet init'): batches of at most\n"
 "                          50,000 events, spooled on disk before they are sent,\n"
 "                          sent again until acknowledged, each row exactly once;\n"
-"                          files rotate every second unless --rotate-s says otherwise\n"
+"                          files rotate every second unless --rotate-s says otherwise.\n"
+"                          Given several times (up to 8 servers, one database): a\n"
+"                          failed send goes to the next server at once, and backs\n"
+"                          off once all of them failed\n"
+"  --clickhouse-shard      the --clickhouse servers are the replicas of one shard of a\n"
+"                          cluster ('fleet init --cluster'): rows go into its\n"
+"                          replicated TABLE_local tables, so that the host ships on\n"
+"                          while another shard is down (see Documentation/fleet.md)\n"
 "  --clickhouse-user U     the ClickHouse user (default: the URL's, else default)\n"
 "  --clickhouse-password-file F\n"
 "                          the password, the first line of F\n"
@@ -134,7 +141,7 @@ static int egress_option(struct egress_args *ea, const char *opt, const char *v)
 		"--spool-mb",
 	};
 	struct egress_opts *eo = &ea->ch;
-	const char **slots[] = { &eo->url, &eo->user, &eo->password_file, &eo->dialect,
+	const char **slots[] = { NULL, &eo->user, &eo->password_file, &eo->dialect,
 				 &eo->host_id, &eo->spool_dir, &ea->otlp.otlp_url, NULL, NULL };
 	uint64_t mb;
 	size_t i;
@@ -147,6 +154,11 @@ static int egress_option(struct egress_args *ea, const char *opt, const char *v)
 		return tool_err("agent", "option '%s' needs a value (see --help)", opt), 2;
 	if (!strcmp(opt, "--otlp-header")) {
 		return otlp_header(ea, v);
+	} else if (i == 0) {
+		if (eo->nurls == EGRESS_MAX_SERVERS)
+			return tool_err("agent", "--clickhouse is given at most %d times (the servers "
+					"of one cluster)", EGRESS_MAX_SERVERS), 2;
+		eo->urls[eo->nurls++] = v;
 	} else if (slots[i]) {
 		*slots[i] = v;
 	} else {
@@ -165,11 +177,11 @@ static int egress_finish(struct agent_opts *o, struct egress_args *ea)
 {
 	struct egress_opts *eo = &ea->ch, *ot = &ea->otlp;
 
-	if (!eo->url && (eo->user || eo->password_file || eo->dialect))
+	if (!eo->nurls && (eo->user || eo->password_file || eo->dialect || eo->shard))
 		return tool_err("agent", "the --clickhouse-* options need --clickhouse URL"), 2;
 	if (!ot->otlp_url && ot->otlp_headers)
 		return tool_err("agent", "--otlp-header needs --otlp URL"), 2;
-	if (!eo->url && !ot->otlp_url) {
+	if (!eo->nurls && !ot->otlp_url) {
 		if (eo->host_id || eo->spool_dir || eo->spool_bytes)
 			return tool_err("agent", "the --host-id and --spool-* options need "
 					"--clickhouse URL or --otlp URL"), 2;
@@ -189,16 +201,18 @@ static int egress_finish(struct agent_opts *o, struct egress_args *ea)
 		const char *url = ot->otlp_url, *headers = ot->otlp_headers;
 
 		*ot = *eo;
-		ot->url = ot->user = ot->password_file = ot->dialect = NULL;
+		ot->nurls = 0;
+		ot->shard = false;
+		ot->user = ot->password_file = ot->dialect = NULL;
 		ot->otlp_url = url;
 		ot->otlp_headers = headers;
-		if (eo->url) {
+		if (eo->nurls) {
 			snprintf(ea->otlp_spool, sizeof(ea->otlp_spool), "%s-otlp", eo->spool_dir);
 			ot->spool_dir = ea->otlp_spool;
 		}
 		o->otlp = ot;
 	}
-	if (eo->url)
+	if (eo->nurls)
 		o->egress = eo;
 	return 0;
 }
@@ -271,9 +285,14 @@ int cmd_agent(int argc, char **argv)
 			o.merge = true;
 			continue;
 		}
+		if (!strcmp(opt, "--clickhouse-shard")) {
+			ea.ch.shard = true;
+			continue;
+		}
 		taken = egress_option(&ea, opt, v);
 		if (taken != 1) {
-			/* once: --otlp-header adds a header each time */
+			/* once: --clickhouse adds a server, --otlp-header a header
+			 * each time */
 			if (taken)
 				return 2;
 			i++;

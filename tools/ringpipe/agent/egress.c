@@ -22,6 +22,14 @@
  * that `fleet check` reports. The small tables are ReplacingMergeTree,
  * keyed by what the rows are: sending them again only replaces them.
  *
+ * Several servers: a failed send moves to the next at once, and the same
+ * batch, looked up there, goes to it. On a cluster the servers are the
+ * replicas of one shard and the tables its replicated TABLE_local ones
+ * (egress_opts.shard): a replica that has not fetched a batch another one
+ * took finds none of it and is sent it again, and drops it as a block it
+ * has the hash of (ZooKeeper keeps the shard's last 100), so that too
+ * lands once.
+ *
  * A full spool: the file at hand waits (its next batch is held in memory)
  * and egress_full() says so, which holds the agent's Block sessions. Files
  * of Drop sessions that arrive meanwhile are not shipped: their events are
@@ -75,7 +83,12 @@ struct egress {
 	struct egress_opts o;
 	char host[256];
 	struct egress_name name;
-	struct ch_client ch;
+	struct ch_client ch;		/* to servers[server] */
+	struct ch_target servers[EGRESS_MAX_SERVERS];
+	size_t nservers, server;
+	bool have_ch;			/* ch was initialised */
+	size_t failed_in_row;		/* sends failed since the last success */
+	const char *table_suffix;	/* "", or FLEET_LOCAL_SUFFIX with o.shard */
 	/* --otlp: the receiver, its path, and the notes' suffix (a file may go
 	 * to both sinks, each with its own note) */
 	bool otlp;
@@ -201,33 +214,77 @@ static int otlp_setup(struct egress *e)
 	return 0;
 }
 
-static int client_setup(struct egress *e)
+/* One --clickhouse URL as a target, with the user and password options;
+ * false after saying what is wrong */
+static bool server_parse(struct egress *e, const char *url, struct ch_target *t)
 {
-	struct ch_target t;
+	struct ch_client probe;
 	char err[512];
 	size_t used;
 
-	if (ch_target_parse(&t, e->o.url, err, sizeof(err))) {
+	if (ch_target_parse(t, url, err, sizeof(err))) {
 		fprintf(stderr, "ringpipe agent: --clickhouse %s\n", err);
-		return -EINVAL;
+		return false;
 	}
 	if (e->o.user)
-		snprintf(t.user, sizeof(t.user), "%s", e->o.user);
-	if (e->o.password_file && ch_target_read_password(&t, e->o.password_file, err, sizeof(err))) {
+		snprintf(t->user, sizeof(t->user), "%s", e->o.user);
+	if (e->o.password_file && ch_target_read_password(t, e->o.password_file, err, sizeof(err))) {
 		fprintf(stderr, "ringpipe agent: %s\n", err);
-		return -EINVAL;
+		return false;
 	}
 	/* on a Distributed table, a 200 is durable only when the insert
 	 * waited for the shards */
-	used = strlen(t.settings);
-	snprintf(t.settings + used, sizeof(t.settings) - used, "%sinsert_distributed_sync=1",
+	used = strlen(t->settings);
+	snprintf(t->settings + used, sizeof(t->settings) - used, "%sinsert_distributed_sync=1",
 		 used ? "&" : "");
-	if (!fleet_name_ok(t.database) || ch_client_init(&e->ch, &t, CH_TIMEOUT_MS)) {
-		fprintf(stderr, "ringpipe agent: --clickhouse %s: bad host or database name\n",
-			e->o.url);
+	if (!fleet_name_ok(t->database) || ch_client_init(&probe, t, CH_TIMEOUT_MS)) {
+		fprintf(stderr, "ringpipe agent: --clickhouse %s: bad host or database name\n", url);
+		return false;
+	}
+	ch_client_free(&probe);
+	return true;
+}
+
+/* The connection to server i of the --clickhouse list (under lock: the
+ * status names it) */
+static void server_connect(struct egress *e, size_t i)
+{
+	pthread_mutex_lock(&e->lock);
+	/* a zeroed client's fd is 0, which is not the client's to close */
+	if (e->have_ch)
+		ch_client_free(&e->ch);
+	e->have_ch = true;
+	e->server = i;
+	/* the targets were checked by server_parse() */
+	ch_client_init(&e->ch, &e->servers[i], CH_TIMEOUT_MS);
+	e->ch.use_database = false;
+	pthread_mutex_unlock(&e->lock);
+}
+
+static int client_setup(struct egress *e)
+{
+	size_t i;
+
+	if (!e->o.nurls || e->o.nurls > EGRESS_MAX_SERVERS) {
+		fprintf(stderr, "ringpipe agent: --clickhouse is given 1 to %d times, not %zu\n",
+			EGRESS_MAX_SERVERS, e->o.nurls);
 		return -EINVAL;
 	}
-	e->ch.use_database = false;
+	for (i = 0; i < e->o.nurls; i++) {
+		if (!server_parse(e, e->o.urls[i], &e->servers[i]))
+			return -EINVAL;
+		/* a batch is looked up where it was sent: one database for all */
+		if (strcmp(e->servers[i].database, e->servers[0].database)) {
+			fprintf(stderr, "ringpipe agent: --clickhouse %s names database %s, %s names "
+				"%s: the servers of one egress share the database (give every URL "
+				"the same ?database=)\n", e->o.urls[i], e->servers[i].database,
+				e->o.urls[0], e->servers[0].database);
+			return -EINVAL;
+		}
+	}
+	e->nservers = e->o.nurls;
+	e->table_suffix = e->o.shard ? FLEET_LOCAL_SUFFIX : "";
+	server_connect(e, 0);
 	return 0;
 }
 
@@ -246,6 +303,17 @@ static void note_failure(struct egress *e, const char *err)
 	if (!e->outage)
 		egress_say(e, "%s; batches wait in the spool and are sent again, with backoff", err);
 	e->outage = true;
+	/* the next server at once, while one of them has not failed yet;
+	 * the same batch goes there (a replicated table drops a copy of a
+	 * block that another server of its shard took) */
+	e->failed_in_row++;
+	if (e->nservers > 1) {
+		server_connect(e, (e->server + 1) % e->nservers);
+		if (e->failed_in_row % e->nservers) {
+			e->retry_at_ns = now;
+			return;
+		}
+	}
 	e->backoff_ms = e->backoff_ms ? e->backoff_ms * 2 : BACKOFF_FIRST_MS;
 	if (e->backoff_ms > BACKOFF_MAX_MS)
 		e->backoff_ms = BACKOFF_MAX_MS;
@@ -277,6 +345,7 @@ static void note_success(struct egress *e)
 		pthread_mutex_unlock(&e->lock);
 	}
 	e->outage = false;
+	e->failed_in_row = 0;
 	e->backoff_ms = 0;
 	e->retry_at_ns = 0;
 }
@@ -319,8 +388,8 @@ static int rows_of_batch(struct egress *e, const struct egress_batch *b, enum fl
 	int rc;
 
 	rb_uuid_format(b->agent_run, run);
-	bb_printf(&q, "SELECT count() FROM `%s`.`%s` WHERE host = ", e->ch.target.database,
-		  fleet_tables[t].name);
+	bb_printf(&q, "SELECT count() FROM `%s`.`%s%s` WHERE host = ", e->ch.target.database,
+		  fleet_tables[t].name, e->table_suffix);
 	sql_quoted(&q, b->host);
 	bb_printf(&q, " AND agent_run = toUUID('%s') AND stream = %u AND %s = %llu", run, b->stream,
 		  t == FLEET_BATCHES ? "seq" : "batch_seq", (unsigned long long)b->seq);
@@ -339,8 +408,8 @@ static int insert_section(struct egress *e, const struct egress_batch *b,
 	struct bytebuf sql = { 0 };
 	int rc;
 
-	fleet_insert_sql(&sql, (enum fleet_dialect)b->dialect, e->ch.target.database,
-			 &fleet_tables[s->table]);
+	fleet_insert_sql_into(&sql, (enum fleet_dialect)b->dialect, e->ch.target.database,
+			      &fleet_tables[s->table], e->table_suffix);
 	bb_append(&sql, "", 1);
 	rc = sql.oom ? -ENOMEM : ch_exec(&e->ch, (const char *)sql.p, s->body, s->len, NULL, err,
 					 errlen);
@@ -907,7 +976,7 @@ static void egress_free(struct egress *e)
 	spool_close(e->spool);
 	if (e->otlp)
 		http_conn_free(&e->http);
-	else
+	if (e->have_ch)
 		ch_client_free(&e->ch);
 	pthread_cond_destroy(&e->cond);
 	pthread_mutex_destroy(&e->lock);
@@ -1094,7 +1163,8 @@ static void status_json(struct egress *e, const struct spool_stats *st, struct b
 		  "\"batches_sent\":%llu,\"batches_found_sent\":%llu,\"events_sent\":%llu,"
 		  "\"losses_sent\":%llu,\"bytes_sent\":%llu,\"retries\":%llu,\"outages\":%llu,"
 		  "\"files_pending\":%zu,\"files_given_up\":%llu,\"lost_egress_full\":%llu,"
-		  "\"spool_batches\":%llu,\"spool_bytes\":%llu,\"spool_found\":%llu}",
+		  "\"spool_batches\":%llu,\"spool_bytes\":%llu,\"spool_found\":%llu,"
+		  "\"servers\":%zu}",
 		  server_host(e), server_port(e), e->last_error[0] ? "retrying" : "ok",
 		  rp_load_relaxed(&e->full) ? "true" : "false",
 		  (unsigned long long)e->batches_sent, (unsigned long long)e->batches_already,
@@ -1104,7 +1174,7 @@ static void status_json(struct egress *e, const struct spool_stats *st, struct b
 		  e->npending + e->cutting,
 		  (unsigned long long)e->files_given_up, (unsigned long long)e->lost_full,
 		  (unsigned long long)st->batches, (unsigned long long)st->bytes,
-		  (unsigned long long)st->found);
+		  (unsigned long long)st->found, e->nservers);
 }
 
 void egress_status(struct egress *e, bool json, struct bytebuf *b)
@@ -1116,11 +1186,12 @@ void egress_status(struct egress *e, bool json, struct bytebuf *b)
 	if (json) {
 		status_json(e, &st, b);
 	} else {
-		bb_printf(b, "egress to %s %s:%s%s as host %s: %s%s%s\n",
-			  e->otlp ? "OTLP" : "ClickHouse", server_host(e), server_port(e),
-			  e->otlp ? e->otlp_path : "", e->host,
-			  e->last_error[0] ? "retrying: " : "ok", e->last_error,
-			  rp_load_relaxed(&e->full) ? " (spool full)" : "");
+		bb_printf(b, "egress to %s %s:%s%s", e->otlp ? "OTLP" : "ClickHouse", server_host(e),
+			  server_port(e), e->otlp ? e->otlp_path : "");
+		if (e->nservers > 1)
+			bb_printf(b, " (server %zu of %zu)", e->server + 1, e->nservers);
+		bb_printf(b, " as host %s: %s%s%s\n", e->host, e->last_error[0] ? "retrying: " : "ok",
+			  e->last_error, rp_load_relaxed(&e->full) ? " (spool full)" : "");
 		if (e->otlp)
 			bb_printf(b, "  %llu log records accepted, %llu rejected (%llu batches "
 				  "refused)\n", (unsigned long long)e->records_sent,

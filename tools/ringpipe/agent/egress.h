@@ -27,11 +27,23 @@ struct agent_identity;
 
 #define EGRESS_DEFAULT_SPOOL_MB 256
 #define EGRESS_BATCH_ROWS 50000u	/* events per batch at most */
+#define EGRESS_MAX_SERVERS 8		/* --clickhouse URLs */
 
 struct egress_opts {
 	size_t sz;			/* sizeof(struct egress_opts) */
-	const char *url;		/* ClickHouse's HTTP interface (clickhouse.h) */
-	/* instead of url: an OTLP/HTTP receiver (http://HOST[:PORT][/PATH]),
+	/* ClickHouse's HTTP interface (clickhouse.h): one server, or several
+	 * servers of one cluster (the same database), tried in turn: a failed
+	 * send goes to the next one at once, and backs off only once every
+	 * one of them failed in a row */
+	const char *urls[EGRESS_MAX_SERVERS];
+	size_t nurls;
+	/* the servers are the replicas of one shard of a cluster (fleet init
+	 * --cluster): rows go into, and are looked up in, its replicated
+	 * TABLE_local tables, which drop a copy of a block one of them took
+	 * already; not the Distributed TABLE, whose synchronous insert needs
+	 * every shard up */
+	bool shard;
+	/* instead of urls: an OTLP/HTTP receiver (http://HOST[:PORT][/PATH]),
 	 * sent the same files as OTLP logs (egress_otlp.h); at most once per
 	 * acknowledged request, at least once across a lost answer */
 	const char *otlp_url;

@@ -179,11 +179,17 @@ void fleet_row_encode(struct bytebuf *b, enum fleet_dialect d, const struct flee
 void fleet_insert_sql(struct bytebuf *sql, enum fleet_dialect d, const char *db,
 		      const struct fleet_table *t)
 {
+	fleet_insert_sql_into(sql, d, db, t, "");
+}
+
+void fleet_insert_sql_into(struct bytebuf *sql, enum fleet_dialect d, const char *db,
+			   const struct fleet_table *t, const char *suffix)
+{
 	struct fleet_column_part parts[2];
 	size_t i;
 	int j, n;
 
-	bb_printf(sql, "INSERT INTO `%s`.`%s` (", db, t->name);
+	bb_printf(sql, "INSERT INTO `%s`.`%s%s` (", db, t->name, suffix);
 	for (i = 0; i < t->ncols; i++) {
 		n = fleet_column_parts(&t->cols[i], d, parts);
 		for (j = 0; j < n; j++)
@@ -253,7 +259,7 @@ static void fleet_table_ddl(struct bytebuf *b, const struct fleet_ddl_opts *o,
 	size_t i;
 
 	bb_printf(b, "CREATE TABLE IF NOT EXISTS `%s`.`%s%s`", o->database, t->name,
-		  o->cluster ? "_local" : "");
+		  o->cluster ? FLEET_LOCAL_SUFFIX : "");
 	fleet_on_cluster(b, o);
 	bb_printf(b, " (\n");
 	for (i = 0; i < t->ncols; i++) {
@@ -271,8 +277,9 @@ static void fleet_distributed_ddl(struct bytebuf *b, const struct fleet_ddl_opts
 {
 	bb_printf(b, "CREATE TABLE IF NOT EXISTS `%s`.`%s`", o->database, t->name);
 	fleet_on_cluster(b, o);
-	bb_printf(b, " AS `%s`.`%s_local` ENGINE = Distributed(%s, %s, %s_local, "
-		  "cityHash64(host))", o->database, t->name, o->cluster, o->database, t->name);
+	bb_printf(b, " AS `%s`.`%s" FLEET_LOCAL_SUFFIX "` ENGINE = Distributed(%s, %s, %s"
+		  FLEET_LOCAL_SUFFIX ", cityHash64(host))", o->database, t->name, o->cluster,
+		  o->database, t->name);
 }
 
 /* Runs the statement in b (and empties b): run()'s result, or -ENOMEM */

@@ -247,9 +247,18 @@ int fleet_column_parts(const struct fleet_column *col, enum fleet_dialect d,
 void fleet_row_encode(struct bytebuf *b, enum fleet_dialect d, const struct fleet_table *t,
 		      const union fleet_value *row);
 
+/* On a cluster (fleet init --cluster) every table is <name>_local, the
+ * replicated table of each shard, under the Distributed <name> */
+#define FLEET_LOCAL_SUFFIX "_local"
+
 /* "INSERT INTO db.table (columns...) FORMAT RowBinary" into sql. */
 void fleet_insert_sql(struct bytebuf *sql, enum fleet_dialect d, const char *db,
 		      const struct fleet_table *t);
+
+/* The same into db.<table name><suffix>: FLEET_LOCAL_SUFFIX for a
+ * cluster's replicated table of one shard */
+void fleet_insert_sql_into(struct bytebuf *sql, enum fleet_dialect d, const char *db,
+			   const struct fleet_table *t, const char *suffix);
 
 /*
  * The dialect for a server's `SELECT version()` text ("18.16.1"): 0, or
