@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * What the agent's tests share (test_agent.c, test_fleet_egress.c,
- * What the agent's tests share (test_agent.c, test_fleet_egress.c,
  * test_otlp.c, test_fleet_top.c, test_fleet_cluster.c): a real `ringpipe
  * agent` on a private socket, started with options and stopped with
  * SIGTERM, its status waited on, and the producer program beside the test
@@ -283,11 +282,7 @@ static inline void th_kill_started(pid_t *pids, size_t n)
 	size_t i;
 
 	for (i = 0; i < n; i++)
-		if (pids[i] > 0) {
-			kill(pids[i], SIGKILL);
-			waitpid(pids[i], NULL, 0);
-			pids[i] = 0;
-		}
+		th_kill_wait(&pids[i]);
 }
 
 /* A fresh directory for an agent, its output and socket inside */

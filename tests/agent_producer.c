@@ -5,7 +5,8 @@
  * says what it wrote. Linked against the shared library, as a program on a
  * host would be.
  *
- *   agent_producer PROVIDER THREADS EVENTS [forever PROGRESS_FILE | paced PROGRESS_FILE | idle]
+ *   agent_producer PROVIDER THREADS EVENTS [forever PROGRESS_FILE | paced PROGRESS_FILE [PAUSE_US]
+ *                  | idle]
  *
  * Each event's payload is (thread index u32, counter u64): counters run
  * 0, 1, 2, ... per thread, so a reader can tell a gap from an end. Prints
@@ -16,7 +17,8 @@
  * the writing phase's wall time divided by the events each thread wrote.
  * "paced" writes EVENTS per thread at the pace of "forever", with the same
  * progress file, and ends as without it: a producer that is still writing
- * when its consumer falls behind.
+ * when its consumer falls behind. PAUSE_US (default 20) is the sleep after
+ * each event of "paced": a slower producer for a test that lasts longer.
  * Without RINGPIPE_AGENT it waits for any session, such as the startup
  * session of RINGPIPE_OUTPUT (the in-process drainer, for comparison).
  */
@@ -33,6 +35,7 @@
 static struct rp_event *ev;
 static uint64_t events, written, dropped;
 static int forever, paced, idle;
+static long pause_ns = 20000;
 
 static void *writer(void *arg)
 {
@@ -48,7 +51,7 @@ static void *writer(void *arg)
 
 		__atomic_fetch_add(rc ? &dropped : &written, 1, __ATOMIC_RELAXED);
 		if (forever || paced) {
-			struct timespec ts = { 0, 20000 };
+			struct timespec ts = { 0, pause_ns };
 
 			nanosleep(&ts, NULL);
 		}
@@ -80,6 +83,10 @@ int main(int argc, char **argv)
 	forever = argc > 5 && !strcmp(argv[4], "forever");
 	paced = argc > 5 && !strcmp(argv[4], "paced");
 	idle = argc > 4 && !strcmp(argv[4], "idle");
+	if (paced && argc > 6)
+		pause_ns = atol(argv[6]) * 1000;
+	if (pause_ns < 0 || pause_ns > 999999999)
+		return 2;
 	if (nthreads < 1 || nthreads > 256)
 		return 2;
 	p = rp_provider_new(&po);

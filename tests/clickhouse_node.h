@@ -353,6 +353,19 @@ static inline void th_ch_stop(struct th_ch_node *n)
 	n->dir = NULL;
 }
 
+/* Stops n servers at once (SIGTERM to all, then th_daemon_stop() each):
+ * a server may take seconds to stop */
+static inline void th_ch_halt_all(struct th_ch_node *nodes, int n)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		if (nodes[i].pid > 0)
+			kill(nodes[i].pid, SIGTERM);
+	for (i = 0; i < n; i++)
+		th_daemon_stop(&nodes[i].pid);
+}
+
 /* Starts a stopped node again, on its configuration, data and ports */
 static inline void th_ch_restart(struct th_ch_node *n)
 {
@@ -367,11 +380,31 @@ static inline void th_ch_restart(struct th_ch_node *n)
 /* SIGKILL: a server that dies without a word */
 static inline void th_ch_kill(struct th_ch_node *n)
 {
-	if (n->pid <= 0)
-		return;
-	kill(n->pid, SIGKILL);
-	waitpid(n->pid, NULL, 0);
-	n->pid = 0;
+	th_kill_wait(&n->pid);
+}
+
+/* Kills n servers and removes their directories, all at once: a server
+ * that ran for a while leaves thousands of files (a part per insert and
+ * table), and their removal is what takes time */
+static inline void th_ch_discard_all(struct th_ch_node *nodes, int n)
+{
+	struct bytebuf cmd = { 0 };
+	int i;
+
+	for (i = 0; i < n; i++)
+		th_ch_kill(&nodes[i]);
+	for (i = 0; i < n && !getenv("RINGPIPE_KEEP"); i++)
+		if (nodes[i].dir)
+			bb_printf(&cmd, "rm -rf '%s' & ", nodes[i].dir);
+	bb_printf(&cmd, "wait");
+	bb_append(&cmd, "", 1);
+	if (!cmd.oom && system((const char *)cmd.p) == -1)
+		perror("rm");
+	bb_free(&cmd);
+	for (i = 0; i < n; i++) {
+		free(nodes[i].dir);
+		nodes[i].dir = NULL;
+	}
 }
 
 /* The first line of the answer to sql at url, which must succeed */

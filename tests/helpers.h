@@ -43,6 +43,16 @@ static inline char *th_tmpdir(void)
 	return d;
 }
 
+/* SIGKILL and reaped; *pid becomes 0. Accepts 0. */
+static inline void th_kill_wait(pid_t *pid)
+{
+	if (*pid <= 0)
+		return;
+	kill(*pid, SIGKILL);
+	waitpid(*pid, NULL, 0);
+	*pid = 0;
+}
+
 static inline void th_rmdir(char *d)
 {
 	char *cmd = NULL;

@@ -563,27 +563,11 @@ static void cluster_fini(void)
 /* Starts node (shard 01) and node_b (shard 02) of cluster "fleet" */
 static void cluster_up(void)
 {
-	struct th_ch_node *nodes[] = { &node, &node_b };
-	char *servers, *keeper;
-	int i;
+	struct th_ch_node two[2];
 
-	th_zk_start(&zk);
-	th_ch_init(&node);
-	th_ch_init(&node_b);
-	servers = th_fmt("<fleet><shard><replica><host>127.0.0.1</host><port>%u</port></replica>"
-			 "</shard><shard><replica><host>127.0.0.1</host><port>%u</port></replica>"
-			 "</shard></fleet>", node.tcp_port, node_b.tcp_port);
-	keeper = th_fmt("<node><host>127.0.0.1</host><port>%u</port></node>", zk.port);
-	for (i = 0; i < 2; i++) {
-		char *macros = th_fmt("<shard>0%d</shard><replica>r%d</replica>", i + 1, i + 1);
-		struct th_ch_opts o = { .remote_servers_xml = servers, .zookeeper_xml = keeper,
-					.macros_xml = macros };
-
-		th_ch_start(nodes[i], &o);
-		free(macros);
-	}
-	free(servers);
-	free(keeper);
+	th_ch_cluster_start(&zk, two, 2, 1, "fleet");
+	node = two[0];
+	node_b = two[1];
 }
 
 /* Rows of events for hosts h0..h(n-1), one each */
