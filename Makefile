@@ -230,9 +230,10 @@ $(OUT)/tests/progs/busy-pie: tests/progs/busy.c | $(OUT)/tests
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D) && $(CC) -O1 -g -fno-omit-frame-pointer -fPIE -pie -o $@ $<
 
-# test_agent, test_fleet_egress, test_otlp: a program on the host, linked against the shared library,
-# that joins the agent
-$(OUT)/tests/test_agent $(OUT)/tests/test_fleet_egress $(OUT)/tests/test_otlp: $(OUT)/tests/agent_producer
+# test_agent, test_fleet_egress, test_otlp, test_fleet_cluster: a program on the host,
+# linked against the shared library, that joins the agent
+$(OUT)/tests/test_agent $(OUT)/tests/test_fleet_egress $(OUT)/tests/test_otlp \
+	$(OUT)/tests/test_fleet_cluster: $(OUT)/tests/agent_producer
 $(OUT)/tests/agent_producer: tests/agent_producer.c $(SHARED_LIB) | $(OUT)/tests
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< -L$(OUT) -lringpipe -Wl,-rpath,$(abspath $(OUT)) -lpthread
