@@ -1,13 +1,22 @@
 #!/usr/bin/env bash
-# Throughput of the agent's ClickHouse egress: one clickhouse-server on
-# loopback (a private directory and ports), one `ringpipe agent
-# --clickhouse`, one agent_producer writing EVENTS events from THREADS
-# threads. Times from the producer's start until the agent's status shows
-# every event sent and its spool empty, and prints one line: events/s, the
-# RowBinary bytes/s sent, and the agent's CPU seconds per million events.
+# Throughput of the agent's ClickHouse egress, on loopback (private
+# directories and ports): one `ringpipe agent --clickhouse` fed by one
+# agent_producer writing EVENTS events from THREADS threads, first into one
+# clickhouse-server, then into a cluster of two shards of two replicas with
+# ZooKeeper (`fleet init --cluster`; the agent with --clickhouse-shard and
+# the two replicas of its host's shard). Each run is timed from the
+# producer's start until the agent's status shows every event sent and its
+# spool empty, and checked (every row there, `fleet check` 0). Beside each,
+# ClickHouse's own RowBinary inserts of the same rows (exported from the
+# table, posted with curl into copies of the schema: the Distributed table
+# on the cluster), all in one insert and then in the agent's batches one
+# after another, to show whether the agent or the server sets the pace.
+# Prints one line per run: rows/s, the RowBinary bytes/s sent, the agent's
+# CPU seconds per million events, and ClickHouse's own rows/s.
 #
 #   scripts/bench-fleet.sh [EVENTS_PER_THREAD [THREADS]]     (default 500000 4)
 #
+# FLEET_CLUSTER=0 leaves the cluster out (it needs java and ZooKeeper).
 # Needs `make` and `make .output/default/tests/agent_producer` first. Runs
 # everything at nice 19; stops what it started.
 set -euo pipefail
@@ -19,16 +28,23 @@ THREADS=${2:-4}
 TOOL=$PWD/$OUT/ringpipe
 PRODUCER=$PWD/$OUT/tests/agent_producer
 SERVER=${RINGPIPE_CLICKHOUSE_SERVER:-/usr/sbin/clickhouse-server}
+JAVA=${RINGPIPE_JAVA:-/usr/bin/java}
+CLUSTER=${FLEET_CLUSTER:-1}
 
 for f in "$TOOL" "$PRODUCER" "$SERVER"; do
 	[ -x "$f" ] || { echo "bench-fleet: $f is missing (make; make $OUT/tests/agent_producer)" >&2; exit 2; }
 done
+if [ "$CLUSTER" = 1 ] && { [ ! -x "$JAVA" ] || [ ! -r /usr/share/java/zookeeper.jar ]; }; then
+	echo "bench-fleet: java or ZooKeeper is missing (make deps; or FLEET_CLUSTER=0)" >&2
+	exit 2
+fi
 
 dir=$(mktemp -d "${TMPDIR:-/tmp}/ringpipe-bench-fleet-XXXXXX")
-ch_pid= agent_pid=
+pids=() agent_pid=
 cleanup() {
 	[ -n "$agent_pid" ] && kill "$agent_pid" 2>/dev/null && wait "$agent_pid" 2>/dev/null || true
-	[ -n "$ch_pid" ] && kill "$ch_pid" 2>/dev/null && wait "$ch_pid" 2>/dev/null || true
+	for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+	for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
 	rm -rf "$dir"
 }
 trap cleanup EXIT
@@ -36,63 +52,172 @@ trap cleanup EXIT
 free_port() {
 	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
 }
-http=$(free_port) tcp=$(free_port) inter=$(free_port)
-cp /etc/clickhouse-server/users.xml "$dir/"
-sed -e "s|/var/lib/clickhouse/|$dir/data/|g" -e "s|/var/log/clickhouse-server/|$dir/|g" \
-    -e 's|<yandex>|<yandex><listen_host>127.0.0.1</listen_host>|' \
-    -e "s|<http_port>8123</http_port>|<http_port>$http</http_port>|" \
-    -e "s|<tcp_port>9000</tcp_port>|<tcp_port>$tcp</tcp_port>|" \
-    -e "s|<interserver_http_port>9009</interserver_http_port>|<interserver_http_port>$inter</interserver_http_port>|" \
-    /etc/clickhouse-server/config.xml > "$dir/config.xml"
-nice -n 19 "$SERVER" --config-file="$dir/config.xml" > "$dir/server.out" 2>&1 &
-ch_pid=$!
-url="http://127.0.0.1:$http/"
-for _ in $(seq 100); do
-	curl -s "127.0.0.1:$http/ping" 2>/dev/null | grep -q Ok && break
-	sleep 0.1
-done
-"$TOOL" fleet init --clickhouse "$url" 2>/dev/null
+declare -A HTTP TCP
 
-nice -n 19 "$TOOL" agent --socket "$dir/agent.sock" --output-dir "$dir/out" --providers AgentTest \
-	--buffering-mode block --buffer-mb 16 --clickhouse "$url" --host-id bench --quiet &
-agent_pid=$!
-for _ in $(seq 100); do
-	"$TOOL" agent status --socket "$dir/agent.sock" > /dev/null 2>&1 && break
-	sleep 0.1
-done
+# node_ports NAME: its ports, before any configuration names them
+node_ports() {
+	HTTP[$1]=$(free_port) TCP[$1]=$(free_port)
+}
+
+# node_up NAME [CONFIG_D_XML]: a server on NAME's ports, ready when this returns
+node_up() {
+	local d=$dir/$1 inter
+	inter=$(free_port)
+	mkdir -p "$d/config.d"
+	cp /etc/clickhouse-server/users.xml "$d/"
+	sed -e "s|/var/lib/clickhouse/|$d/data/|g" -e "s|/var/log/clickhouse-server/|$d/|g" \
+	    -e 's|<yandex>|<yandex><listen_host>127.0.0.1</listen_host><interserver_http_host>127.0.0.1</interserver_http_host>|' \
+	    -e "s|<http_port>8123</http_port>|<http_port>${HTTP[$1]}</http_port>|" \
+	    -e "s|<tcp_port>9000</tcp_port>|<tcp_port>${TCP[$1]}</tcp_port>|" \
+	    -e "s|<interserver_http_port>9009</interserver_http_port>|<interserver_http_port>$inter</interserver_http_port>|" \
+	    /etc/clickhouse-server/config.xml > "$d/config.xml"
+	[ -n "${2:-}" ] && echo "$2" > "$d/config.d/cluster.xml"
+	nice -n 19 "$SERVER" --config-file="$d/config.xml" > "$d/server.out" 2>&1 &
+	pids+=($!)
+	for _ in $(seq 300); do
+		curl -s "127.0.0.1:${HTTP[$1]}/ping" 2>/dev/null | grep -q Ok && return 0
+		sleep 0.1
+	done
+	echo "bench-fleet: clickhouse-server $1 did not answer (see $d)" >&2
+	exit 1
+}
+
+zk_up() {
+	local d=$dir/zk port
+	port=$(free_port)
+	mkdir -p "$d"
+	printf 'tickTime=500\ndataDir=%s\nclientPort=%s\nclientPortAddress=127.0.0.1\nadmin.enableServer=false\n4lw.commands.whitelist=ruok\n' \
+		"$d" "$port" > "$d/zoo.cfg"
+	nice -n 19 "$JAVA" -Xmx128m -cp "/etc/zookeeper/conf:/usr/share/java/*" \
+		org.apache.zookeeper.server.quorum.QuorumPeerMain "$d/zoo.cfg" > "$d/zk.out" 2>&1 &
+	pids+=($!)
+	for _ in $(seq 300); do
+		[ "$(timeout 1 python3 -c "import socket,sys; s=socket.create_connection(('127.0.0.1',$port)); s.send(b'ruok'); print(s.recv(4).decode())" 2>/dev/null)" = imok ] && { ZK_PORT=$port; return 0; }
+		sleep 0.1
+	done
+	echo "bench-fleet: ZooKeeper did not answer (see $d)" >&2
+	exit 1
+}
 
 cpu_of() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 json_num() { sed -n "s/.*\"$1\":\([0-9]*\).*/\1/p"; }
 
+# ch_own URL [CLUSTER]: ClickHouse's own RowBinary inserts of the agent's
+# rows, into copies of the schema: all in one insert (database bench_one),
+# then batch by batch as the agent cut them, one insert after another
+# (bench_batches), events only; prints the two rows/s
+ch_own() {
+	local url=$1 cluster_opt=() t0 t1 t2 n m sel s b i=0
+	[ -n "${2:-}" ] && cluster_opt=(--cluster "$2")
+	for db in bench_one bench_batches; do
+		"$TOOL" fleet init --clickhouse "${url}?database=$db" "${cluster_opt[@]}" > /dev/null 2>&1
+	done
+	sel="SELECT * FROM ringpipe.events WHERE host = 'bench' AND provider = 'AgentTest'"
+	curl -sf "$url" --data-binary "$sel FORMAT RowBinary" > "$dir/rows.bin"
+	curl -sf "$url" --data-binary "SELECT DISTINCT stream, batch_seq FROM ($sel) FORMAT TabSeparated" |
+	while read -r s b; do
+		curl -sf "$url" --data-binary "$sel AND stream = $s AND batch_seq = $b FORMAT RowBinary" \
+			> "$dir/batch.$i.bin"
+		i=$((i + 1))
+	done
+	t0=$(date +%s.%N)
+	ch_insert "$url" bench_one "$dir/rows.bin"
+	t1=$(date +%s.%N)
+	for f in "$dir"/batch.*.bin; do ch_insert "$url" bench_batches "$f"; done
+	t2=$(date +%s.%N)
+	rm -f "$dir"/batch.*.bin
+	n=$(curl -sf "$url" --data-binary "SELECT count() FROM bench_one.events")
+	m=$(curl -sf "$url" --data-binary "SELECT count() FROM bench_batches.events")
+	[ "$n" = "$total" ] && [ "$m" = "$total" ] ||
+		{ echo "bench-fleet: ClickHouse's own inserts left $n and $m rows of $total" >&2; exit 1; }
+	python3 -c "print(f'{$total / ($t1 - $t0):,.0f} rows/s in one insert, {$total / ($t2 - $t1):,.0f} rows/s in the agent\'s batches one after another')"
+}
+
+# ch_insert URL DATABASE FILE: FILE's RowBinary rows into DATABASE.events
+ch_insert() {
+	curl -sf "${1}?insert_distributed_sync=1&query=INSERT%20INTO%20$2.events%20FORMAT%20RowBinary" \
+		--data-binary @"$3" > /dev/null
+}
+
 total=$((PER_THREAD * THREADS))
 hz=$(getconf CLK_TCK)
-cpu0=$(cpu_of "$agent_pid")
-t0=$(date +%s.%N)
-RINGPIPE_AGENT=$dir/agent.sock nice -n 19 "$PRODUCER" AgentTest "$THREADS" "$PER_THREAD" > "$dir/producer.json"
-t_written=$(date +%s.%N)
-while :; do
-	st=$("$TOOL" agent status --json --socket "$dir/agent.sock")
-	sent=$(echo "$st" | json_num events_sent)
-	spooled=$(echo "$st" | json_num spool_batches)
-	pending=$(echo "$st" | json_num files_pending)
-	[ "${sent:-0}" -ge "$total" ] && [ "${spooled:-1}" = 0 ] && [ "${pending:-1}" = 0 ] && break
-	sleep 0.05
-done
-t1=$(date +%s.%N)
-cpu1=$(cpu_of "$agent_pid")
-bytes=$(echo "$st" | json_num bytes_sent)
-rows=$("$TOOL" fleet query --clickhouse "$url" --format TabSeparated \
-	"SELECT count() FROM events WHERE host = 'bench' AND provider = 'AgentTest'")
-[ "$rows" = "$total" ] || { echo "bench-fleet: $rows rows in events, $total written" >&2; exit 1; }
-"$TOOL" fleet check --clickhouse "$url" --host bench > "$dir/check.txt" ||
-	{ cat "$dir/check.txt" >&2; exit 1; }
 
-python3 - "$total" "$t0" "$t_written" "$t1" "$cpu0" "$cpu1" "$hz" "$bytes" "$THREADS" <<'EOF'
+# run_agent WHAT QUERY_URL AGENT_OPTIONS...: one timed run, one line
+run_agent() {
+	local what=$1 url=$2 cpu0 cpu1 t0 tw t1 st sent spooled pending bytes rows own
+	shift 2
+	rm -rf "$dir/out" "$dir/agent.sock"
+	nice -n 19 "$TOOL" agent --socket "$dir/agent.sock" --output-dir "$dir/out" --providers AgentTest \
+		--buffering-mode block --buffer-mb 16 --host-id bench --quiet "$@" &
+	agent_pid=$!
+	for _ in $(seq 100); do
+		"$TOOL" agent status --socket "$dir/agent.sock" > /dev/null 2>&1 && break
+		sleep 0.1
+	done
+	cpu0=$(cpu_of "$agent_pid")
+	t0=$(date +%s.%N)
+	RINGPIPE_AGENT=$dir/agent.sock nice -n 19 "$PRODUCER" AgentTest "$THREADS" "$PER_THREAD" > "$dir/producer.json"
+	tw=$(date +%s.%N)
+	while :; do
+		st=$("$TOOL" agent status --json --socket "$dir/agent.sock")
+		sent=$(echo "$st" | json_num events_sent)
+		spooled=$(echo "$st" | json_num spool_batches)
+		pending=$(echo "$st" | json_num files_pending)
+		[ "${sent:-0}" -ge "$total" ] && [ "${spooled:-1}" = 0 ] && [ "${pending:-1}" = 0 ] && break
+		sleep 0.05
+	done
+	t1=$(date +%s.%N)
+	cpu1=$(cpu_of "$agent_pid")
+	kill "$agent_pid" && wait "$agent_pid" || true
+	agent_pid=
+	bytes=$(echo "$st" | json_num bytes_sent)
+	rows=$("$TOOL" fleet query --clickhouse "$url" --format TabSeparated \
+		"SELECT count() FROM events WHERE host = 'bench' AND provider = 'AgentTest'")
+	[ "$rows" = "$total" ] || { echo "bench-fleet: $rows rows in events, $total written" >&2; exit 1; }
+	"$TOOL" fleet check --clickhouse "$url" --host bench > "$dir/check.txt" ||
+		{ cat "$dir/check.txt" >&2; exit 1; }
+	own=$(ch_own "$url" "${CLUSTER_NAME:-}")
+	python3 - "$total" "$t0" "$tw" "$t1" "$cpu0" "$cpu1" "$hz" "$bytes" "$THREADS" "$what" "$own" <<'EOF'
 import sys
-n, t0, tw, t1, c0, c1, hz, b, th = sys.argv[1:]
+n, t0, tw, t1, c0, c1, hz, b, th, what, own = sys.argv[1:]
 n = int(n); secs = float(t1) - float(t0); cpu = (int(c1) - int(c0)) / int(hz)
-print(f"fleet egress: {n} events from {th} threads into one ClickHouse node in {secs:.2f} s "
+print(f"fleet egress: {n} events from {th} threads into {what} in {secs:.2f} s "
       f"(written in {float(tw) - float(t0):.2f} s): {n / secs:,.0f} rows/s, "
       f"{int(b) / secs / 1e6:.1f} MB/s RowBinary, agent CPU {cpu / (n / 1e6):.2f} s per "
-      f"million events; fleet check 0")
+      f"million events; fleet check 0; ClickHouse's own RowBinary inserts of the same rows: "
+      f"{own}")
 EOF
+}
+
+# ---- one node
+node_ports one
+node_up one
+"$TOOL" fleet init --clickhouse "http://127.0.0.1:${HTTP[one]}/" > /dev/null 2>&1
+run_agent "one ClickHouse node" "http://127.0.0.1:${HTTP[one]}/" \
+	--clickhouse "http://127.0.0.1:${HTTP[one]}/"
+[ "$CLUSTER" = 1 ] || exit 0
+
+# ---- two shards of two replicas, ZooKeeper
+zk_up
+names=(s1r1 s1r2 s2r1 s2r2)
+for n in "${names[@]}"; do node_ports "$n"; done
+shards=
+for s in 1 2; do
+	shards+="<shard><internal_replication>true</internal_replication>"
+	for r in 1 2; do
+		shards+="<replica><host>127.0.0.1</host><port>${TCP[s${s}r${r}]}</port></replica>"
+	done
+	shards+="</shard>"
+done
+for n in "${names[@]}"; do
+	node_up "$n" "<yandex><remote_servers replace=\"replace\"><fleet>$shards</fleet></remote_servers>
+<zookeeper replace=\"replace\"><node><host>127.0.0.1</host><port>$ZK_PORT</port></node></zookeeper>
+<macros replace=\"replace\"><shard>0${n:1:1}</shard><replica>$n</replica></macros></yandex>"
+done
+first="http://127.0.0.1:${HTTP[s1r1]}/"
+"$TOOL" fleet init --clickhouse "$first" --cluster fleet > /dev/null 2>&1
+# the agent ships to the replicas of the shard its host's rows belong to
+shard=$(( $(curl -sf "$first" --data-binary "SELECT cityHash64('bench') % 2") + 1 ))
+CLUSTER_NAME=fleet run_agent "a 2-shard x 2-replica cluster (shard $shard's replicas)" "$first" \
+	--clickhouse-shard --clickhouse "http://127.0.0.1:${HTTP[s${shard}r1]}/" \
+	--clickhouse "http://127.0.0.1:${HTTP[s${shard}r2]}/"

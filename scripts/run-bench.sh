@@ -357,14 +357,15 @@ if [ $sweep_only = 0 ]; then
 	}' "$work/agent.kv"
 fi
 
-# ---- the fleet egress: one agent into one ClickHouse node (scripts/bench-fleet.sh)
+# ---- the fleet egress: one agent into one ClickHouse node, then into a 2x2
+# cluster, each beside ClickHouse's own insert of the rows (scripts/bench-fleet.sh)
 if [ $sweep_only = 0 ]; then
 	echo "bench: the fleet egress ..." >&2
-	printf "\n### The fleet egress (\`ringpipe agent --clickhouse\`, one node on loopback)\n\n"
+	printf "\n### The fleet egress (\`ringpipe agent --clickhouse\`, one node and a 2 x 2 cluster on loopback)\n\n"
 	fleet_args=(500000 4)
 	[ $quick = 1 ] && fleet_args=(250000 2)
 	if line=$(OUT=$OUT scripts/bench-fleet.sh "${fleet_args[@]}" 2>"$work/fleet.err"); then
-		echo "$line"
+		echo "$line" | sed 's/^/- /'
 	else
 		echo "Not measured: $(tail -1 "$work/fleet.err")"
 		echo "skip failed: fleet" >"$work/fleet.kv"
