@@ -139,6 +139,24 @@ static uint64_t rows_of(const char *what, const char *table, const char *host, i
 						  "AND pid = %d", what, table, host, pid));
 }
 
+/* Waits until n's own table (not the Distributed one) holds want events of
+ * host and pid: replicas fetch from each other in the background */
+static void local_rows_wait(const struct th_ch_node *n, const char *host, int pid,
+			    uint64_t want)
+{
+	uint64_t end = th_now_ms() + 60000, have;
+
+	for (;;) {
+		have = th_ch_ask_u64(n->url, th_fmt("SELECT count() FROM ringpipe.events_local "
+						    "WHERE host = '%s' AND pid = %d", host, pid));
+		if (have == want)
+			return;
+		cr_assert_lt(th_now_ms(), end, "%s holds %" PRIu64 " events of %s, not %" PRIu64,
+			     n->url, have, host, want);
+		th_sleep_ms(200);
+	}
+}
+
 Test(fleet_cluster, faults_of_replicas_shards_agents_and_servers_lose_nothing, .timeout = 400,
      .fini = cluster_fini)
 {
@@ -210,8 +228,14 @@ Test(fleet_cluster, faults_of_replicas_shards_agents_and_servers_lose_nothing, .
 
 	/* every host's events through one server's Distributed table (a
 	 * batch leaves about once a second) */
-	for (i = 0; i < NAGENTS; i++)
-		th_status_wait(&agents[i], "\"batches_sent\":1", 30000);
+	for (i = 0; i < NAGENTS; i++) {
+		uint64_t end = th_now_ms() + 30000;
+
+		while (!status_num(&agents[i], "batches_sent")) {
+			cr_assert_lt(th_now_ms(), end, "agent %d sent no batch in 30 s", i);
+			th_sleep_ms(50);
+		}
+	}
 	say("the cluster is up, the agents ship");
 	text = events_by_host(node_of(up, 0));
 	for (i = 0; i < NAGENTS; i++)
@@ -315,6 +339,18 @@ Test(fleet_cluster, faults_of_replicas_shards_agents_and_servers_lose_nothing, .
 		cr_assert_eq(said[i].dropped, 0u, "%s: Block dropped %llu", ca[i].host,
 			     said[i].dropped);
 		cr_assert_eq(lost, 0u, "%s: Block lost %" PRIu64, ca[i].host, lost);
+	}
+	/* each replica of a host's shard has all of its rows once it caught
+	 * up (a replica killed fetches what the other took), the other shard
+	 * none */
+	for (i = 0; i < NAGENTS; i++) {
+		uint64_t want = rows_of("count()", "events", ca[i].host, said[i].pid);
+		int s, r;
+
+		for (s = 0; s < NSHARDS; s++)
+			for (r = 0; r < NREPLICAS; r++)
+				local_rows_wait(node_of(s, r), ca[i].host, said[i].pid,
+						s == ca[i].shard ? want : 0);
 	}
 	cr_assert_gt(th_ch_ask_u64(nodes[0].url, th_fmt("SELECT sum(count) FROM ringpipe.losses "
 							"WHERE host = '%s' AND reason = "
