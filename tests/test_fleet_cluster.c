@@ -157,6 +157,39 @@ static void local_rows_wait(const struct th_ch_node *n, const char *host, int pi
 	}
 }
 
+/*
+ * fleet init --cluster. A server that died meanwhile is started again and
+ * the init (IF NOT EXISTS throughout) run again, at most twice: 18.16 was
+ * seen to crash (BaseDaemon: "Address: NULL pointer") on the first ON
+ * CLUSTER statement after its start, 2 times in about 20 runs, both on a
+ * loaded machine. Any other failure is the test's.
+ */
+static void fleet_init_cluster(void)
+{
+	struct bytebuf out = { 0 };
+	int attempt, i, st;
+
+	for (attempt = 0;; attempt++) {
+		bool restarted = false;
+
+		out.len = 0;
+		if (!th_tool_run(th_fmt("fleet init --clickhouse '%s' --cluster fleet",
+					nodes[0].url), &out))
+			break;
+		for (i = 0; i < NNODES; i++) {
+			if (nodes[i].pid <= 0 || waitpid(nodes[i].pid, &st, WNOHANG) != nodes[i].pid)
+				continue;
+			say("server %d died in fleet init (status 0x%x), started again: ...%s", i, st,
+			    th_ch_log_tail(&nodes[i]));
+			nodes[i].pid = 0;
+			th_ch_restart(&nodes[i]);
+			restarted = true;
+		}
+		cr_assert(restarted && attempt < 2, "fleet init: %s", th_text(&out));
+	}
+	bb_free(&out);
+}
+
 Test(fleet_cluster, faults_of_replicas_shards_agents_and_servers_lose_nothing, .timeout = 400,
      .fini = cluster_fini)
 {
@@ -180,13 +213,7 @@ Test(fleet_cluster, faults_of_replicas_shards_agents_and_servers_lose_nothing, .
 	TH_NEED_CLICKHOUSE();
 	t_start = th_now_ms();
 	th_ch_cluster_start(&zk, nodes, NSHARDS, NREPLICAS, "fleet");
-	if (th_tool_run(th_fmt("fleet init --clickhouse '%s' --cluster fleet", nodes[0].url), &out)) {
-		for (i = 0; i < NNODES; i++)
-			say("node %d (pid %d, %s): ...%s", i, nodes[i].pid, nodes[i].dir,
-			    th_ch_log_tail(&nodes[i]));
-		cr_assert_fail("fleet init: %s", th_text(&out));
-	}
-	out.len = 0;
+	fleet_init_cluster();
 
 	/* host ids: two on the shard that goes down, one on the other */
 	snprintf(ca[0].host, sizeof(ca[0].host), "cluster-0");
