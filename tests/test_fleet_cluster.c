@@ -43,7 +43,7 @@ static void cluster_fini(void)
 
 	for (i = 0; i < NAGENTS; i++) {
 		th_kill_wait(&producers[i]);
-		th_agent_env_discard(&agents[i]);
+		th_agent_env_kill(&agents[i]);
 	}
 	/* the servers' data goes with them: no need to wait for a clean stop */
 	th_ch_discard_all(nodes, NNODES);
@@ -268,7 +268,20 @@ Test(fleet_cluster, faults_of_replicas_shards_agents_and_servers_lose_nothing, .
 	for (i = 0; i < NAGENTS; i++)
 		cr_assert(strstr(text, th_fmt("%s\t", ca[i].host)), "no events of %s through one "
 			  "server: %s", ca[i].host, text);
-	/* FLEET TOP: `ringpipe fleet top` goes here, across all three hosts */
+	/* fleet top through the other shard's server: every host, with the
+	 * provider its producer writes */
+	{
+		struct bytebuf top = { 0 };
+
+		cr_assert_eq(th_tool_run(th_fmt("fleet top --clickhouse '%s' --since 0 events",
+						node_of(1 - up, 1)->url), &top), 0, "fleet top: %s",
+			     th_text(&top));
+		for (i = 0; i < NAGENTS; i++)
+			cr_assert(strstr(th_text(&top), ca[i].host), "fleet top names no %s: %s",
+				  ca[i].host, th_text(&top));
+		cr_assert(strstr(th_text(&top), "AgentTest"), "%s", th_text(&top));
+		bb_free(&top);
+	}
 
 	/* one replica killed: its shard's other replica takes the inserts */
 	say("a replica of shard %d killed", down + 1);
