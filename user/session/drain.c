@@ -173,6 +173,7 @@ struct drainer {
 	uint64_t sp_written;	/* written at the last sequence point */
 	uint64_t lost;		/* events consumed but not written: output failed */
 	uint64_t bytes_before;	/* written to the streams rotated away */
+	bool size_told;		/* size_notify_bytes passed in this stream */
 	int running;		/* atomic: the thread runs (start order, private:
 				 * the shared drainer_tid is for other readers) */
 	bool failed;
@@ -204,7 +205,20 @@ int rp_drain_freeze;
 
 static void publish_bytes(struct drainer *d)
 {
-	rp_store_relaxed(&d->s->stats.bytes_written, d->bytes_before + nt_writer_bytes(d->w));
+	/* no writer after a failed rotation */
+	uint64_t in_stream = d->w ? nt_writer_bytes(d->w) : 0;
+
+	rp_store_relaxed(&d->s->stats.bytes_written, d->bytes_before + in_stream);
+	if (rp_unlikely(d->s->size_notify_bytes) && !d->size_told &&
+	    in_stream >= d->s->size_notify_bytes) {
+		uint64_t one = 1;
+
+		d->size_told = true;
+		/* it fails only on a counter at its maximum, which wakes the
+		 * owner as well */
+		if (write(d->s->size_fd, &one, sizeof(one)) < 0)
+			return;
+	}
 }
 
 /*
@@ -1404,6 +1418,7 @@ static void rotate(struct drainer *d)
 		}
 	}
 	d->sp_written = d->written;
+	d->size_told = false;
 	publish_bytes(d);
 	s->rotate_err = err;
 }

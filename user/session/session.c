@@ -387,6 +387,8 @@ struct rp_session *rp_remote_session_start(struct rp_shm *shm, const struct rp_r
 	s->is_socket = S_ISSOCK(st.st_mode);
 	s->sp_interval_ms = 1000;
 	s->idle_sleep_ns = o->idle_sleep_ns;
+	s->size_notify_bytes = o->size_notify_bytes;
+	s->size_fd = o->size_fd;
 	s->remote_lookup = o->lookup;
 	s->remote_ctx = o->lookup_ctx;
 	err = rp_drainer_start(s);

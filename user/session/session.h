@@ -89,6 +89,12 @@ struct rp_remote_opts {
 	/* an idle drainer looks again after this long, at most (0: 20 ms):
 	 * the bound of a wake the process's writers did not send */
 	uint64_t idle_sleep_ns;
+	/* when the trace's current file has grown this many bytes (0: never),
+	 * the drainer writes 1 to size_fd (an eventfd), once per file: the
+	 * owner rotates by size, to within a drainer pass of it, however
+	 * fast the file grows */
+	uint64_t size_notify_bytes;
+	int size_fd;
 	const struct nt_event_desc *(*lookup)(void *ctx, uint32_t index);
 	void *lookup_ctx;
 };
@@ -122,7 +128,9 @@ struct rp_session {
 	const struct nt_event_desc *(*remote_lookup)(void *ctx, uint32_t index);
 	void *remote_ctx;
 	uint64_t tick_freq;		/* 0: this process's clock */
-	uint64_t idle_sleep_ns;		/* 0: drain.c's IDLE_SLEEP_NS */	/* enables RP_RUNDOWN_PROVIDER at stop */
+	uint64_t idle_sleep_ns;		/* 0: drain.c's IDLE_SLEEP_NS */
+	uint64_t size_notify_bytes;	/* rp_remote_opts' */
+	int size_fd;	/* enables RP_RUNDOWN_PROVIDER at stop */
 
 	/* drainer */
 	pthread_t drainer;

@@ -619,6 +619,11 @@ static int adopt(struct agent *a, struct conn *c, const struct rp_am_ready *r, i
 	 * IDLE_LOOK_MS when nothing wakes it, which bounds how late a
 	 * trickle below the wake watermark is read */
 	ro.idle_sleep_ns = IDLE_LOOK_MS * 1000000ull;
+	/* --rotate-mb: the drainer wakes the loop when the file passes the
+	 * size, so a burst from an idle process (looked at every SIZE_LOOK_MS)
+	 * rotates at once */
+	ro.size_notify_bytes = a->o.rotate_bytes;
+	ro.size_fd = a->wake_fd;
 	ro.lookup = lookup;
 	ro.lookup_ctx = c;
 	c->rs = rp_remote_session_start(shm, &ro);
@@ -1366,6 +1371,8 @@ static void *agent_main(void *arg)
 
 			if (read(a->wake_fd, &v, sizeof(v)) < 0)
 				v = 0;
+			/* it may be a drainer's: a file passed --rotate-mb */
+			a->size_look_ns = 0;
 		}
 		for (i = 2; i < n; i++) {
 			c = cs[i];
