@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * fleet_export.h: events rows back into nettrace.
+ * fleet export (fleet_export.h): events rows back into nettrace.
  *
  * Every query names its columns through fleet_schema.h (the lists give the
  * names, fleet_column_parts() the time's columns in the table's dialect),
