@@ -190,6 +190,10 @@ static uint64_t ring_free(struct rp_ring *r)
  * last release raced the pass's end) admits nobody, and the next ticket
  * found out only at its next poll, PARK_POLL_NS later. The admitted one
  * waits for room if it must (reserve_admitted(), woken by the drainer).
+ * A ticket whose waiter left before its turn (it gave up, or the output
+ * failed) still takes a place when admitted and never gives it back: the
+ * count is a hint, and the three-quarters rules of the drainer and of the
+ * next ticket keep the queue moving past such places until the session ends.
  */
 static void hand_off(struct rp_block_queue *q)
 {

@@ -130,7 +130,7 @@ struct rp_session {
 	uint64_t tick_freq;		/* 0: this process's clock */
 	uint64_t idle_sleep_ns;		/* 0: drain.c's IDLE_SLEEP_NS */
 	uint64_t size_notify_bytes;	/* rp_remote_opts' */
-	int size_fd;	/* enables RP_RUNDOWN_PROVIDER at stop */
+	int size_fd;			/* rp_remote_opts' */
 
 	/* drainer */
 	pthread_t drainer;
