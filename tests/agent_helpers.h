@@ -299,7 +299,7 @@ static inline struct th_agent_env *th_agent_env_init(struct th_agent_env *e)
 /* The agent killed, its directory removed (kept with RINGPIPE_KEEP=1) */
 static inline void th_agent_env_kill(struct th_agent_env *e)
 {
-	th_kill_started(&e->agent, 1);
+	th_kill_wait(&e->agent);
 	if (e->dir && !getenv("RINGPIPE_KEEP"))
 		th_rmdir(e->dir);
 	e->dir = NULL;

@@ -370,15 +370,6 @@ static int learn_dialect(struct egress *e, char *err, size_t errlen)
 	return 0;
 }
 
-/* 'text' as a ClickHouse string literal */
-static void sql_quoted(struct bytebuf *q, const char *text)
-{
-	bb_printf(q, "'");
-	for (; *text; text++)
-		bb_printf(q, "%s%c", *text == '\'' || *text == '\\' ? "\\" : "", *text);
-	bb_printf(q, "'");
-}
-
 /* How many rows of batch b table t holds (the manifest: rows for b's seq) */
 static int rows_of_batch(struct egress *e, const struct egress_batch *b, enum fleet_table_id t,
 			 uint64_t *n, char *err, size_t errlen)
@@ -390,7 +381,7 @@ static int rows_of_batch(struct egress *e, const struct egress_batch *b, enum fl
 	rb_uuid_format(b->agent_run, run);
 	bb_printf(&q, "SELECT count() FROM `%s`.`%s%s` WHERE host = ", e->ch.target.database,
 		  fleet_tables[t].name, e->table_suffix);
-	sql_quoted(&q, b->host);
+	ch_sql_quote(&q, b->host);
 	bb_printf(&q, " AND agent_run = toUUID('%s') AND stream = %u AND %s = %llu", run, b->stream,
 		  t == FLEET_BATCHES ? "seq" : "batch_seq", (unsigned long long)b->seq);
 	bb_append(&q, "", 1);

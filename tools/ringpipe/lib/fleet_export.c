@@ -266,18 +266,6 @@ static int export_dialect(struct export_run *x)
 	return 0;
 }
 
-/* 'text' as a ClickHouse string literal */
-static void sql_string(struct bytebuf *b, const char *s)
-{
-	bb_append_u8(b, '\'');
-	for (; *s; s++) {
-		if (*s == '\'' || *s == '\\')
-			bb_append_u8(b, '\\');
-		bb_append_u8(b, (uint8_t)*s);
-	}
-	bb_append_u8(b, '\'');
-}
-
 /* ---- the processes ---------------------------------------------------- */
 
 struct export_proc {
@@ -920,7 +908,7 @@ int fleet_export(struct ch_client *c, const struct fleet_export_opts *o,
 	bb_printf(&x.sel, "(%s\n)", o->where);
 	if (o->host) {
 		bb_printf(&x.sel, " AND `%s` = ", col(FLEET_EVENTS, FE_HOST));
-		sql_string(&x.sel, o->host);
+		ch_sql_quote(&x.sel, o->host);
 	}
 	bb_append(&x.sel, "", 1);
 	rc = x.sel.oom ? tool_set_err(err, errlen, -ENOMEM, "%s", strerror(ENOMEM)) : 0;
