@@ -12,7 +12,9 @@
 # on the cluster), all in one insert and then in the agent's batches one
 # after another, to show whether the agent or the server sets the pace.
 # Prints one line per run: rows/s, the RowBinary bytes/s sent, the agent's
-# CPU seconds per million events, and ClickHouse's own rows/s.
+# CPU seconds per million events, how long its sender waited on ClickHouse
+# (when that is most of the run, the server sets the pace), and
+# ClickHouse's own rows/s.
 #
 #   scripts/bench-fleet.sh [EVENTS_PER_THREAD [THREADS]]     (default 500000 4)
 #
@@ -171,20 +173,23 @@ run_agent() {
 	kill "$agent_pid" && wait "$agent_pid" || true
 	agent_pid=
 	bytes=$(echo "$st" | json_num bytes_sent)
+	send_ms=$(echo "$st" | json_num send_ms)
 	rows=$("$TOOL" fleet query --clickhouse "$url" --format TabSeparated \
 		"SELECT count() FROM events WHERE host = 'bench' AND provider = 'AgentTest'")
 	[ "$rows" = "$total" ] || { echo "bench-fleet: $rows rows in events, $total written" >&2; exit 1; }
 	"$TOOL" fleet check --clickhouse "$url" --host bench > "$dir/check.txt" ||
 		{ cat "$dir/check.txt" >&2; exit 1; }
 	own=$(ch_own "$url" "${CLUSTER_NAME:-}")
-	python3 - "$total" "$t0" "$tw" "$t1" "$cpu0" "$cpu1" "$hz" "$bytes" "$THREADS" "$what" "$own" <<'EOF'
+	python3 - "$total" "$t0" "$tw" "$t1" "$cpu0" "$cpu1" "$hz" "$bytes" "$THREADS" "$what" "$own" \
+		"${send_ms:-0}" <<'EOF'
 import sys
-n, t0, tw, t1, c0, c1, hz, b, th, what, own = sys.argv[1:]
+n, t0, tw, t1, c0, c1, hz, b, th, what, own, send_ms = sys.argv[1:]
 n = int(n); secs = float(t1) - float(t0); cpu = (int(c1) - int(c0)) / int(hz)
 print(f"fleet egress: {n} events from {th} threads into {what} in {secs:.2f} s "
       f"(written in {float(tw) - float(t0):.2f} s): {n / secs:,.0f} rows/s, "
       f"{int(b) / secs / 1e6:.1f} MB/s RowBinary, agent CPU {cpu / (n / 1e6):.2f} s per "
-      f"million events; fleet check 0; ClickHouse's own RowBinary inserts of the same rows: "
+      f"million events, its sender waiting on ClickHouse {int(send_ms) / 1000:.2f} s of the "
+      f"{secs:.2f} s; fleet check 0; ClickHouse's own RowBinary inserts of the same rows: "
       f"{own}")
 EOF
 }

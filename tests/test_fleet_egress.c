@@ -449,6 +449,49 @@ Test(fleet_egress, a_killed_agent_restarted_ships_everything_once, .timeout = 30
 	bb_free(&out);
 }
 
+/* The manifest rows of several batches go in one insert after their rows:
+ * with that insert refused (the manifest table renamed away), the rows
+ * are in and the batches stay in the spool; once the table is back, each
+ * batch is looked up, its rows found, and only its manifest row sent */
+Test(fleet_egress, a_refused_manifest_insert_sends_no_row_twice, .timeout = 300,
+     .fini = egress_fini)
+{
+	struct th_agent_env *e;
+	struct bytebuf out = { 0 };
+	struct th_said ps;
+	uint64_t in_before, events;
+
+	TH_NEED_CLICKHOUSE();
+	th_ch_init(&node);
+	th_ch_start(&node, NULL);
+	fleet_init();
+	e = agent_env(0);
+	agent_up_clickhouse(e, "egress-manifest", "block", "4", "256");
+	free(ask("RENAME TABLE ringpipe.batches TO ringpipe.batches_away"));
+	started[0] = th_producer_start(e, "", 3, 100000, th_fmt("%s/p.json", e->dir));
+	ps = th_producer_wait(started[0], th_fmt("%s/p.json", e->dir), 120000);
+	started[0] = 0;
+	cr_assert_eq(ps.written, 300000u);
+	th_status_wait(e, "\"state\":\"retrying\"", 60000);
+	in_before = rows_of_pid("events", "count()", "egress-manifest", (uint64_t)ps.pid);
+	cr_assert_gt(in_before, 0, "rows went in before their manifest insert failed");
+	cr_assert_eq(ask_u64("SELECT count() FROM ringpipe.batches_away WHERE host = "
+			     "'egress-manifest'"), 0, "no manifest row went in");
+	free(ask("RENAME TABLE ringpipe.batches_away TO ringpipe.batches"));
+	th_status_wait(e, "\"state\":\"ok\"", 60000);
+	th_shipped_wait(e, 120000);
+	cr_assert_eq(th_agent_down(e), 0);
+
+	events = rows_of_pid("events", "count()", "egress-manifest", (uint64_t)ps.pid);
+	cr_assert_eq(events, 300000u, "%" PRIu64 " events of the 300000 written (%" PRIu64
+		     " were in before the manifest table came back)", events, in_before);
+	cr_assert_eq(rows_of_pid("events", "uniqExact(payload)", "egress-manifest",
+				 (uint64_t)ps.pid), 300000u, "an event arrived twice");
+	cr_assert_eq(fleet_check("egress-manifest", &out), 0, "fleet check: %s", th_text(&out));
+	cr_assert(strstr(th_text(&out), "all accounted for"), "%s", th_text(&out));
+	bb_free(&out);
+}
+
 /* Rows of two processes on two hosts, the same pid on both, put in by hand:
  * the first's with their event_meta rows (one with an opcode) and a stack,
  * the second's with neither */

@@ -258,3 +258,107 @@ Test(spool, one_process_at_a_time)
 	cr_assert(strstr(err, "/proc/no/such/dir"), "the error names the directory: %s", err);
 	th_rmdir(dir);
 }
+
+/* The header's sum of "123456789" is CRC32C's check value, 0xE3069283;
+ * one changed bit anywhere in a long batch is caught */
+Test(spool, batches_are_summed_by_crc32c)
+{
+	char *dir = th_tmpdir();
+	struct spool *s = open_at(dir, 0);
+	static unsigned char big[1 << 20];
+	uint64_t num, sum = 0, got_num;
+	char path[512];
+	void *data;
+	size_t len;
+	int fd;
+
+	cr_assert_eq(spool_put(s, "123456789", 9, &num), 0);
+	snprintf(path, sizeof(path), "%s/%020" PRIu64 ".batch", dir, num);
+	fd = open(path, O_RDONLY);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(pread(fd, &sum, 8, 24), 8);
+	close(fd);
+	cr_assert_eq(sum, 0xe3069283u, "sum %#" PRIx64 ", CRC32C's check value is 0xe3069283",
+		     sum);
+	cr_assert_eq(spool_ack(s, num), 0);
+
+	for (size_t i = 0; i < sizeof(big); i++)
+		big[i] = (unsigned char)(i * 7 + (i >> 9));
+	cr_assert_eq(spool_put(s, big, sizeof(big), &num), 0);
+	snprintf(path, sizeof(path), "%s/%020" PRIu64 ".batch", dir, num);
+	fd = open(path, O_RDWR);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(pread(fd, &big[777777], 1, HDR + 777777), 1);
+	big[777777] ^= 0x10;
+	cr_assert_eq(pwrite(fd, &big[777777], 1, HDR + 777777), 1);
+	close(fd);
+	cr_assert_eq(spool_oldest(s, &got_num, &data, &len), -EIO, "one bit flipped is caught");
+	spool_close(s);
+	th_rmdir(dir);
+}
+
+/* A batch an earlier agent wrote (version 1, summed by FNV-1a) is sent,
+ * not set aside */
+Test(spool, a_version_1_batch_is_still_read)
+{
+	char *dir = th_tmpdir();
+	const char payload[] = "a batch of an earlier agent";
+	uint64_t hdr[4], h = 0xcbf29ce484222325ull, num;
+	char path[512];
+	struct spool_stats st;
+	struct spool *s;
+	void *data;
+	size_t len;
+	FILE *f;
+
+	for (size_t i = 0; i < sizeof(payload); i++)
+		h = (h ^ (unsigned char)payload[i]) * 0x100000001b3ull;
+	memcpy(hdr, "RPSPOOL1", 8);
+	hdr[1] = 7;
+	hdr[2] = sizeof(payload);
+	hdr[3] = h;
+	snprintf(path, sizeof(path), "%s/%020u.batch", dir, 7u);
+	f = fopen(path, "w");
+	cr_assert_not_null(f);
+	cr_assert_eq(fwrite(hdr, sizeof(hdr), 1, f), 1);
+	cr_assert_eq(fwrite(payload, sizeof(payload), 1, f), 1);
+	fclose(f);
+	s = open_at(dir, 0);
+	spool_stats(s, &st);
+	cr_assert_eq(st.found, 1, "the version 1 batch is taken in");
+	cr_assert_eq(spool_oldest(s, &num, &data, &len), 0, "and handed out");
+	cr_assert_eq(num, 7);
+	cr_assert_eq(len, sizeof(payload));
+	cr_assert_eq(memcmp(data, payload, len), 0);
+	free(data);
+	cr_assert_gt(put(s, 3), 7, "a new batch is numbered above it");
+	spool_close(s);
+	th_rmdir(dir);
+}
+
+/* spool_next() reads on past batches in flight, oldest first */
+Test(spool, next_reads_past_batches_in_flight)
+{
+	char *dir = th_tmpdir();
+	struct spool *s = open_at(dir, 0);
+	uint64_t n0 = put(s, 50), n1 = put(s, 51), n2 = put(s, 52), num;
+	void *data;
+	size_t len;
+
+	cr_assert_gt(n0, 0, "numbers start at 1: 0 is no batch");
+	cr_assert_eq(spool_next(s, 0, &num, &data, &len), 0);
+	cr_assert_eq(num, n0);
+	free(data);
+	cr_assert_eq(spool_next(s, n0, &num, &data, &len), 0);
+	cr_assert_eq(num, n1, "after n0 comes n1");
+	cr_assert_eq(len, 52u);
+	free(data);
+	cr_assert_eq(spool_ack(s, n1), 0);
+	cr_assert_eq(spool_next(s, n0, &num, &data, &len), 0);
+	cr_assert_eq(num, n2, "after n0, n1 acknowledged, comes n2");
+	free(data);
+	cr_assert_eq(spool_next(s, n2, &num, &data, &len), -ENOENT, "none after the newest");
+	expect_oldest(s, n0, 50);
+	spool_close(s);
+	th_rmdir(dir);
+}

@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: MIT
 /*
- * The agent's ClickHouse egress (egress.h), one thread:
+ * The agent's ClickHouse egress (egress.h), two threads, so that a batch is
+ * cut while the server takes the one before:
  *
- *   egress_file() ─► files ─► batches (egress_batch.c) ─► spool_put() ─┐
- *                                                                       │ oldest first
- *   ClickHouse ◄── losses, events, small tables, manifest ◄── batch ◄──┘
- *                  all 200 ─► spool_ack()
+ *   the cutter: egress_file() ─► files ─► batches (egress_batch.c) ─► spool_put() ─┐
+ *                                                                                   │ oldest first
+ *   the sender: ClickHouse ◄── losses, events, small tables ◄── batch ◄─────────────┘
+ *               ◄── the manifest rows of up to MANIFEST_BATCHES batches, last
+ *               all 200 ─► spool_ack()
  *
  * Exactly once on a plain MergeTree, which keeps a row sent twice: a batch
  * is sent blind only on its first attempt in the run that made it. Sent
@@ -72,6 +74,17 @@
 #define OTLP_BATCH_ROWS 8192u	/* records per OTLP request at most */
 #define OTLP_BATCH_BYTES (2u << 20)	/* and its bytes, passed by one record at most */
 #define LOSS_MAX 4096		/* distinct (pid, container) losses held for shipping */
+/* The manifest rows of this many batches go in one insert at most, and
+ * wait this long at most for more, or until their batches hold half
+ * of the spool (they stay in it until then, and the cutter waits for
+ * room): an insert of a few rows costs about what one of 50,000 does on
+ * 18.16, so one per batch took a third of the time. While there are no
+ * more batches they go at once. Only into a plain MergeTree, though: a
+ * replicated table recognises a block sent again by its hash, so a
+ * batch's manifest row must go alone, the same block every time it is
+ * sent (manifest_group()). */
+#define MANIFEST_BATCHES 16
+#define MANIFEST_HOLD_NS 1000000000ull
 
 struct egress_pending {
 	char *path;
@@ -97,19 +110,22 @@ struct egress {
 	const char *note_suffix;
 	struct spool *spool;
 	uint64_t spool_max, loss_reserve;
-	pthread_t thread;
-	pthread_mutex_t lock;		/* the queue, the losses, the status */
-	pthread_cond_t cond;
+	pthread_t thread, cutter;
+	pthread_mutex_t lock;		/* the queue, the losses, the status, wakes */
+	pthread_cond_t cond;		/* wakes either thread: wake() */
+	uint64_t wakes;			/* under lock: how many wake() calls */
 	struct egress_pending *head, **tail;
 	size_t npending;
 	int quit;			/* atomic: stop now */
 	int stopping;			/* atomic: stop once all is shipped */
 	int full;			/* atomic */
-	int done;			/* atomic: the thread returned */
-	struct spool_stats spool_seen;	/* the spool as the thread last saw it (under lock) */
-	bool cutting;			/* and whether a file was being cut (under lock) */
-	/* the egress thread's own */
-	bool dialect_known;
+	int done;			/* atomic: the sender returned */
+	int cutter_done;		/* atomic: the cutter returned */
+	bool cutting;			/* under lock: a file is being cut */
+	/* atomic: the dialect is in name.dialect; rows are encoded in the
+	 * server's, so the cutter waits for the sender to learn it */
+	int dialect_known;
+	/* the cutter's own */
 	struct egress_source *cur;
 	char *cur_path;
 	struct egress_name cur_name;	/* the batches' name: a note found may be a
@@ -119,8 +135,22 @@ struct egress {
 	uint32_t loss_stream;		/* the next loss batch's; 0: not taken yet */
 	bool have_held;
 	uint32_t next_stream;		/* under lock */
+	/* the sender's own */
 	uint64_t retry_at_ns, backoff_ms;
-	uint64_t failed_num;		/* the spooled batch whose last send failed; 0: none */
+	uint64_t failed_num;		/* the last spooled batch a failure left in doubt
+					 * (its own send, or a manifest insert failed):
+					 * this and every older one is looked up when sent
+					 * again; 0: none (numbers start at 1) */
+	/* batches whose rows are in, their manifest rows waiting to go in one
+	 * insert (send_manifests()); still in the spool until that is in */
+	struct bytebuf manifest_rows;
+	uint64_t manifest_nums[MANIFEST_BATCHES];
+	size_t manifest_n;
+	uint32_t manifest_nrows;
+	uint64_t manifest_bytes;	/* their batches' bytes */
+	uint8_t manifest_dialect;
+	uint64_t manifest_since_ns;	/* when the first of them came */
+	size_t manifest_max;		/* 1 or MANIFEST_BATCHES; 0: not known yet */
 	bool outage;
 	/* losses waiting for a batch (under lock) */
 	struct egress_loss_acc {
@@ -138,6 +168,8 @@ struct egress {
 	uint64_t batches_sent, batches_already, rows_sent[FLEET_NTABLES], bytes_sent;
 	uint64_t retries, outages, files_done, files_given_up, lost_full, unshipped;
 	uint64_t records_sent, records_rejected, batches_rejected;	/* OTLP */
+	uint64_t send_ns;		/* the sender's time at the receiver: when it is
+					 * most of the time, the receiver sets the pace */
 };
 
 static void take_notes(struct egress *e, const char *dir);
@@ -363,11 +395,34 @@ static int learn_dialect(struct egress *e, char *err, size_t errlen)
 			 version);
 		return -EPROTO;
 	}
-	e->dialect_known = true;
+	/* pairs with the acquire in cutter_main(): the cutter reads name */
+	rp_store_release(&e->dialect_known, 1);
 	egress_say(e, "ClickHouse %s at %s:%s, database %s (%s schema)", version,
 		   e->ch.target.host, e->ch.target.port, e->ch.target.database,
 		   fleet_dialect_name(e->name.dialect));
 	return 0;
+}
+
+/* How many batches' manifest rows may go in one insert: several into a
+ * plain MergeTree, one into anything else (see MANIFEST_BATCHES) */
+static int manifest_group(struct egress *e, char *err, size_t errlen)
+{
+	struct bytebuf q = { 0 };
+	char engine[128] = "", table[128];
+	int rc;
+
+	snprintf(table, sizeof(table), "%s%s", fleet_tables[FLEET_BATCHES].name, e->table_suffix);
+	bb_printf(&q, "SELECT engine FROM system.tables WHERE database = ");
+	ch_sql_quote(&q, e->ch.target.database);
+	bb_printf(&q, " AND name = ");
+	ch_sql_quote(&q, table);
+	bb_append(&q, "", 1);
+	rc = q.oom ? -ENOMEM : ch_query_line(&e->ch, (const char *)q.p, engine, sizeof(engine),
+					     err, errlen);
+	bb_free(&q);
+	if (!rc)
+		e->manifest_max = !strcmp(engine, "MergeTree") ? MANIFEST_BATCHES : 1;
+	return rc;
 }
 
 /* How many rows of batch b table t holds (the manifest: rows for b's seq) */
@@ -435,11 +490,15 @@ static int section_arrived(struct egress *e, const struct egress_batch *b,
 	return 0;
 }
 
-/* Sends a spooled batch: 0 once all of it is in ClickHouse */
-static int send_batch(struct egress *e, const struct egress_batch *b, bool again, char *err,
-		      size_t errlen)
+/*
+ * Sends a spooled batch's rows, all but its manifest (the last section),
+ * which send_manifests() inserts with those of the next batches. 0 once
+ * its rows are in ClickHouse, 1 when its manifest row is there already
+ * (all of it is), <0 when a send failed.
+ */
+static int send_batch_rows(struct egress *e, const struct egress_batch *b, bool again,
+			   char *err, size_t errlen)
 {
-	const struct egress_section *manifest = &b->sections[b->nsections - 1];
 	uint64_t have = 0;
 	size_t i;
 	int rc;
@@ -452,7 +511,7 @@ static int send_batch(struct egress *e, const struct egress_batch *b, bool again
 			pthread_mutex_lock(&e->lock);
 			e->batches_already++;
 			pthread_mutex_unlock(&e->lock);
-			return 0;
+			return 1;
 		}
 	}
 	for (i = 0; i + 1 < b->nsections; i++) {
@@ -463,13 +522,82 @@ static int send_batch(struct egress *e, const struct egress_batch *b, bool again
 		if (!arrived && (rc = insert_section(e, b, &b->sections[i], err, errlen)))
 			return rc;
 	}
-	rc = insert_section(e, b, manifest, err, errlen);
-	if (!rc) {
-		pthread_mutex_lock(&e->lock);
-		e->batches_sent++;
-		pthread_mutex_unlock(&e->lock);
+	return 0;
+}
+
+static void manifests_clear(struct egress *e)
+{
+	e->manifest_n = 0;
+	e->manifest_nrows = 0;
+	e->manifest_bytes = 0;
+	e->manifest_rows.len = 0;
+	e->manifest_rows.oom = 0;
+}
+
+/* The waiting manifest rows dropped, after a failure: each batch of them
+ * is looked up when it is sent again, and its manifest row waits again */
+static void forget_manifests(struct egress *e, uint64_t failed)
+{
+	if (e->manifest_n && e->manifest_nums[e->manifest_n - 1] > failed)
+		failed = e->manifest_nums[e->manifest_n - 1];
+	if (failed > e->failed_num)
+		e->failed_num = failed;
+	manifests_clear(e);
+}
+
+/* The waiting manifest rows in one insert; then their batches are all in */
+static int send_manifests(struct egress *e, char *err, size_t errlen)
+{
+	const struct egress_section s = { FLEET_BATCHES, e->manifest_nrows, e->manifest_rows.p,
+					  e->manifest_rows.len };
+	const struct egress_batch b = { .dialect = e->manifest_dialect };
+	size_t i;
+	int rc;
+
+	if (e->manifest_rows.oom) {
+		snprintf(err, errlen, "out of memory");
+		rc = -ENOMEM;
+	} else {
+		rc = insert_section(e, &b, &s, err, errlen);
 	}
-	return rc;
+	if (rc) {
+		forget_manifests(e, 0);
+		return rc;
+	}
+	for (i = 0; i < e->manifest_n; i++)
+		spool_ack(e->spool, e->manifest_nums[i]);
+	pthread_mutex_lock(&e->lock);
+	e->batches_sent += e->manifest_n;
+	pthread_mutex_unlock(&e->lock);
+	manifests_clear(e);
+	return 0;
+}
+
+/* Batch num's manifest row, to go in with the others' (its rows are in);
+ * len: the batch's bytes */
+static void hold_manifest(struct egress *e, uint64_t num, const struct egress_batch *b,
+			  size_t len)
+{
+	const struct egress_section *m = &b->sections[b->nsections - 1];
+
+	if (!e->manifest_n) {
+		e->manifest_since_ns = rp_clock_mono_ns();
+		e->manifest_dialect = b->dialect;
+	}
+	e->manifest_nums[e->manifest_n++] = num;
+	e->manifest_nrows += m->rows;
+	e->manifest_bytes += len;
+	bb_append(&e->manifest_rows, m->body, m->len);
+}
+
+/* Are the waiting manifest rows to go in now, before batch b? (b: NULL
+ * when no batch is left) */
+static bool manifests_due(const struct egress *e, const struct egress_batch *b)
+{
+	return e->manifest_n &&
+	       (!b || e->manifest_n >= e->manifest_max || b->dialect != e->manifest_dialect ||
+		e->manifest_bytes >= e->spool_max / 2 ||
+		rp_clock_mono_ns() - e->manifest_since_ns >= MANIFEST_HOLD_NS);
 }
 
 /* The answer's body as text for a message: the first line, at most 300 bytes */
@@ -548,8 +676,9 @@ static int otlp_send(struct egress *e, const struct egress_otlp_batch *bp, char 
 	return 0;
 }
 
-/* The oldest spooled batch to ClickHouse. 1: one was acknowledged (or set
- * aside as damaged), 0: the spool is empty, <0: the send failed. */
+/* The oldest spooled batch not yet sent to the receiver. 1: one was sent
+ * (or set aside as damaged), or waiting manifest rows went in, 0: none is
+ * left, <0: a send failed. */
 static int ship_oldest(struct egress *e)
 {
 	struct egress_batch b;
@@ -558,8 +687,12 @@ static int ship_oldest(struct egress *e)
 	uint64_t num;
 	void *data;
 	size_t len;
-	int rc = spool_oldest(e->spool, &num, &data, &len);
+	bool again;
+	int rc = spool_next(e->spool, e->manifest_n ? e->manifest_nums[e->manifest_n - 1] : 0,
+			    &num, &data, &len);
 
+	if (rc == -ENOENT && e->manifest_n)
+		goto manifests;
 	if (rc == -ENOENT)
 		return 0;
 	if (rc == -EIO)
@@ -575,20 +708,41 @@ static int ship_oldest(struct egress *e)
 		spool_ack(e->spool, num);
 		return 1;
 	}
+	again = !e->otlp &&
+		(num <= e->failed_num || memcmp(b.agent_run, e->name.agent_run, 16));
+	/* a batch looked up must find the manifest rows of those before it:
+	 * it may be one of them again (a file cut again from its shipping
+	 * note while the last run's spool still held its batches) */
+	if (!e->otlp && (manifests_due(e, &b) || (again && e->manifest_n))) {
+		/* read again after them */
+		free(data);
+		goto manifests;
+	}
 	if (e->otlp)
 		rc = otlp_send(e, &ob, err, sizeof(err));
 	else
-		rc = send_batch(e, &b, num == e->failed_num ||
-					       memcmp(b.agent_run, e->name.agent_run, 16),
-				err, sizeof(err));
+		rc = send_batch_rows(e, &b, again, err, sizeof(err));
+	if (!rc && !e->otlp)
+		hold_manifest(e, num, &b, len);
 	free(data);
-	if (rc) {
-		e->failed_num = num;
+	if (rc < 0) {
+		/* the rows of the batches before it are in, and found so
+		 * when they are sent again */
+		forget_manifests(e, num);
 		note_failure(e, err);
 		return rc;
 	}
 	note_success(e);
-	spool_ack(e->spool, num);
+	if (e->otlp || rc == 1)
+		spool_ack(e->spool, num);
+	return 1;
+manifests:
+	rc = send_manifests(e, err, sizeof(err));
+	if (rc) {
+		note_failure(e, err);
+		return rc;
+	}
+	note_success(e);
 	return 1;
 }
 
@@ -647,6 +801,8 @@ static struct egress_pending *pop_pending(struct egress *e)
 		if (!e->head)
 			e->tail = &e->head;
 		e->npending--;
+		/* still a file waiting, for egress_status(), until it is cut */
+		e->cutting = true;
 	}
 	pthread_mutex_unlock(&e->lock);
 	return p;
@@ -876,79 +1032,134 @@ static bool make_batch(struct egress *e)
 	return put_held(e);
 }
 
-/* ---- the thread -------------------------------------------------------------- */
+/* ---- the threads ------------------------------------------------------------- */
 
-/* The egress thread's: also keeps the spool's figures for egress_status(),
- * since the spool is the thread's alone */
-static bool work_left(struct egress *e)
+/* Wakes the other thread: there is a batch, or room, or a file, or a stop */
+static void wake(struct egress *e)
 {
-	struct spool_stats st;
-	bool left;
-
-	spool_stats(e->spool, &st);
 	pthread_mutex_lock(&e->lock);
-	e->spool_seen = st;
-	e->cutting = e->cur || e->have_held;
-	left = e->head || e->nlosses;
+	e->wakes++;
+	pthread_cond_broadcast(&e->cond);
 	pthread_mutex_unlock(&e->lock);
-	return left || e->cur || e->have_held || st.batches;
 }
 
-
-static void wait_for_work(struct egress *e, uint64_t now)
+static uint64_t wakes_now(struct egress *e)
 {
-	uint64_t ms = IDLE_WAIT_MS;
+	uint64_t n;
+
+	pthread_mutex_lock(&e->lock);
+	n = e->wakes;
+	pthread_mutex_unlock(&e->lock);
+	return n;
+}
+
+/* Waits up to ms for a wake() after the one that made the count seen:
+ * one that came since is not missed */
+static void wait_for_wake(struct egress *e, uint64_t seen, uint64_t ms)
+{
 	struct timespec ts;
 
-	if (e->retry_at_ns > now && (e->retry_at_ns - now) / 1000000 < ms)
-		ms = (e->retry_at_ns - now) / 1000000 + 1;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	ts.tv_nsec += (long)(ms % 1000) * 1000000;
 	ts.tv_sec += (time_t)(ms / 1000) + ts.tv_nsec / 1000000000;
 	ts.tv_nsec %= 1000000000;
 	pthread_mutex_lock(&e->lock);
-	if (!e->head && !rp_load_relaxed(&e->quit))
-		pthread_cond_timedwait(&e->cond, &e->lock, &ts);
+	while (e->wakes == seen && !rp_load_relaxed(&e->quit))
+		if (pthread_cond_timedwait(&e->cond, &e->lock, &ts))
+			break;
 	pthread_mutex_unlock(&e->lock);
 }
 
-/* One round: the server when it is due, then a batch if there is room */
-static bool egress_round(struct egress *e, uint64_t now)
+/* Is there anything left to cut? (the cutter's) */
+static bool cutting_left(struct egress *e)
 {
-	char err[1024] = "";
-	bool progress = false;
-	int rc;
+	bool left;
 
-	if (now >= e->retry_at_ns) {
-		if (!e->dialect_known) {
-			rc = learn_dialect(e, err, sizeof(err));
-			if (rc)
-				note_failure(e, err);
-			else
-				note_success(e);
-		}
-		if (e->dialect_known)
-			progress = ship_oldest(e) > 0;
-	}
-	/* rows are encoded in the server's dialect: none before it is known */
-	if (e->dialect_known && make_batch(e))
-		progress = true;
-	return progress;
+	pthread_mutex_lock(&e->lock);
+	e->cutting = e->cur || e->have_held;
+	left = e->head || e->nlosses || e->cutting;
+	pthread_mutex_unlock(&e->lock);
+	return left;
 }
 
-static void *egress_main(void *arg)
+static void *cutter_main(void *arg)
 {
 	struct egress *e = arg;
 
 	while (!rp_load_relaxed(&e->quit)) {
-		uint64_t now = rp_clock_mono_ns();
+		uint64_t seen = wakes_now(e);
 
-		bool left = work_left(e);
-
-		if (rp_load_relaxed(&e->stopping) && !left)
+		if (rp_load_relaxed(&e->stopping) && !cutting_left(e))
 			break;
-		if (!egress_round(e, now))
-			wait_for_work(e, now);
+		/* pairs with the release in learn_dialect() */
+		if (rp_load_acquire(&e->dialect_known) && make_batch(e)) {
+			cutting_left(e);
+			wake(e);
+			continue;
+		}
+		cutting_left(e);
+		wait_for_wake(e, seen, IDLE_WAIT_MS);
+	}
+	rp_store_release(&e->cutter_done, 1);	/* pairs with the acquire in sender_main() */
+	wake(e);
+	return NULL;
+}
+
+/* The sender's round: the dialect, then a batch; true when it got on */
+static bool send_round(struct egress *e)
+{
+	char err[1024] = "";
+	int rc;
+
+	if (!rp_load_relaxed(&e->dialect_known)) {
+		rc = learn_dialect(e, err, sizeof(err));
+		if (rc) {
+			note_failure(e, err);
+			return false;
+		}
+		note_success(e);
+		wake(e);
+	}
+	if (!e->otlp && !e->manifest_max) {
+		rc = manifest_group(e, err, sizeof(err));
+		if (rc) {
+			note_failure(e, err);
+			return false;
+		}
+	}
+	rc = ship_oldest(e);
+	if (rc > 0)
+		wake(e);	/* room in the spool */
+	return rc > 0;
+}
+
+static void *sender_main(void *arg)
+{
+	struct egress *e = arg;
+
+	while (!rp_load_relaxed(&e->quit)) {
+		uint64_t seen = wakes_now(e), now = rp_clock_mono_ns(), ms = IDLE_WAIT_MS;
+		struct spool_stats st;
+
+		spool_stats(e->spool, &st);
+		/* pairs with the release at the cutter's end: all it cut is in
+		 * the spool */
+		if (rp_load_relaxed(&e->stopping) && rp_load_acquire(&e->cutter_done) &&
+		    !st.batches)
+			break;
+		if (now >= e->retry_at_ns) {
+			bool got_on = send_round(e);
+			uint64_t took = rp_clock_mono_ns() - now;
+
+			pthread_mutex_lock(&e->lock);
+			e->send_ns += took;
+			pthread_mutex_unlock(&e->lock);
+			if (got_on)
+				continue;
+		}
+		if (e->retry_at_ns > now && (e->retry_at_ns - now) / 1000000 < ms)
+			ms = (e->retry_at_ns - now) / 1000000 + 1;
+		wait_for_wake(e, seen, ms);
 	}
 	rp_store_release(&e->done, 1);	/* pairs with the acquire in egress_stop() */
 	return NULL;
@@ -963,6 +1174,7 @@ static void egress_free(struct egress *e)
 		pending_free(pop_pending(e));
 	bb_free(&e->held);
 	bb_free(&e->loss_batch);
+	bb_free(&e->manifest_rows);
 	free(e->losses);
 	spool_close(e->spool);
 	if (e->otlp)
@@ -1000,7 +1212,7 @@ struct egress *egress_start(const struct egress_opts *uo)
 	e->name.batch_bytes = e->spool_max / 8 < (32u << 20) ? e->spool_max / 8 : (32u << 20);
 	if (e->o.dialect) {
 		e->name.dialect = strcmp(e->o.dialect, "current") ? FLEET_LEGACY : FLEET_CURRENT;
-		e->dialect_known = true;
+		e->dialect_known = 1;
 	}
 	e->otlp = e->o.otlp_url != NULL;
 	if (e->otlp) {
@@ -1016,7 +1228,7 @@ struct egress *egress_start(const struct egress_opts *uo)
 	if (e->otlp) {
 		/* records are not typed by a server's version */
 		e->name.format = EGRESS_OTLP;
-		e->dialect_known = true;
+		e->dialect_known = 1;
 	}
 	if (new_run_id(e->name.agent_run) || (e->otlp ? otlp_setup(e) : client_setup(e)))
 		goto fail;
@@ -1027,15 +1239,26 @@ struct egress *egress_start(const struct egress_opts *uo)
 		fprintf(stderr, "ringpipe agent: the spool: %s\n", err);
 		goto fail;
 	}
-	spool_stats(e->spool, &e->spool_seen);
-	if (e->spool_seen.found)
-		egress_say(e, "%llu batches from an earlier run wait in %s: each is looked up "
-			   "before it is sent again", (unsigned long long)e->spool_seen.found,
-			   e->o.spool_dir);
+	{
+		struct spool_stats st;
+
+		spool_stats(e->spool, &st);
+		if (st.found)
+			egress_say(e, "%llu batches from an earlier run wait in %s: each is looked "
+				   "up before it is sent again", (unsigned long long)st.found,
+				   e->o.spool_dir);
+	}
 	if (e->o.notes_dir)
 		take_notes(e, e->o.notes_dir);
-	if (rp_thread_start(&e->thread, "rp-egress", egress_main, e)) {
-		fprintf(stderr, "ringpipe agent: cannot start the egress thread\n");
+	if (rp_thread_start(&e->cutter, "rp-egress-cut", cutter_main, e)) {
+		fprintf(stderr, "ringpipe agent: cannot start the egress threads\n");
+		goto fail;
+	}
+	if (rp_thread_start(&e->thread, "rp-egress", sender_main, e)) {
+		fprintf(stderr, "ringpipe agent: cannot start the egress threads\n");
+		rp_store_relaxed(&e->quit, 1);
+		wake(e);
+		pthread_join(e->cutter, NULL);
 		goto fail;
 	}
 	return e;
@@ -1050,7 +1273,8 @@ static void enqueue(struct egress *e, struct egress_pending *p)
 	*e->tail = p;
 	e->tail = &p->next;
 	e->npending++;
-	pthread_cond_signal(&e->cond);
+	e->wakes++;
+	pthread_cond_broadcast(&e->cond);
 	pthread_mutex_unlock(&e->lock);
 }
 
@@ -1155,7 +1379,7 @@ static void status_json(struct egress *e, const struct spool_stats *st, struct b
 		  "\"losses_sent\":%llu,\"bytes_sent\":%llu,\"retries\":%llu,\"outages\":%llu,"
 		  "\"files_pending\":%zu,\"files_given_up\":%llu,\"lost_egress_full\":%llu,"
 		  "\"spool_batches\":%llu,\"spool_bytes\":%llu,\"spool_found\":%llu,"
-		  "\"servers\":%zu}",
+		  "\"servers\":%zu,\"send_ms\":%llu}",
 		  server_host(e), server_port(e), e->last_error[0] ? "retrying" : "ok",
 		  rp_load_relaxed(&e->full) ? "true" : "false",
 		  (unsigned long long)e->batches_sent, (unsigned long long)e->batches_already,
@@ -1165,15 +1389,16 @@ static void status_json(struct egress *e, const struct spool_stats *st, struct b
 		  e->npending + e->cutting,
 		  (unsigned long long)e->files_given_up, (unsigned long long)e->lost_full,
 		  (unsigned long long)st->batches, (unsigned long long)st->bytes,
-		  (unsigned long long)st->found, e->nservers);
+		  (unsigned long long)st->found, e->nservers,
+		  (unsigned long long)(e->send_ns / 1000000));
 }
 
 void egress_status(struct egress *e, bool json, struct bytebuf *b)
 {
 	struct spool_stats st;
 
+	spool_stats(e->spool, &st);
 	pthread_mutex_lock(&e->lock);
-	st = e->spool_seen;
 	if (json) {
 		status_json(e, &st, b);
 	} else {
@@ -1219,9 +1444,7 @@ int egress_stop(struct egress *e, uint32_t wait_ms)
 		return 0;
 	end = rp_clock_mono_ns() + wait_ms * 1000000ull;
 	rp_store_relaxed(&e->stopping, 1);
-	pthread_mutex_lock(&e->lock);
-	pthread_cond_signal(&e->cond);
-	pthread_mutex_unlock(&e->lock);
+	wake(e);
 	/* the thread ends by itself once all is shipped; past the wait it is
 	 * told to stop, and what is spooled stays for the next run */
 	while (!rp_load_acquire(&e->done) && rp_clock_mono_ns() < end) {
@@ -1230,10 +1453,9 @@ int egress_stop(struct egress *e, uint32_t wait_ms)
 		nanosleep(&ts, NULL);
 	}
 	rp_store_relaxed(&e->quit, 1);
-	pthread_mutex_lock(&e->lock);
-	pthread_cond_signal(&e->cond);
-	pthread_mutex_unlock(&e->lock);
+	wake(e);
 	pthread_join(e->thread, NULL);
+	pthread_join(e->cutter, NULL);
 	left = e->npending + (e->cur != NULL);
 	if (left) {
 		egress_say(e, "stopped with %zu files not yet in the spool: they are not shipped",

@@ -26,7 +26,7 @@
 struct agent_identity;
 
 #define EGRESS_DEFAULT_SPOOL_MB 256
-#define EGRESS_BATCH_ROWS 50000u	/* events per batch at most */
+#define EGRESS_BATCH_ROWS 100000u	/* events per batch at most */
 #define EGRESS_MAX_SERVERS 8		/* --clickhouse URLs */
 
 struct egress_opts {

@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -18,7 +19,11 @@
 #include "spool.h"
 #include "tool_util.h"
 
-#define SPOOL_MAGIC "RPSPOOL1"
+/* The header's magic says how the bytes are summed: version 2 by CRC32C
+ * (the one written), version 1 by FNV-1a, still read, so that batches an
+ * earlier agent left are sent, not set aside. */
+#define SPOOL_MAGIC "RPSPOOL2"
+#define SPOOL_MAGIC_FNV "RPSPOOL1"
 #define NUM_DIGITS 20		/* UINT64_MAX in decimal */
 
 /* The header in front of a batch's bytes; integers little-endian (this
@@ -27,7 +32,7 @@ struct spool_hdr {
 	char magic[8];
 	uint64_t num;
 	uint64_t len;
-	uint64_t sum;		/* FNV-1a of the bytes */
+	uint64_t sum;		/* CRC32C of the bytes (FNV-1a in version 1) */
 };
 
 _Static_assert(sizeof(struct spool_hdr) == 32, "spool header layout");
@@ -39,13 +44,19 @@ struct entry {
 
 struct spool {
 	int dirfd, lockfd;
-	uint64_t max_bytes, next_num;
+	uint64_t max_bytes;
+	/* the index, the figures and the next number; not held across a
+	 * write or a read of a file */
+	pthread_mutex_t lock;
+	/* one spool_put() at a time, across its write and flushes */
+	pthread_mutex_t put_lock;
+	uint64_t next_num;
 	struct entry *v;	/* oldest first */
 	size_t n, cap;
 	struct spool_stats st;
 };
 
-static uint64_t checksum(const void *p, size_t n)
+static uint64_t checksum_fnv(const void *p, size_t n)
 {
 	const unsigned char *b = p;
 	uint64_t h = 0xcbf29ce484222325ull;
@@ -53,6 +64,67 @@ static uint64_t checksum(const void *p, size_t n)
 	for (size_t i = 0; i < n; i++)
 		h = (h ^ b[i]) * 0x100000001b3ull;
 	return h;
+}
+
+/*
+ * CRC32C (Castagnoli, reflected polynomial 0x82F63B78), since a batch is
+ * summed when written and again when read: FNV-1a a byte at a time took
+ * 40 % of the agent's CPU at 500,000 events/s. SSE4.2 has it as an
+ * instruction (8 bytes in about 3 cycles); elsewhere a table a byte at a
+ * time, which gives the same sums.
+ */
+#define CRC32C_POLY 0x82f63b78u
+
+static uint32_t crc32c_table[256];
+static pthread_once_t crc32c_once = PTHREAD_ONCE_INIT;
+
+static void crc32c_table_fill(void)
+{
+	for (uint32_t i = 0; i < 256; i++) {
+		uint32_t c = i;
+
+		for (int k = 0; k < 8; k++)
+			c = c & 1 ? (c >> 1) ^ CRC32C_POLY : c >> 1;
+		crc32c_table[i] = c;
+	}
+}
+
+static uint32_t crc32c_bytes(uint32_t c, const unsigned char *b, size_t n)
+{
+	pthread_once(&crc32c_once, crc32c_table_fill);
+	while (n--)
+		c = crc32c_table[(c ^ *b++) & 0xff] ^ (c >> 8);
+	return c;
+}
+
+#if defined(__x86_64__)
+__attribute__((target("sse4.2"))) static uint32_t crc32c_sse42(uint32_t c,
+							       const unsigned char *b, size_t n)
+{
+	uint64_t c64 = c;
+
+	for (; n >= 8; n -= 8, b += 8) {
+		uint64_t w;
+
+		memcpy(&w, b, 8);
+		c64 = __builtin_ia32_crc32di(c64, w);
+	}
+	c = (uint32_t)c64;
+	for (; n; n--)
+		c = __builtin_ia32_crc32qi(c, *b++);
+	return c;
+}
+#endif
+
+static uint64_t checksum(const void *p, size_t n)
+{
+	uint32_t c = 0xffffffffu;
+
+#if defined(__x86_64__)
+	if (__builtin_cpu_supports("sse4.2"))
+		return ~crc32c_sse42(c, p, n);
+#endif
+	return ~crc32c_bytes(c, p, n);
 }
 
 static void file_name(uint64_t num, const char *suffix, char *out, size_t len)
@@ -136,7 +208,8 @@ static bool header_ok(struct spool *s, uint64_t num, uint64_t *size)
 	if (fd < 0)
 		return false;
 	ok = fstat(fd, &sb) == 0 && pread(fd, &h, sizeof(h), 0) == (ssize_t)sizeof(h) &&
-	     !memcmp(h.magic, SPOOL_MAGIC, 8) && h.num == num &&
+	     (!memcmp(h.magic, SPOOL_MAGIC, 8) || !memcmp(h.magic, SPOOL_MAGIC_FNV, 8)) &&
+	     h.num == num &&
 	     h.len == (uint64_t)sb.st_size - sizeof(h);
 	close(fd);
 	*size = ok ? (uint64_t)sb.st_size : 0;
@@ -219,6 +292,9 @@ struct spool *spool_open(const struct spool_opts *o, char *err, size_t errlen)
 		return NULL;
 	}
 	s->max_bytes = o->max_bytes;
+	s->next_num = 1;	/* 0 is no batch (spool_next()) */
+	pthread_mutex_init(&s->lock, NULL);
+	pthread_mutex_init(&s->put_lock, NULL);
 	s->lockfd = -1;
 	s->dirfd = open(o->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (s->dirfd < 0) {
@@ -259,35 +335,26 @@ void spool_close(struct spool *s)
 		close(s->lockfd);
 	if (s->dirfd >= 0)
 		close(s->dirfd);
+	pthread_mutex_destroy(&s->lock);
+	pthread_mutex_destroy(&s->put_lock);
 	free(s->v);
 	free(s);
 }
 
-int spool_put(struct spool *s, const void *data, size_t len, uint64_t *num)
+/* The file of batch h.num written whole and renamed into place; 0 or -errno */
+static int put_file(struct spool *s, const struct spool_hdr *h, const void *data)
 {
-	struct spool_hdr h;
-	uint64_t bytes = sizeof(h) + (uint64_t)len;
 	char tmp[64], name[64];
 	int fd, err;
 
-	if (s->max_bytes && bytes > s->max_bytes)
-		return -E2BIG;
-	if (s->max_bytes && s->st.bytes + bytes > s->max_bytes) {
-		s->st.refused++;
-		return -ENOSPC;
-	}
-	memcpy(h.magic, SPOOL_MAGIC, 8);
-	h.num = s->next_num;
-	h.len = len;
-	h.sum = checksum(data, len);
-	file_name(h.num, ".tmp", tmp, sizeof(tmp));
-	file_name(h.num, "", name, sizeof(name));
+	file_name(h->num, ".tmp", tmp, sizeof(tmp));
+	file_name(h->num, "", name, sizeof(name));
 	fd = openat(s->dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return -errno;
-	err = tool_write_all(fd, &h, sizeof(h));
+	err = tool_write_all(fd, h, sizeof(*h));
 	if (!err)
-		err = tool_write_all(fd, data, len);
+		err = tool_write_all(fd, data, h->len);
 	if (!err && fsync(fd) < 0 && errno != EINVAL)
 		err = -errno;
 	close(fd);
@@ -295,40 +362,92 @@ int spool_put(struct spool *s, const void *data, size_t len, uint64_t *num)
 		err = -errno;
 	if (!err)
 		err = sync_dir(s);
-	if (!err)
-		err = index_add(s, h.num, bytes);
 	if (err) {
 		unlinkat(s->dirfd, tmp, 0);
 		unlinkat(s->dirfd, name, 0);
-		return err;
 	}
-	s->next_num++;
-	*num = h.num;
-	return 0;
+	return err;
+}
+
+int spool_put(struct spool *s, const void *data, size_t len, uint64_t *num)
+{
+	struct spool_hdr h;
+	uint64_t bytes = sizeof(h) + (uint64_t)len;
+	char name[64];
+	int err;
+
+	if (s->max_bytes && bytes > s->max_bytes)
+		return -E2BIG;
+	pthread_mutex_lock(&s->put_lock);
+	pthread_mutex_lock(&s->lock);
+	/* room is taken only here, and an ack meanwhile only adds to it */
+	if (s->max_bytes && s->st.bytes + bytes > s->max_bytes) {
+		s->st.refused++;
+		pthread_mutex_unlock(&s->lock);
+		pthread_mutex_unlock(&s->put_lock);
+		return -ENOSPC;
+	}
+	h.num = s->next_num;
+	pthread_mutex_unlock(&s->lock);
+	memcpy(h.magic, SPOOL_MAGIC, 8);
+	h.len = len;
+	h.sum = checksum(data, len);
+	err = put_file(s, &h, data);
+	if (!err) {
+		pthread_mutex_lock(&s->lock);
+		err = index_add(s, h.num, bytes);
+		if (!err)
+			s->next_num++;
+		pthread_mutex_unlock(&s->lock);
+		if (err) {
+			file_name(h.num, "", name, sizeof(name));
+			unlinkat(s->dirfd, name, 0);
+		}
+	}
+	pthread_mutex_unlock(&s->put_lock);
+	if (!err)
+		*num = h.num;
+	return err;
 }
 
 int spool_oldest(struct spool *s, uint64_t *num, void **data, size_t *len)
 {
+	return spool_next(s, 0, num, data, len);
+}
+
+int spool_next(struct spool *s, uint64_t after, uint64_t *num, void **data, size_t *len)
+{
 	struct spool_hdr h;
+	struct entry at = { 0, 0 };
 	char name[64];
 	void *p = NULL;
 	ssize_t got;
-	bool ok;
+	size_t i;
+	bool ok, fnv;
 	int fd, e;
 
-	if (!s->n)
+	pthread_mutex_lock(&s->lock);
+	for (i = 0; i < s->n && s->v[i].num <= after; i++)
+		;
+	if (i < s->n)
+		at = s->v[i];
+	pthread_mutex_unlock(&s->lock);
+	if (i == s->n)
 		return -ENOENT;
-	file_name(s->v[0].num, "", name, sizeof(name));
+	/* read unlocked: only the caller takes batches out */
+	file_name(at.num, "", name, sizeof(name));
 	fd = openat(s->dirfd, name, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
 	got = pread(fd, &h, sizeof(h), 0);
-	ok = got == (ssize_t)sizeof(h) && !memcmp(h.magic, SPOOL_MAGIC, 8) &&
-	     h.num == s->v[0].num && h.len == s->v[0].bytes - sizeof(h);
+	fnv = got == (ssize_t)sizeof(h) && !memcmp(h.magic, SPOOL_MAGIC_FNV, 8);
+	ok = got == (ssize_t)sizeof(h) && (fnv || !memcmp(h.magic, SPOOL_MAGIC, 8)) &&
+	     h.num == at.num && h.len == at.bytes - sizeof(h);
 	if (ok) {
 		p = malloc(h.len ? h.len : 1);
 		got = p ? pread(fd, p, h.len, sizeof(h)) : -1;
-		ok = got == (ssize_t)h.len && checksum(p, h.len) == h.sum;
+		ok = got == (ssize_t)h.len &&
+		     (fnv ? checksum_fnv(p, h.len) : checksum(p, h.len)) == h.sum;
 	}
 	e = errno;
 	close(fd);
@@ -339,8 +458,14 @@ int spool_oldest(struct spool *s, uint64_t *num, void **data, size_t *len)
 	if (!ok) {
 		/* a file that no longer holds what was written */
 		free(p);
-		set_aside(s, s->v[0].num);
-		index_remove(s, 0);
+		pthread_mutex_lock(&s->lock);
+		for (i = 0; i < s->n && s->v[i].num != at.num; i++)
+			;
+		if (i < s->n) {
+			set_aside(s, at.num);
+			index_remove(s, i);
+		}
+		pthread_mutex_unlock(&s->lock);
 		return -EIO;
 	}
 	*num = h.num;
@@ -353,21 +478,32 @@ int spool_ack(struct spool *s, uint64_t num)
 {
 	char name[64];
 	size_t i;
+	int rc = 0;
 
+	pthread_mutex_lock(&s->lock);
 	for (i = 0; i < s->n && s->v[i].num != num; i++)
 		;
-	if (i == s->n)
-		return -ENOENT;
-	file_name(num, "", name, sizeof(name));
-	/* not flushed: a crash may bring the batch back, and it is sent again,
-	 * which its receiver recognises by the batch's name */
-	if (unlinkat(s->dirfd, name, 0) < 0 && errno != ENOENT)
-		return -errno;
-	index_remove(s, i);
-	return 0;
+	if (i == s->n) {
+		rc = -ENOENT;
+	} else {
+		file_name(num, "", name, sizeof(name));
+		/* not flushed: a crash may bring the batch back, and it is sent
+		 * again, which its receiver recognises by the batch's name */
+		if (unlinkat(s->dirfd, name, 0) < 0 && errno != ENOENT)
+			rc = -errno;
+		else
+			index_remove(s, i);
+	}
+	pthread_mutex_unlock(&s->lock);
+	return rc;
 }
 
 void spool_stats(const struct spool *s, struct spool_stats *st)
 {
+	/* the lock is not part of what the spool holds */
+	pthread_mutex_t *lock = (pthread_mutex_t *)&s->lock;
+
+	pthread_mutex_lock(lock);
 	*st = s->st;
+	pthread_mutex_unlock(lock);
 }

@@ -15,6 +15,10 @@
  * number, the length and a checksum of the bytes): a file that does not
  * match its header (a torn disk, an edit) is set aside as .bad and counted,
  * never sent.
+ *
+ * Threads: one may put batches while another reads and takes them out
+ * (spool_next(), spool_ack()); spool_stats() from any. Two that read and
+ * take out at once are not supported.
  */
 #ifndef RINGPIPE_SPOOL_H
 #define RINGPIPE_SPOOL_H
@@ -51,6 +55,13 @@ int spool_put(struct spool *s, const void *data, size_t len, uint64_t *num);
  * gives the next batch), another -errno when it cannot be read.
  */
 int spool_oldest(struct spool *s, uint64_t *num, void **data, size_t *len);
+
+/*
+ * The same for the oldest batch numbered above after: a sender that has
+ * batches in flight reads on past them (numbers start at 1, so after = 0
+ * is spool_oldest()).
+ */
+int spool_next(struct spool *s, uint64_t after, uint64_t *num, void **data, size_t *len);
 
 /* Takes batch num out (its receiver holds it now). 0, -ENOENT, or -errno. */
 int spool_ack(struct spool *s, uint64_t num);
