@@ -1034,12 +1034,18 @@ static bool make_batch(struct egress *e)
 
 /* ---- the threads ------------------------------------------------------------- */
 
+/* wake(), with the lock held */
+static void wake_locked(struct egress *e)
+{
+	e->wakes++;
+	pthread_cond_broadcast(&e->cond);
+}
+
 /* Wakes the other thread: there is a batch, or room, or a file, or a stop */
 static void wake(struct egress *e)
 {
 	pthread_mutex_lock(&e->lock);
-	e->wakes++;
-	pthread_cond_broadcast(&e->cond);
+	wake_locked(e);
 	pthread_mutex_unlock(&e->lock);
 }
 
@@ -1092,13 +1098,13 @@ static void *cutter_main(void *arg)
 		if (rp_load_relaxed(&e->stopping) && !cutting_left(e))
 			break;
 		/* pairs with the release in learn_dialect() */
-		if (rp_load_acquire(&e->dialect_known) && make_batch(e)) {
-			cutting_left(e);
+		bool made = rp_load_acquire(&e->dialect_known) && make_batch(e);
+
+		cutting_left(e);	/* for egress_status() */
+		if (made)
 			wake(e);
-			continue;
-		}
-		cutting_left(e);
-		wait_for_wake(e, seen, IDLE_WAIT_MS);
+		else
+			wait_for_wake(e, seen, IDLE_WAIT_MS);
 	}
 	rp_store_release(&e->cutter_done, 1);	/* pairs with the acquire in sender_main() */
 	wake(e);
@@ -1273,8 +1279,7 @@ static void enqueue(struct egress *e, struct egress_pending *p)
 	*e->tail = p;
 	e->tail = &p->next;
 	e->npending++;
-	e->wakes++;
-	pthread_cond_broadcast(&e->cond);
+	wake_locked(e);
 	pthread_mutex_unlock(&e->lock);
 }
 

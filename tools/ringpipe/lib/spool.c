@@ -185,6 +185,16 @@ static int index_add(struct spool *s, uint64_t num, uint64_t bytes)
 	return 0;
 }
 
+/* Where batch num is in the index; s->n when it is not (under lock) */
+static size_t index_find(const struct spool *s, uint64_t num)
+{
+	size_t i;
+
+	for (i = 0; i < s->n && s->v[i].num != num; i++)
+		;
+	return i;
+}
+
 static void index_remove(struct spool *s, size_t i)
 {
 	s->st.batches--;
@@ -459,8 +469,7 @@ int spool_next(struct spool *s, uint64_t after, uint64_t *num, void **data, size
 		/* a file that no longer holds what was written */
 		free(p);
 		pthread_mutex_lock(&s->lock);
-		for (i = 0; i < s->n && s->v[i].num != at.num; i++)
-			;
+		i = index_find(s, at.num);
 		if (i < s->n) {
 			set_aside(s, at.num);
 			index_remove(s, i);
@@ -481,8 +490,7 @@ int spool_ack(struct spool *s, uint64_t num)
 	int rc = 0;
 
 	pthread_mutex_lock(&s->lock);
-	for (i = 0; i < s->n && s->v[i].num != num; i++)
-		;
+	i = index_find(s, num);
 	if (i == s->n) {
 		rc = -ENOENT;
 	} else {
