@@ -4,7 +4,7 @@
  *
  *   bench_block [--quick] [--verbose]
  *   bench_block --e2e [--quick]
- *   bench_block --sweep [--kv] [--quick | --reps N] [--verbose]
+ *   bench_block --sweep [--kv] [--quick | --reps N] [--idle-writers] [--verbose]
  *
  * Every run: a streaming session (nettrace V5) to a file in $TMPDIR, its
  * rings pre-faulted before the timed part, then 2 writer threads, each pinned
@@ -61,6 +61,12 @@
  * (3 with --quick, N with --reps); a table, or with --kv "key value" lines
  * (medians; run-bench.sh runs --kv --reps 1 once per repetition, alternating
  * with LTTng-UST's side).
+ *
+ * --idle-writers (with --sweep): each writer, after its last write, stays
+ * alive and idle (asleep on a futex) until rp_session_stop() returned, as a
+ * server's threads do after a burst; they exit after the timed part. By
+ * default a writer exits after its last write, inside the timed part, and
+ * its exit hands back a Block pass it still holds.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -509,6 +515,9 @@ static void park_hook(uint64_t park_ns, int admitted)
 
 static uint32_t gate_arrived;	/* writers at the gate */
 static uint32_t gate_open;	/* futex: 1 once the run starts */
+static bool idle_writers;	/* --idle-writers */
+static uint32_t writers_done;	/* writers past their last write */
+static uint32_t writers_leave;	/* futex: 1 once idle writers may exit */
 
 struct swarg {
 	uint32_t index;
@@ -533,6 +542,13 @@ static void *sweep_writer(void *p)
 	}
 	a->refused = refused;
 	a->t_last = mono_ns();
+	if (idle_writers) {
+		/* pairs with the load_acquire in sweep_once() */
+		rp_fetch_add_release(&writers_done, 1);
+		/* pairs with the store_release of writers_leave in sweep_once() */
+		while (!rp_load_acquire(&writers_leave))
+			rp_futex_wait(&writers_leave, 0, 0);
+	}
 	return NULL;
 }
 
@@ -569,7 +585,7 @@ static struct sweep_run sweep_once(int mode, int buf, uint32_t nt)
 	struct sweep_run res = { 0 };
 	struct rusage ru0, ru1;
 	struct rp_session *s;
-	uint64_t t0 = UINT64_MAX, tw = 0, t1;
+	uint64_t t0 = UINT64_MAX, tw = 0, t1 = 0;
 	char path[512];
 	bool block = sweep_modes[mode].buffering == RP_BUFFERING_BLOCK;
 
@@ -583,6 +599,8 @@ static struct sweep_run sweep_once(int mode, int buf, uint32_t nt)
 	rp_store_relaxed(&park_failed, 0);
 	rp_store_relaxed(&gate_arrived, 0);
 	rp_store_relaxed(&gate_open, 0);
+	rp_store_relaxed(&writers_done, 0);
+	rp_store_relaxed(&writers_leave, 0);
 	rp_bench_park_hook = block ? park_hook : NULL;	/* published by pthread_create */
 
 	for (uint32_t t = 0; t < nt; t++) {
@@ -597,6 +615,19 @@ static struct sweep_run sweep_once(int mode, int buf, uint32_t nt)
 	getrusage(RUSAGE_SELF, &ru0);
 	rp_store_release(&gate_open, 1);
 	rp_futex_wake(&gate_open, INT32_MAX);
+	if (idle_writers) {
+		/* pairs with the fetch_add_release in sweep_writer(): their
+		 * t_last and counts are written */
+		while (rp_load_acquire(&writers_done) < nt)
+			rp_clock_sleep_ns(20000);
+		if (rp_session_stop(s))
+			die("rp_session_stop");
+		t1 = mono_ns();
+		getrusage(RUSAGE_SELF, &ru1);	/* the wake below is not counted */
+		/* pairs with the load_acquire in sweep_writer() */
+		rp_store_release(&writers_leave, 1);
+		rp_futex_wake(&writers_leave, INT32_MAX);
+	}
 	for (uint32_t t = 0; t < nt; t++) {
 		pthread_join(th[t], NULL);
 		if (a[t].t_first < t0)
@@ -606,10 +637,12 @@ static struct sweep_run sweep_once(int mode, int buf, uint32_t nt)
 		res.refused += a[t].refused;
 		res.attempted += a[t].n;
 	}
-	if (rp_session_stop(s))
-		die("rp_session_stop");
-	t1 = mono_ns();
-	getrusage(RUSAGE_SELF, &ru1);
+	if (!idle_writers) {
+		if (rp_session_stop(s))
+			die("rp_session_stop");
+		t1 = mono_ns();
+		getrusage(RUSAGE_SELF, &ru1);
+	}
 	rp_bench_park_hook = NULL;
 
 	res.secs = (double)(t1 - t0) / 1e9;
@@ -766,8 +799,11 @@ static int sweep_main(bool kv)
 				}
 		printf("ok 1\n");
 	} else {
-		printf("\n### Block at production shape: thread sweep (bench_block --sweep%s)\n\n",
-		       quick ? " --quick" : "");
+		printf("\n### Block at production shape: thread sweep (bench_block --sweep%s%s)\n\n",
+		       quick ? " --quick" : "", idle_writers ? " --idle-writers" : "");
+		if (idle_writers)
+			printf("Writers stay alive and idle after their last write until stop "
+			       "returned (their exit is not timed).\n\n");
 		printf("%llu 32-byte events in all through rp_event_write(), split over T unpinned "
 		       "writer threads (%d CPUs), streaming session, nettrace V5 to %s, rings "
 		       "pre-faulted; time = first write to rp_session_stop() returned; "
@@ -859,6 +895,8 @@ int main(int argc, char **argv)
 			e2e = true;
 		} else if (!strcmp(argv[i], "--sweep")) {
 			sweep = true;
+		} else if (!strcmp(argv[i], "--idle-writers")) {
+			idle_writers = true;
 		} else if (!strcmp(argv[i], "--kv")) {
 			kv = true;
 		} else if (!strcmp(argv[i], "--reps") && i + 1 < argc) {
@@ -868,8 +906,8 @@ int main(int argc, char **argv)
 				return 2;
 			}
 		} else {
-			fprintf(stderr, "usage: %s [--quick] [--verbose] [--e2e | --sweep [--kv]] "
-				"[--reps N]\n", argv[0]);
+			fprintf(stderr, "usage: %s [--quick] [--verbose] [--e2e | --sweep [--kv] "
+				"[--idle-writers]] [--reps N]\n", argv[0]);
 			return 2;
 		}
 	}

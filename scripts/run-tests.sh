@@ -27,7 +27,9 @@ export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$PWD/tests/lsan.supp}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 # Criterion prints [SKIP] lines (with the reason) only at verbosity 1
 export CRITERION_VERBOSITY_LEVEL=${CRITERION_VERBOSITY_LEVEL:-1}
-export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
+export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tests/tsan.supp}
+# producers drained by the agent, in another process (tests/tsan-agent.supp)
+export RINGPIPE_TSAN_AGENT_SUPP=$PWD/tests/tsan-agent.supp
 
 passed=0 failed=0 skipped=0
 # failures again at the very end: CI logs are often read from the tail
@@ -59,6 +61,8 @@ run_criterion() {
 			p=$(grep -c '^\[PASS\]' "$log")
 			f=$(grep -c '^\[FAIL\]' "$log")
 			c=0
+			# a skip is two lines there: its reason, then suite::name
+			s=$(grep -c '^\[SKIP\] [A-Za-z0-9_]*::' "$log")
 		else
 			tested=$(sed -n 's/.*Tested: \([0-9]*\).*/\1/p' "$log" | tail -1)
 			p=$(sed -n 's/.*Passing: \([0-9]*\).*/\1/p' "$log" | tail -1)

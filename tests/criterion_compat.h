@@ -82,6 +82,7 @@ static void mini_fail(const char *file, int line, const char *expr, const char *
 #define cr_assert_fail(...)	mini_fail(__FILE__, __LINE__, "fail", " " __VA_ARGS__)
 #define cr_skip_test(...)	(fprintf(stderr, "[SKIP] " __VA_ARGS__), fputc('\n', stderr), _exit(77))
 #define cr_log_info(...)	(fprintf(stderr, "[----] " __VA_ARGS__), fputc('\n', stderr))
+#define cr_log_warn(...)	(fprintf(stderr, "[WARN] " __VA_ARGS__), fputc('\n', stderr))
 
 /* the library's agent-join thread (user/session/agent_join.c) */
 void rp_agent_join_disable(void);

@@ -301,7 +301,8 @@ static void run_producer(const struct th_agent_env *e, int threads, long events,
 	unsigned long long w = 0, d = 0;
 	int p = 0;
 
-	cr_assert_eq(th_run(th_fmt("RINGPIPE_AGENT='%s' '%s' AgentTest %d %ld 2>>'%s/producer.log'",
+	cr_assert_eq(th_run(th_fmt(TH_PRODUCER_TSAN "RINGPIPE_AGENT='%s' '%s' AgentTest %d %ld "
+				   "2>>'%s/producer.log'",
 				   e->sock, th_producer_bin(), threads, events, e->dir), &out), 0,
 		     "the producer failed: %s", out.p);
 	cr_assert_eq(sscanf((char *)out.p, "{\"pid\":%d,\"written\":%llu,\"dropped\":%llu,", &p, &w, &d), 3,
@@ -363,7 +364,8 @@ Test(agent, a_process_started_before_the_agent_joins_when_it_comes, .timeout = 1
 	struct counts c;
 
 	env_init(&e);
-	pf = popen(th_fmt("RINGPIPE_AGENT='%s' '%s' AgentTest 2 20000 2>>'%s/producer.log'", e.sock,
+	pf = popen(th_fmt(TH_PRODUCER_TSAN "RINGPIPE_AGENT='%s' '%s' AgentTest 2 20000 "
+			  "2>>'%s/producer.log'", e.sock,
 			  th_producer_bin(), e.dir), "r");
 	cr_assert_not_null(pf);
 	th_sleep_ms(1500);		/* no agent: the process goes on, and retries */
@@ -404,7 +406,8 @@ static uint64_t progress(const char *file)
 
 static pid_t producer_forever(const struct th_agent_env *e, const char *prog, const char *pre)
 {
-	char *cmd = th_fmt("%s RINGPIPE_AGENT='%s' '%s' AgentTest 2 0 forever '%s' 2>>'%s/producer.log'",
+	char *cmd = th_fmt("%s " TH_PRODUCER_TSAN "RINGPIPE_AGENT='%s' '%s' AgentTest 2 0 forever '%s' "
+			   "2>>'%s/producer.log'",
 			   pre ? pre : "exec env", e->sock, th_producer_bin(), prog, e->dir);
 	char *argv[] = { "/bin/sh", "-c", cmd, NULL };
 	pid_t pid = th_spawn(argv, NULL, th_fmt("%s/producer.log", e->dir));
@@ -1214,7 +1217,8 @@ Test(agent, periodic_rotation_names_every_process_again_and_losses_add_up, .time
 	th_agent_up_argv(&e, more);
 	/* one process that joins and stays, another that writes 2,000,000
 	 * events into 1 MiB and drops some */
-	sh = spawn_sh(th_fmt("RINGPIPE_AGENT='%s' exec '%s' AgentTest 1 0 idle", e.sock, th_producer_bin()),
+	sh = spawn_sh(th_fmt(TH_PRODUCER_TSAN "RINGPIPE_AGENT='%s' exec '%s' AgentTest 1 0 idle",
+			     e.sock, th_producer_bin()),
 		      th_fmt("%s/idle.out", e.dir));
 	made_pids[0] = sh;
 	end = th_now_ms() + 10000;
@@ -1415,7 +1419,8 @@ Test(agent, one_agent_one_run_finds_every_process_of_every_container, .timeout =
 
 	/* on the host, before the agent: it waits for a session, and joins
 	 * when the agent comes */
-	pf = popen(th_fmt("RINGPIPE_AGENT='%s' '%s' AgentTest 2 30000 2>>'%s/producer.log'", e.sock,
+	pf = popen(th_fmt(TH_PRODUCER_TSAN "RINGPIPE_AGENT='%s' '%s' AgentTest 2 30000 "
+			  "2>>'%s/producer.log'", e.sock,
 			  th_producer_bin(), e.dir), "r");
 	cr_assert_not_null(pf);
 	th_sleep_ms(700);

@@ -433,16 +433,18 @@ int spool_next(struct spool *s, uint64_t after, uint64_t *num, void **data, size
 	void *p = NULL;
 	ssize_t got;
 	size_t i;
-	bool ok, fnv;
+	bool ok, fnv, found;
 	int fd, e;
 
 	pthread_mutex_lock(&s->lock);
 	for (i = 0; i < s->n && s->v[i].num <= after; i++)
 		;
-	if (i < s->n)
+	/* decided under the lock: the putter grows n meanwhile */
+	found = i < s->n;
+	if (found)
 		at = s->v[i];
 	pthread_mutex_unlock(&s->lock);
-	if (i == s->n)
+	if (!found)
 		return -ENOENT;
 	/* read unlocked: only the caller takes batches out */
 	file_name(at.num, "", name, sizeof(name));

@@ -17,6 +17,7 @@
 #include <gelf.h>
 #include <inttypes.h>
 #include <libelf.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,16 +78,23 @@ struct sym_table {
 	char *kpool;
 };
 
+static bool elf_ok;
+
+static void elf_setup(void)
+{
+	elf_ok = elf_version(EV_CURRENT) != EV_NONE;
+}
+
 struct sym_table *sym_table_new(void)
 {
-	static bool elf_ready;
+	/* once per process, whichever thread comes first: the agent's
+	 * egresses cut batches, and so symbolize, on threads of their own */
+	static pthread_once_t elf_once = PTHREAD_ONCE_INIT;
 
-	if (!elf_ready) {
-		if (elf_version(EV_CURRENT) == EV_NONE) {
-			errno = ENOTSUP;
-			return NULL;
-		}
-		elf_ready = true;
+	pthread_once(&elf_once, elf_setup);
+	if (!elf_ok) {
+		errno = ENOTSUP;
+		return NULL;
 	}
 	return calloc(1, sizeof(struct sym_table));
 }
