@@ -116,12 +116,14 @@ __attribute__((target("sse4.2"))) static uint32_t crc32c_sse42(uint32_t c,
 }
 #endif
 
+bool spool_crc_by_table;
+
 static uint64_t checksum(const void *p, size_t n)
 {
 	uint32_t c = 0xffffffffu;
 
 #if defined(__x86_64__)
-	if (__builtin_cpu_supports("sse4.2"))
+	if (__builtin_cpu_supports("sse4.2") && !spool_crc_by_table)
 		return ~crc32c_sse42(c, p, n);
 #endif
 	return ~crc32c_bytes(c, p, n);

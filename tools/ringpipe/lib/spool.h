@@ -23,6 +23,7 @@
 #ifndef RINGPIPE_SPOOL_H
 #define RINGPIPE_SPOOL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -74,5 +75,9 @@ struct spool_stats {
 };
 
 void spool_stats(const struct spool *s, struct spool_stats *st);
+
+/* Tests: sum by the byte table even where SSE4.2 has the CRC32C instruction
+ * (hosts without it use the table; both must give the same sums). */
+extern bool spool_crc_by_table;
 
 #endif
