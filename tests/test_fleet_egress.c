@@ -394,14 +394,28 @@ Test(fleet_egress, a_full_spool_parks_block_and_counts_drop_losses, .timeout = 3
 	bb_free(&out);
 }
 
+/* Each of the want events pid wrote on host is in events once, and fleet
+ * check accounts for everything (note: said after the count) */
+static void all_once_and_accounted(const char *host, int pid, uint64_t want, const char *note)
+{
+	struct bytebuf out = { 0 };
+	uint64_t events = rows_of_pid("events", "count()", host, (uint64_t)pid);
+
+	cr_assert_eq(events, want, "%" PRIu64 " events of the %" PRIu64 " written%s", events, want,
+		     note);
+	cr_assert_eq(rows_of_pid("events", "uniqExact(payload)", host, (uint64_t)pid), want,
+		     "an event arrived twice");
+	cr_assert_eq(fleet_check(host, &out), 0, "fleet check: %s", th_text(&out));
+	cr_assert(strstr(th_text(&out), "all accounted for"), "%s", th_text(&out));
+	bb_free(&out);
+}
+
 Test(fleet_egress, a_killed_agent_restarted_ships_everything_once, .timeout = 300,
      .fini = egress_fini)
 {
 	struct th_agent_env *e;
-	struct bytebuf out = { 0 };
 	struct th_said ps;
 	pid_t pp;
-	uint64_t events;
 	int st = 0;
 
 	TH_NEED_CLICKHOUSE();
@@ -440,13 +454,7 @@ Test(fleet_egress, a_killed_agent_restarted_ships_everything_once, .timeout = 30
 		bb_free(&log);
 	}
 
-	events = rows_of_pid("events", "count()", "egress-kill", (uint64_t)ps.pid);
-	cr_assert_eq(events, 100000u, "%" PRIu64 " events of the 100000 written", events);
-	cr_assert_eq(rows_of_pid("events", "uniqExact(payload)", "egress-kill", (uint64_t)ps.pid),
-		     100000u, "an event arrived twice");
-	cr_assert_eq(fleet_check("egress-kill", &out), 0, "fleet check: %s", th_text(&out));
-	cr_assert(strstr(th_text(&out), "all accounted for"), "%s", th_text(&out));
-	bb_free(&out);
+	all_once_and_accounted("egress-kill", ps.pid, 100000, "");
 }
 
 /* The manifest rows of several batches go in one insert after their rows:
@@ -457,9 +465,8 @@ Test(fleet_egress, a_refused_manifest_insert_sends_no_row_twice, .timeout = 300,
      .fini = egress_fini)
 {
 	struct th_agent_env *e;
-	struct bytebuf out = { 0 };
 	struct th_said ps;
-	uint64_t in_before, events;
+	uint64_t in_before;
 
 	TH_NEED_CLICKHOUSE();
 	th_ch_init(&node);
@@ -482,14 +489,9 @@ Test(fleet_egress, a_refused_manifest_insert_sends_no_row_twice, .timeout = 300,
 	th_shipped_wait(e, 120000);
 	cr_assert_eq(th_agent_down(e), 0);
 
-	events = rows_of_pid("events", "count()", "egress-manifest", (uint64_t)ps.pid);
-	cr_assert_eq(events, 300000u, "%" PRIu64 " events of the 300000 written (%" PRIu64
-		     " were in before the manifest table came back)", events, in_before);
-	cr_assert_eq(rows_of_pid("events", "uniqExact(payload)", "egress-manifest",
-				 (uint64_t)ps.pid), 300000u, "an event arrived twice");
-	cr_assert_eq(fleet_check("egress-manifest", &out), 0, "fleet check: %s", th_text(&out));
-	cr_assert(strstr(th_text(&out), "all accounted for"), "%s", th_text(&out));
-	bb_free(&out);
+	all_once_and_accounted("egress-manifest", ps.pid, 300000,
+			       th_fmt(" (%" PRIu64 " were in before the manifest table came back)",
+				      in_before));
 }
 
 /* Rows of two processes on two hosts, the same pid on both, put in by hand:
