@@ -6,8 +6,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +36,13 @@ struct spool_hdr {
 };
 
 _Static_assert(sizeof(struct spool_hdr) == 32, "spool header layout");
+
+/* Whether h's magic is a version this spool reads; *fnv: version 1's sum */
+static bool magic_known(const struct spool_hdr *h, bool *fnv)
+{
+	*fnv = !memcmp(h->magic, SPOOL_MAGIC_FNV, 8);
+	return *fnv || !memcmp(h->magic, SPOOL_MAGIC, 8);
+}
 
 struct entry {
 	uint64_t num;
@@ -212,7 +219,7 @@ static bool header_ok(struct spool *s, uint64_t num, uint64_t *size)
 	char name[64];
 	struct spool_hdr h;
 	struct stat sb;
-	bool ok;
+	bool ok, fnv;
 	int fd;
 
 	file_name(num, "", name, sizeof(name));
@@ -220,8 +227,7 @@ static bool header_ok(struct spool *s, uint64_t num, uint64_t *size)
 	if (fd < 0)
 		return false;
 	ok = fstat(fd, &sb) == 0 && pread(fd, &h, sizeof(h), 0) == (ssize_t)sizeof(h) &&
-	     (!memcmp(h.magic, SPOOL_MAGIC, 8) || !memcmp(h.magic, SPOOL_MAGIC_FNV, 8)) &&
-	     h.num == num &&
+	     magic_known(&h, &fnv) && h.num == num &&
 	     h.len == (uint64_t)sb.st_size - sizeof(h);
 	close(fd);
 	*size = ok ? (uint64_t)sb.st_size : 0;
@@ -435,7 +441,7 @@ int spool_next(struct spool *s, uint64_t after, uint64_t *num, void **data, size
 	void *p = NULL;
 	ssize_t got;
 	size_t i;
-	bool ok, fnv, found;
+	bool ok, fnv = false, found;
 	int fd, e;
 
 	pthread_mutex_lock(&s->lock);
@@ -454,9 +460,8 @@ int spool_next(struct spool *s, uint64_t after, uint64_t *num, void **data, size
 	if (fd < 0)
 		return -errno;
 	got = pread(fd, &h, sizeof(h), 0);
-	fnv = got == (ssize_t)sizeof(h) && !memcmp(h.magic, SPOOL_MAGIC_FNV, 8);
-	ok = got == (ssize_t)sizeof(h) && (fnv || !memcmp(h.magic, SPOOL_MAGIC, 8)) &&
-	     h.num == at.num && h.len == at.bytes - sizeof(h);
+	ok = got == (ssize_t)sizeof(h) && magic_known(&h, &fnv) && h.num == at.num &&
+	     h.len == at.bytes - sizeof(h);
 	if (ok) {
 		p = malloc(h.len ? h.len : 1);
 		got = p ? pread(fd, p, h.len, sizeof(h)) : -1;
