@@ -334,6 +334,110 @@ Test(block, parked_producers_are_admitted_in_ticket_order, .timeout = 120)
 	th_rmdir(dir);
 }
 
+/* A producer that gets a pass, writes once, then stops writing (it waits for
+ * work) until told to write once more. */
+struct idle_holder {
+	struct rp_event *ev;
+	int rc[2];
+	int wrote, go, done;
+};
+
+static void *idle_holder_main(void *arg)
+{
+	struct idle_holder *h = arg;
+	struct payload pl = { .counter = 1, .thread = 200 };
+
+	h->rc[0] = rp_event_write(h->ev, &pl, sizeof(pl));
+	__atomic_store_n(&h->wrote, 1, __ATOMIC_RELEASE);
+	while (!__atomic_load_n(&h->go, __ATOMIC_ACQUIRE))
+		usleep(1000);
+	pl.counter = 2;
+	h->rc[1] = rp_event_write(h->ev, &pl, sizeof(pl));
+	__atomic_store_n(&h->done, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+static bool wait_flag(int *flag, uint64_t bound_ns)
+{
+	uint64_t t0 = now_ns();
+
+	while (!__atomic_load_n(flag, __ATOMIC_ACQUIRE)) {
+		if (now_ns() - t0 > bound_ns)
+			return false;
+		usleep(200);
+	}
+	return true;
+}
+
+/* Holders that stop writing in the middle of their passes keep them while
+ * nobody waits, and give their places back, within a bound, once a ticket
+ * waits: otherwise the queue behind them moves only when a ring is three
+ * quarters empty (sessions.md, "Block mode"). */
+Test(block, holders_that_stop_writing_give_their_places_back, .timeout = 120)
+{
+	char *dir = th_tmpdir(), *path;
+	struct rp_event *ev;
+	struct idle_holder h[2];
+	struct parker pk;
+	pthread_t th[2], pth;
+	struct rp_session *s = paused_full_session("Test-Idle-Holder", &ev, 0, &path, dir, NULL);
+	const struct rp_block_queue *q = &rp_block_queues[rp_session_id(s)];
+	uint64_t t0;
+	int32_t held;
+	int i;
+
+	for (i = 0; i < 2; i++) {
+		h[i] = (struct idle_holder){ .ev = ev };
+		cr_assert_eq(pthread_create(&th[i], NULL, idle_holder_main, &h[i]), 0);
+	}
+	usleep(20000);		/* both park: the rings are full */
+	__atomic_store_n(&rp_drain_pause, 0, __ATOMIC_RELAXED);
+	for (i = 0; i < 2; i++) {
+		cr_assert(wait_flag(&h[i].wrote, 10000000000ull), "holder %d was not admitted", i);
+		cr_assert_eq(h[i].rc[0], 0);
+	}
+	/* idle now, each with a pass it has hardly used; nobody waits, so
+	 * nobody takes them away */
+	usleep(50000);
+	held = __atomic_load_n(&q->passes, __ATOMIC_RELAXED);
+	cr_assert(held >= 1 && held <= 2, "passes held by the idle holders: %d", held);
+
+	/* a ticket waits (rings full, drainer held): the idle places go */
+	__atomic_store_n(&rp_drain_pause, 1, __ATOMIC_RELAXED);
+	usleep(20000);
+	fill_rings(ev, s);
+	pk = (struct parker){ .ev = ev, .index = 0 };
+	cr_assert_eq(pthread_create(&pth, NULL, parker_main, &pk), 0);
+	t0 = now_ns();
+	while (__atomic_load_n(&q->passes, __ATOMIC_RELAXED) > 0 && now_ns() - t0 < STOP_BOUND_NS)
+		usleep(200);
+	cr_assert_eq(__atomic_load_n(&q->passes, __ATOMIC_RELAXED), 0,
+		     "%d places still held %" PRIu64 " ms after a ticket began to wait",
+		     __atomic_load_n(&q->passes, __ATOMIC_RELAXED), (now_ns() - t0) / 1000000);
+	cr_assert_neq(__atomic_load_n(&q->tail, __ATOMIC_RELAXED),
+		      __atomic_load_n(&q->admit, __ATOMIC_RELAXED), "the parker waits");
+	cr_assert(!__atomic_load_n(&pk.done, __ATOMIC_ACQUIRE), "admitted to full rings");
+
+	/* the holders write again: they wait with the parker, and all get in
+	 * once the drainer runs */
+	for (i = 0; i < 2; i++)
+		__atomic_store_n(&h[i].go, 1, __ATOMIC_RELEASE);
+	usleep(20000);
+	for (i = 0; i < 2; i++)
+		cr_assert(!__atomic_load_n(&h[i].done, __ATOMIC_ACQUIRE),
+			  "holder %d wrote into full rings", i);
+	__atomic_store_n(&rp_drain_pause, 0, __ATOMIC_RELAXED);
+	pthread_join(pth, NULL);
+	cr_assert_eq(pk.rc, 0);
+	for (i = 0; i < 2; i++) {
+		pthread_join(th[i], NULL);
+		cr_assert_eq(h[i].rc[1], 0, "holder %d: %d", i, h[i].rc[1]);
+	}
+	cr_assert_eq(rp_session_stop(s), 0);
+	free(path);
+	th_rmdir(dir);
+}
+
 Test(block, stop_wakes_parked_producers_who_drop_counted, .timeout = 120)
 {
 	TH_NEED_TRACEDUMP(dll);

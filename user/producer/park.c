@@ -30,9 +30,12 @@
  * itself, counted as full, and the session stays usable.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "atomics.h"
 #include "clock.h"
@@ -51,6 +54,16 @@ uint64_t rp_drain_waiter_wakeups;
 #define PARK_POLL_NS 20000000ull	/* recheck abort and liveness every 20 ms */
 #define ROOM_POLL_NS 1000000ull		/* an admitted producer rechecks its ring */
 #define PARK_MAX_TIMEOUTS 4u		/* no progress for 4 timeouts: dead */
+#define PLACE_IDLE_NS 50000ull	/* a holder asleep this long has stopped */
+#define PLACE_STALLED_NS 5000000ull	/* any holder silent this long has */
+#define HEAD_POLL_NS RP_BLOCK_IDLE_POLL_NS	/* the next ticket looks for them */
+
+static uint64_t ns_to_ticks(uint64_t ns)
+{
+	uint64_t hz = rp_clock_frequency();
+
+	return hz / 1000000000ull * ns + hz % 1000000000ull * ns / 1000000000ull;
+}
 
 void rp_block_reset(int slot, uint64_t timeout_ns, uint64_t ring_size, uint32_t nr_rings)
 {
@@ -67,6 +80,112 @@ void rp_block_reset(int slot, uint64_t timeout_ns, uint64_t ring_size, uint32_t 
 	if (quantum > INT32_MAX)
 		quantum = INT32_MAX;
 	q->quantum = quantum < 4096 ? 4096 : (uint32_t)quantum;
+	q->idle_ticks = ns_to_ticks(PLACE_IDLE_NS);
+	q->stalled_ticks = ns_to_ticks(PLACE_STALLED_NS);
+}
+
+/* An admitted producer that got its record takes a free place for its pass
+ * (*gen: the place's generation while it holds it); 0 when every place is
+ * held. */
+static uint32_t place_claim(struct rp_block_queue *q, uint32_t tid, uint32_t *gen)
+{
+	uint32_t i;
+
+	for (i = 0; i < RP_BQ_PLACES; i++) {
+		struct rp_bq_place *p = &q->places[i];
+		uint32_t g = rp_load_relaxed(&p->gen);
+
+		if (g & 1)
+			continue;
+		/* before the claim, so that a revoker that sees the place held
+		 * sees a fresh time (a racing claimer that loses only wrote a
+		 * fresh time too) */
+		rp_store_relaxed(&p->last_ts, rp_clock_now());
+		rp_store_relaxed(&p->left, (int32_t)q->quantum);
+		rp_store_relaxed(&p->tid, tid);
+		/* release: pairs with the load_acquire of gen in revoke_idle() */
+		if (!rp_cas_acq_rel(&p->gen, &g, g + 1))
+			continue;
+		*gen = g + 1;
+		return i + 1;
+	}
+	return 0;
+}
+
+/* Whether thread tid of this process can run now (runnable, or running
+ * something else than a write): the scheduler's state of it, "R" in its
+ * stat file. False when that cannot be read. */
+static bool thread_can_run(uint32_t tid)
+{
+	char path[48], buf[512];
+	const char *paren;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%u/stat", tid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	buf[n] = 0;
+	/* "tid (comm) S ...": comm may hold anything, the last ')' ends it */
+	paren = strrchr(buf, ')');
+	return paren && paren[1] == ' ' && paren[2] == 'R';
+}
+
+/*
+ * Frees the places of holders that stopped writing in the middle of their
+ * passes: asleep (waiting for work) and silent for idle_ticks, or silent
+ * for stalled_ticks whatever they do. Such a holder would otherwise keep
+ * its place until it writes again, and with every place so held only the
+ * three-quarters rule admits anyone. One that can run and was silent for
+ * less is taken to have lost its CPU for a while (a scheduler's time
+ * slice): it is about to write on, and revoking it costs it the rest of
+ * its pass and the queue one more writer than CPUs. The holder finds out
+ * at its next write (rp_pass_held()) and queues. Returns how many were
+ * freed; the caller admits.
+ */
+static uint32_t revoke_idle(struct rp_block_queue *q)
+{
+	uint64_t now = rp_clock_now();
+	uint32_t i, n = 0;
+
+	for (i = 0; i < RP_BQ_PLACES; i++) {
+		struct rp_bq_place *p = &q->places[i];
+		/* pairs with the CAS of gen in place_claim(): last_ts is
+		 * this claim's or later */
+		uint32_t g = rp_load_acquire(&p->gen);
+		int64_t silent;
+
+		if (!(g & 1))
+			continue;
+		silent = (int64_t)(now - rp_load_relaxed(&p->last_ts));
+		if (silent < (int64_t)q->idle_ticks)
+			continue;
+		if (silent < (int64_t)q->stalled_ticks) {
+			/* the stat file costs microseconds: read it once per
+			 * idle_ticks per place (admitters race here harmlessly) */
+			uint64_t seen = rp_load_relaxed(&q->seen_running[i]);
+
+			if ((int64_t)(now - seen) < (int64_t)q->idle_ticks)
+				continue;
+			if (thread_can_run(rp_load_relaxed(&p->tid))) {
+				rp_store_relaxed(&q->seen_running[i], now);
+				continue;
+			}
+		}
+		/* the CAS decides who frees the place, once: this or the
+		 * holder's end of its pass (rp_pass_end()); gen makes a place
+		 * freed and claimed again meanwhile fail it */
+		if (rp_cas_acq_rel(&p->gen, &g, g + 1)) {
+			rp_add_relaxed(&q->passes, -1);
+			n++;
+		}
+	}
+	return n;
 }
 
 /* Wakes the producers sleeping on ticket t's word. */
@@ -200,9 +319,21 @@ static void hand_off(struct rp_block_queue *q)
 	uint32_t admit = rp_load_relaxed(&q->admit);
 	uint32_t tail = rp_load_relaxed(&q->tail);
 
-	if ((int32_t)(tail - admit) > 0 &&
-	    rp_load_relaxed(&q->passes) < (int32_t)q->concurrency)
-		admit_range(q, admit, admit + 1);
+	if ((int32_t)(tail - admit) <= 0)
+		return;
+	if (rp_load_relaxed(&q->passes) >= (int32_t)q->concurrency && !revoke_idle(q))
+		return;
+	admit_range(q, admit, admit + 1);
+}
+
+bool rp_block_drainer_idle(int slot)
+{
+	struct rp_block_queue *q = &rp_block_queues[slot];
+
+	if (!rp_block_must_queue(slot))
+		return false;
+	hand_off(q);
+	return true;
 }
 
 void rp_pass_ended(int slot)
@@ -220,10 +351,14 @@ void rp_pass_ended(int slot)
 
 void rp_pass_end(struct wthread *t, int slot)
 {
-	if (t->pass[slot] > 0) {
-		t->pass[slot] = 0;
+	uint32_t pl = t->place[slot], g = t->place_gen[slot];
+
+	if (!pl)
+		return;
+	t->place[slot] = 0;
+	/* as in revoke_idle(): a place revoked is freed already */
+	if (rp_cas_acq_rel(&rp_block_queues[slot].places[pl - 1].gen, &g, g + 1))
 		rp_pass_ended(slot);
-	}
 }
 
 /* An admitted producer gets its record: its ring may still be full (others
@@ -342,7 +477,12 @@ static struct rp_shm_record *park(struct wthread *t, int slot, struct rp_shm *sh
 			struct rp_ring *r0 = rp_shm_current_ring(shm);
 			uint64_t room = ring_free(r0);
 
-			if ((room >= q->quantum && rp_load_relaxed(&q->passes) <= 0) ||
+			int32_t passes = rp_load_relaxed(&q->passes);
+
+			/* holders that stopped writing free their places */
+			if (passes >= (int32_t)q->concurrency && revoke_idle(q))
+				passes = rp_load_relaxed(&q->passes);
+			if ((room >= q->quantum && passes < (int32_t)q->concurrency) ||
 			    room >= r0->size / 4 * 3) {
 				if (admit_range(q, ticket, ticket + 1))
 					break;
@@ -360,14 +500,18 @@ static struct rp_shm_record *park(struct wthread *t, int slot, struct rp_shm *sh
 			rp_add_relaxed(&h->space_freed, 1);
 			rp_futex_wake(&h->space_freed, 1);
 		}
-		rp_futex_wait(w, word, PARK_POLL_NS);
+		rp_futex_wait(w, word, admit == ticket ? HEAD_POLL_NS : PARK_POLL_NS);
 	}
 	rec = reserve_admitted(q, slot, shm, rp, size, &since, reason);
 	if (!rec) {
 		rp_pass_ended(slot);	/* the place it was admitted to */
 		return NULL;
 	}
-	t->pass[slot] = (int32_t)q->quantum;	/* counted at admission */
+	/* counted in passes at admission; with every place held (none
+	 * revoked yet), this one record is the whole pass */
+	t->place[slot] = (uint8_t)place_claim(q, t->tid, &t->place_gen[slot]);
+	if (!t->place[slot])
+		rp_pass_ended(slot);
 	return rec;
 }
 
@@ -407,6 +551,8 @@ void rp_block_space_freed(int slot, uint64_t free_bytes)
 	n = (uint32_t)passes < q->concurrency ? q->concurrency - (uint32_t)passes : 0;
 	if (n > room)
 		n = room;
+	if (!n && revoke_idle(q))
+		n = 1;
 	if (!n && free_bytes >= (uint64_t)q->quantum * q->concurrency * 3 / 2)
 		n = 1;
 	if (!n)

@@ -10,7 +10,8 @@
  * when it finds room and nobody else writes). An admitted producer holds a
  * pass: it writes on without looking at the queue until it has written a
  * quantum of bytes or finds its ring full again, then queues anew behind
- * everyone who arrived meanwhile. So a wait costs one sleep and one wake per
+ * everyone who arrived meanwhile; a holder that stops writing while others
+ * wait loses its pass to the next ticket within a bound. So a wait costs one sleep and one wake per
  * quantum (thousands of events), not per event, and nobody is overtaken by
  * a producer that arrived after it.
  *
@@ -23,6 +24,7 @@
 #ifndef RINGPIPE_PARK_H
 #define RINGPIPE_PARK_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "atomics.h"
@@ -33,6 +35,22 @@ struct rp_session;
 struct wthread;
 
 #define RP_BQ_WORDS 64u		/* futex words; tickets 64 apart share one */
+#define RP_BQ_PLACES 16u	/* passes that can be held at once */
+
+/*
+ * A pass, held by one thread. gen is odd while held and even while free;
+ * it moves by CAS only (a claim, the holder's end of the pass, a revoke),
+ * so whoever moves it from held to free gives the place back, once. The
+ * holder alone writes left and last_ts, with plain stores to a line of its
+ * own; others read them as hints.
+ */
+struct rp_bq_place {
+	uint32_t gen;
+	int32_t left;		/* bytes the holder may still write */
+	uint64_t last_ts;	/* rp_clock_now() ticks of its last write */
+	uint32_t tid;		/* the holder's */
+	uint8_t __pad[44];
+};
 
 /* One Block session's queue, by slot; in process memory, never shared. */
 struct rp_block_queue {
@@ -50,9 +68,18 @@ struct rp_block_queue {
 	uint64_t timeout_ns;		/* a drainer silent this long is dead */
 	uint32_t quantum;		/* bytes a pass lets its holder write */
 	uint32_t concurrency;		/* passes the drainer keeps handed out */
-	uint8_t __pad2[40];
+	uint64_t idle_ticks;		/* a holder asleep that wrote nothing
+					 * this long has stopped: its place is
+					 * revoked */
+	uint64_t stalled_ticks;		/* the same for a holder that could run */
+	uint8_t __pad2[24];
 	uint32_t words[RP_BQ_WORDS];	/* where ticket t sleeps: words[t % 64] */
+	struct rp_bq_place places[RP_BQ_PLACES];
+	uint64_t seen_running[RP_BQ_PLACES];	/* when an admitter last found a
+						 * place's holder able to run */
 };
+
+_Static_assert(sizeof(struct rp_bq_place) == 64, "a place is one cache line");
 
 extern struct rp_block_queue rp_block_queues[RP_MAX_SESSIONS];
 
@@ -77,8 +104,9 @@ static inline int rp_block_must_queue(int slot)
 struct rp_shm_record *rp_park(struct wthread *t, int slot, struct rp_shm *shm,
 			      struct rp_ring **rp, uint32_t size, unsigned int *reason);
 
-/* A pass holder wrote size bytes; the pass ends when its quantum is spent. */
-static inline void rp_pass_spend(struct wthread *t, int slot, uint32_t size);
+/* A pass holder wrote size bytes at ts (rp_clock_now()); the pass ends when
+ * its quantum is spent. */
+static inline void rp_pass_spend(struct wthread *t, int slot, uint32_t size, uint64_t ts);
 
 /* Ends the calling thread's pass in slot (if it holds one). */
 void rp_pass_end(struct wthread *t, int slot);
@@ -102,6 +130,16 @@ void rp_block_heartbeat(int slot);
 /* The drainer freed space in a ring of slot (free_bytes now free there):
  * wakes producers waiting for room and admits the next batch of tickets. */
 void rp_block_space_freed(int slot, uint64_t free_bytes);
+
+/* How often tickets that wait look for holders that stopped writing: the
+ * next ticket, and the in-process drainer while its rings are empty. */
+#define RP_BLOCK_IDLE_POLL_NS 400000ull
+
+/* The in-process drainer found its rings empty while tickets wait: the
+ * places of holders that stopped writing go to the next tickets (nobody
+ * else would free them before the next ticket's poll). True while tickets
+ * wait: the drainer then sleeps at most RP_BLOCK_IDLE_POLL_NS. */
+bool rp_block_drainer_idle(int slot);
 
 /* Teardown: every waiter of slot gives up and drops (counted). */
 void rp_block_abort(int slot);
@@ -133,16 +171,42 @@ extern uint64_t rp_drain_waiter_wakeups;
 
 #include "threads.h"
 
-static inline void rp_pass_spend(struct wthread *t, int slot, uint32_t size)
+/* Whether the calling thread holds a pass in slot; a pass revoked since is
+ * forgotten here. */
+static inline bool rp_pass_held(struct wthread *t, int slot)
 {
-	int32_t left = t->pass[slot];
+	uint32_t pl = t->place[slot];
 
-	if (rp_likely(left <= 0))
+	if (rp_likely(!pl))
+		return false;
+	/* relaxed: a revoke seen late lets one more record in, which the
+	 * fairness bound allows (Documentation/sessions.md) */
+	if (rp_load_relaxed(&rp_block_queues[slot].places[pl - 1].gen) == t->place_gen[slot])
+		return true;
+	t->place[slot] = 0;
+	return false;
+}
+
+static inline void rp_pass_spend(struct wthread *t, int slot, uint32_t size, uint64_t ts)
+{
+	uint32_t pl = t->place[slot];
+	struct rp_bq_place *p;
+	int32_t left;
+
+	if (rp_likely(!pl))
 		return;
-	left -= (int32_t)size;
-	t->pass[slot] = left > 0 ? left : 0;
-	if (left <= 0)
-		rp_pass_ended(slot);
+	p = &rp_block_queues[slot].places[pl - 1];
+	if (rp_load_relaxed(&p->gen) != t->place_gen[slot]) {
+		t->place[slot] = 0;	/* revoked: queue with the next write */
+		return;
+	}
+	left = rp_load_relaxed(&p->left) - (int32_t)size;
+	if (left > 0) {
+		rp_store_relaxed(&p->left, left);
+		rp_store_relaxed(&p->last_ts, ts);
+		return;
+	}
+	rp_pass_end(t, slot);
 }
 
 #endif /* RINGPIPE_PARK_H */

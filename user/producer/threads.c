@@ -53,7 +53,7 @@ static void wt_destroy(void *arg)
 
 	/* a pass this thread can no longer use frees its place (park.h) */
 	for (i = 0; i < RP_MAX_SESSIONS; i++)
-		if (t->pass[i] > 0 && t->gen[i] == rp_load_relaxed(&rp_slots[i].gen))
+		if (t->place[i] && t->gen[i] == rp_load_relaxed(&rp_slots[i].gen))
 			rp_pass_end(t, i);
 	pthread_mutex_lock(&wt_lock);
 	post_finals(t);

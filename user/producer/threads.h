@@ -23,8 +23,8 @@ struct wthread {
 	uint32_t tid;
 	uint32_t gen[RP_MAX_SESSIONS];	/* slot generation the seq belongs to */
 	uint32_t seq[RP_MAX_SESSIONS];
-	int32_t pass[RP_MAX_SESSIONS];	/* Block: bytes left on this thread's
-					 * pass (park.h); 0: none */
+	uint32_t place_gen[RP_MAX_SESSIONS];	/* Block: the pass held (park.h) */
+	uint8_t place[RP_MAX_SESSIONS];	/* its place + 1; 0: none */
 	uintptr_t stack_lo, stack_hi;
 	bool no_park;		/* the rundown thread and the like never park */
 	int ending_slot;	/* slot + 1 while this thread runs that session's

@@ -255,7 +255,7 @@ write_events(struct rp_event *ev, uint64_t mask, const struct iovec *iov, int io
 		if (t->gen[i] != gen) {
 			t->gen[i] = gen;
 			t->seq[i] = RP_SEQ_BASE;
-			t->pass[i] = 0;	/* a pass of the slot's previous session */
+			t->place[i] = 0;	/* a pass of the slot's previous session */
 		}
 		if (rp_likely(!org))
 			t->seq[i]++;	/* an origin thread's numbers are the caller's */
@@ -269,7 +269,7 @@ write_events(struct rp_event *ev, uint64_t mask, const struct iovec *iov, int io
 		}
 		size = (uint32_t)rp_record_size(flags, nips, (uint16_t)len);
 		if (rp_unlikely(sl->block) && !t->no_park && !t->ending_slot &&
-		    t->pass[i] <= 0 && rp_block_must_queue(i)) {
+		    !rp_pass_held(t, i) && rp_block_must_queue(i)) {
 			r = rp_shm_current_ring(shm);
 			rec = NULL;	/* producers wait already: queue behind them */
 		} else {
@@ -289,12 +289,12 @@ write_events(struct rp_event *ev, uint64_t mask, const struct iovec *iov, int io
 				continue;
 			}
 		}
-		if (rp_unlikely(sl->block))
-			rp_pass_spend(t, i, size);
 		/* stamped after the reservation: every record the drainer has not
 		 * seen yet was reserved after its last look at the ring, so it is
 		 * younger than that look (drain.c relies on this to merge) */
 		ts = rp_clock_now();
+		if (rp_unlikely(sl->block))
+			rp_pass_spend(t, i, size, ts);
 		if (rp_unlikely(org))
 			rp_record_fill(rec, ev->index, org->ts, org->tid, org->seq, flags,
 				       (uint16_t)len, org->cpu);
@@ -407,6 +407,7 @@ static __attribute__((noinline)) int write_flat_slow(struct rp_event *ev, uint64
 	struct rp_shm_record *rec;
 	struct rp_ring *r;
 	struct slot *sl;
+	uint64_t ts;
 	uint32_t size;
 	int i;
 
@@ -436,7 +437,7 @@ static __attribute__((noinline)) int write_flat_slow(struct rp_event *ev, uint64
 	t->seq[i]++;
 	size = (uint32_t)rp_record_size(0, 0, (uint16_t)len);
 	/* Block: without a pass, a writer queues behind those who wait */
-	if (rp_unlikely(sl->block) && !t->no_park && t->pass[i] <= 0 && rp_block_must_queue(i)) {
+	if (rp_unlikely(sl->block) && !t->no_park && !rp_pass_held(t, i) && rp_block_must_queue(i)) {
 		r = rp_shm_current_ring(sl->shm);
 		rec = NULL;
 	} else {
@@ -456,10 +457,11 @@ static __attribute__((noinline)) int write_flat_slow(struct rp_event *ev, uint64
 			return rc;
 		}
 	}
-	if (rp_unlikely(sl->block))
-		rp_pass_spend(t, i, size);
 	/* stamped after the reservation (see write_events()) */
-	rp_record_fill(rec, ev->index, rp_clock_now(), t->tid, t->seq[i], 0, (uint16_t)len,
+	ts = rp_clock_now();
+	if (rp_unlikely(sl->block))
+		rp_pass_spend(t, i, size, ts);
+	rp_record_fill(rec, ev->index, ts, t->tid, t->seq[i], 0, (uint16_t)len,
 		       sl->local_rings ? r->index : rp_ring_current_cpu());
 	copy_payload(rp_record_payload_at(rec, 0, 0), payload, len);
 	rp_ring_commit_len(rec, size);

@@ -1542,6 +1542,10 @@ static void *drainer_main(void *arg)
 				int64_t idle = d->s->idle_sleep_ns ? (int64_t)d->s->idle_sleep_ns :
 					       IDLE_SLEEP_NS;
 
+				if (d->s->slot >= 0 && rp_block_drainer_idle(d->s->slot) &&
+				    idle > (int64_t)RP_BLOCK_IDLE_POLL_NS)
+					idle = (int64_t)RP_BLOCK_IDLE_POLL_NS;
+
 				sleep_idle(d, due < idle ? due : idle);
 			}
 		}
