@@ -188,6 +188,13 @@ static uint32_t revoke_idle(struct rp_block_queue *q)
 	return n;
 }
 
+/* Whether a place is open for the next ticket: fewer passes out than the
+ * concurrency, or a place just taken back from a holder that stopped. */
+static bool place_open(struct rp_block_queue *q)
+{
+	return rp_load_relaxed(&q->passes) < (int32_t)q->concurrency || revoke_idle(q);
+}
+
 /* Wakes the producers sleeping on ticket t's word. */
 static void wake_ticket(struct rp_block_queue *q, uint32_t t)
 {
@@ -319,11 +326,8 @@ static void hand_off(struct rp_block_queue *q)
 	uint32_t admit = rp_load_relaxed(&q->admit);
 	uint32_t tail = rp_load_relaxed(&q->tail);
 
-	if ((int32_t)(tail - admit) <= 0)
-		return;
-	if (rp_load_relaxed(&q->passes) >= (int32_t)q->concurrency && !revoke_idle(q))
-		return;
-	admit_range(q, admit, admit + 1);
+	if ((int32_t)(tail - admit) > 0 && place_open(q))
+		admit_range(q, admit, admit + 1);
 }
 
 bool rp_block_drainer_idle(int slot)
@@ -477,13 +481,9 @@ static struct rp_shm_record *park(struct wthread *t, int slot, struct rp_shm *sh
 			struct rp_ring *r0 = rp_shm_current_ring(shm);
 			uint64_t room = ring_free(r0);
 
-			int32_t passes = rp_load_relaxed(&q->passes);
-
-			/* holders that stopped writing free their places */
-			if (passes >= (int32_t)q->concurrency && revoke_idle(q))
-				passes = rp_load_relaxed(&q->passes);
-			if ((room >= q->quantum && passes < (int32_t)q->concurrency) ||
-			    room >= r0->size / 4 * 3) {
+			/* place_open() first: it frees the places of holders
+			 * that stopped even when this ring has no room yet */
+			if ((place_open(q) && room >= q->quantum) || room >= r0->size / 4 * 3) {
 				if (admit_range(q, ticket, ticket + 1))
 					break;
 				continue;

@@ -11,9 +11,9 @@
  * pass: it writes on without looking at the queue until it has written a
  * quantum of bytes or finds its ring full again, then queues anew behind
  * everyone who arrived meanwhile; a holder that stops writing while others
- * wait loses its pass to the next ticket within a bound. So a wait costs one sleep and one wake per
- * quantum (thousands of events), not per event, and nobody is overtaken by
- * a producer that arrived after it.
+ * wait loses its pass to the next ticket within a bound. So a wait costs
+ * one sleep and one wake per quantum (thousands of events), not per event,
+ * and nobody is overtaken by a producer that arrived after it.
  *
  * All of it is process-private: a process that maps the session's memory
  * can scribble over every shared word and still neither keep a producer
@@ -189,17 +189,13 @@ static inline bool rp_pass_held(struct wthread *t, int slot)
 
 static inline void rp_pass_spend(struct wthread *t, int slot, uint32_t size, uint64_t ts)
 {
-	uint32_t pl = t->place[slot];
 	struct rp_bq_place *p;
 	int32_t left;
 
-	if (rp_likely(!pl))
+	/* none, or revoked since the write began: queue with the next one */
+	if (!rp_pass_held(t, slot))
 		return;
-	p = &rp_block_queues[slot].places[pl - 1];
-	if (rp_load_relaxed(&p->gen) != t->place_gen[slot]) {
-		t->place[slot] = 0;	/* revoked: queue with the next write */
-		return;
-	}
+	p = &rp_block_queues[slot].places[t->place[slot] - 1];
 	left = rp_load_relaxed(&p->left) - (int32_t)size;
 	if (left > 0) {
 		rp_store_relaxed(&p->left, left);
