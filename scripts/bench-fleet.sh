@@ -9,16 +9,26 @@
 # spool empty, and checked (every row there, `fleet check` 0). Beside each,
 # ClickHouse's own RowBinary inserts of the same rows (exported from the
 # table, posted with curl into copies of the schema: the Distributed table
-# on the cluster), all in one insert and then in the agent's batches one
-# after another, to show whether the agent or the server sets the pace.
+# on the cluster), all in one insert, then in the agent's batches one
+# after another, then in its batches as many at a time as the agent has
+# senders, to show whether the agent or the server sets the pace.
 # Prints one line per run: rows/s, the RowBinary bytes/s sent, the agent's
-# CPU seconds per million events, how long its sender waited on ClickHouse
+# CPU seconds per million events, how long its senders were at ClickHouse
 # (when that is most of the run, the server sets the pace), and
 # ClickHouse's own rows/s.
 #
 #   scripts/bench-fleet.sh [EVENTS_PER_THREAD [THREADS]]     (default 500000 4)
 #
 # FLEET_CLUSTER=0 leaves the cluster out (it needs java and ZooKeeper).
+# FLEET_SENDERS=N runs the agent with --clickhouse-senders N (default: the
+# agent's own default).
+#
+# Everything shares the machine's CPUs, so the agent's CPU is taken from
+# the servers' while ClickHouse's own inserts have the machine to
+# themselves. FLEET_PIN=1 runs the servers (ClickHouse, ZooKeeper) on the
+# last CPU and the agent, its producer and curl on the others, as if they
+# were two hosts (on 2 CPUs the servers then have one CPU, and two inserts
+# at once gain nothing).
 # Needs `make` and `make .output/default/tests/agent_producer` first. Runs
 # everything at nice 19; stops what it started.
 set -euo pipefail
@@ -32,6 +42,13 @@ PRODUCER=$PWD/$OUT/tests/agent_producer
 SERVER=${RINGPIPE_CLICKHOUSE_SERVER:-/usr/sbin/clickhouse-server}
 JAVA=${RINGPIPE_JAVA:-/usr/bin/java}
 CLUSTER=${FLEET_CLUSTER:-1}
+SENDERS=${FLEET_SENDERS:-}
+ncpu=$(nproc)
+server_cpus=() client_cpus=()
+if [ "${FLEET_PIN:-0}" = 1 ] && [ "$ncpu" -ge 2 ] && command -v taskset > /dev/null; then
+	server_cpus=(taskset -c "$((ncpu - 1))")
+	client_cpus=(taskset -c "0-$((ncpu - 2))")
+fi
 
 for f in "$TOOL" "$PRODUCER" "$SERVER"; do
 	[ -x "$f" ] || { echo "bench-fleet: $f is missing (make; make $OUT/tests/agent_producer)" >&2; exit 2; }
@@ -74,7 +91,7 @@ node_up() {
 	    -e "s|<interserver_http_port>9009</interserver_http_port>|<interserver_http_port>$inter</interserver_http_port>|" \
 	    /etc/clickhouse-server/config.xml > "$d/config.xml"
 	[ -n "${2:-}" ] && echo "$2" > "$d/config.d/cluster.xml"
-	nice -n 19 "$SERVER" --config-file="$d/config.xml" > "$d/server.out" 2>&1 &
+	nice -n 19 "${server_cpus[@]}" "$SERVER" --config-file="$d/config.xml" > "$d/server.out" 2>&1 &
 	pids+=($!)
 	for _ in $(seq 300); do
 		curl -s "127.0.0.1:${HTTP[$1]}/ping" 2>/dev/null | grep -q Ok && return 0
@@ -90,7 +107,7 @@ zk_up() {
 	mkdir -p "$d"
 	printf 'tickTime=500\ndataDir=%s\nclientPort=%s\nclientPortAddress=127.0.0.1\nadmin.enableServer=false\n4lw.commands.whitelist=ruok\n' \
 		"$d" "$port" > "$d/zoo.cfg"
-	nice -n 19 "$JAVA" -Xmx128m -cp "/etc/zookeeper/conf:/usr/share/java/*" \
+	nice -n 19 "${server_cpus[@]}" "$JAVA" -Xmx128m -cp "/etc/zookeeper/conf:/usr/share/java/*" \
 		org.apache.zookeeper.server.quorum.QuorumPeerMain "$d/zoo.cfg" > "$d/zk.out" 2>&1 &
 	pids+=($!)
 	for _ in $(seq 300); do
@@ -104,14 +121,15 @@ zk_up() {
 cpu_of() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 json_num() { sed -n "s/.*\"$1\":\([0-9]*\).*/\1/p"; }
 
-# ch_own URL [CLUSTER]: ClickHouse's own RowBinary inserts of the agent's
-# rows, into copies of the schema: all in one insert (database bench_one),
-# then batch by batch as the agent cut them, one insert after another
-# (bench_batches), events only; prints the two rows/s
+# ch_own URL SENDERS [CLUSTER]: ClickHouse's own RowBinary inserts of the
+# agent's rows, into copies of the schema: all in one insert (database
+# bench_one), then batch by batch as the agent cut them, one insert after
+# another (bench_batches), then SENDERS at a time (bench_together), events
+# only; prints the three rows/s
 ch_own() {
-	local url=$1 cluster_opt=() t0 t1 t2 n m sel s b i=0
-	[ -n "${2:-}" ] && cluster_opt=(--cluster "$2")
-	for db in bench_one bench_batches; do
+	local url=$1 senders=$2 cluster_opt=() t0 t1 t2 t3 n m k sel s b i=0
+	[ -n "${3:-}" ] && cluster_opt=(--cluster "$3")
+	for db in bench_one bench_batches bench_together; do
 		"$TOOL" fleet init --clickhouse "${url}?database=$db" "${cluster_opt[@]}" > /dev/null 2>&1
 	done
 	sel="SELECT * FROM ringpipe.events WHERE host = 'bench' AND provider = 'AgentTest'"
@@ -127,17 +145,22 @@ ch_own() {
 	t1=$(date +%s.%N)
 	for f in "$dir"/batch.*.bin; do ch_insert "$url" bench_batches "$f"; done
 	t2=$(date +%s.%N)
+	printf '%s\0' "$dir"/batch.*.bin |
+		"${client_cpus[@]}" xargs -0 -P "$senders" -I{} curl -sf --data-binary @{} -o /dev/null \
+			"${url}?insert_distributed_sync=1&query=INSERT%20INTO%20bench_together.events%20FORMAT%20RowBinary"
+	t3=$(date +%s.%N)
 	rm -f "$dir"/batch.*.bin
 	n=$(curl -sf "$url" --data-binary "SELECT count() FROM bench_one.events")
 	m=$(curl -sf "$url" --data-binary "SELECT count() FROM bench_batches.events")
-	[ "$n" = "$total" ] && [ "$m" = "$total" ] ||
-		{ echo "bench-fleet: ClickHouse's own inserts left $n and $m rows of $total" >&2; exit 1; }
-	python3 -c "print(f'{$total / ($t1 - $t0):,.0f} rows/s in one insert, {$total / ($t2 - $t1):,.0f} rows/s in the agent\'s batches one after another')"
+	k=$(curl -sf "$url" --data-binary "SELECT count() FROM bench_together.events")
+	[ "$n" = "$total" ] && [ "$m" = "$total" ] && [ "$k" = "$total" ] ||
+		{ echo "bench-fleet: ClickHouse's own inserts left $n, $m and $k rows of $total" >&2; exit 1; }
+	python3 -c "print(f'{$total / ($t1 - $t0):,.0f} rows/s in one insert, {$total / ($t2 - $t1):,.0f} rows/s in the agent\'s batches one after another, {$total / ($t3 - $t2):,.0f} rows/s $senders at a time')"
 }
 
 # ch_insert URL DATABASE FILE: FILE's RowBinary rows into DATABASE.events
 ch_insert() {
-	curl -sf "${1}?insert_distributed_sync=1&query=INSERT%20INTO%20$2.events%20FORMAT%20RowBinary" \
+	"${client_cpus[@]}" curl -sf "${1}?insert_distributed_sync=1&query=INSERT%20INTO%20$2.events%20FORMAT%20RowBinary" \
 		--data-binary @"$3" > /dev/null
 }
 
@@ -149,8 +172,9 @@ run_agent() {
 	local what=$1 url=$2 cpu0 cpu1 t0 tw t1 st sent spooled pending bytes rows own
 	shift 2
 	rm -rf "$dir/out" "$dir/agent.sock"
-	nice -n 19 "$TOOL" agent --socket "$dir/agent.sock" --output-dir "$dir/out" --providers AgentTest \
-		--buffering-mode block --buffer-mb 16 --host-id bench --quiet "$@" &
+	nice -n 19 "${client_cpus[@]}" "$TOOL" agent --socket "$dir/agent.sock" --output-dir "$dir/out" --providers AgentTest \
+		--buffering-mode block --buffer-mb 16 --host-id bench --quiet \
+		${SENDERS:+--clickhouse-senders "$SENDERS"} "$@" &
 	agent_pid=$!
 	for _ in $(seq 100); do
 		"$TOOL" agent status --socket "$dir/agent.sock" > /dev/null 2>&1 && break
@@ -158,7 +182,7 @@ run_agent() {
 	done
 	cpu0=$(cpu_of "$agent_pid")
 	t0=$(date +%s.%N)
-	RINGPIPE_AGENT=$dir/agent.sock nice -n 19 "$PRODUCER" AgentTest "$THREADS" "$PER_THREAD" > "$dir/producer.json"
+	RINGPIPE_AGENT=$dir/agent.sock nice -n 19 "${client_cpus[@]}" "$PRODUCER" AgentTest "$THREADS" "$PER_THREAD" > "$dir/producer.json"
 	tw=$(date +%s.%N)
 	while :; do
 		st=$("$TOOL" agent status --json --socket "$dir/agent.sock")
@@ -174,23 +198,29 @@ run_agent() {
 	agent_pid=
 	bytes=$(echo "$st" | json_num bytes_sent)
 	send_ms=$(echo "$st" | json_num send_ms)
+	all_ms=$(echo "$st" | json_num all_senders_ms)
+	window_ms=$(echo "$st" | json_num send_window_ms)
+	senders=$(echo "$st" | json_num senders)
 	rows=$("$TOOL" fleet query --clickhouse "$url" --format TabSeparated \
 		"SELECT count() FROM events WHERE host = 'bench' AND provider = 'AgentTest'")
 	[ "$rows" = "$total" ] || { echo "bench-fleet: $rows rows in events, $total written" >&2; exit 1; }
 	"$TOOL" fleet check --clickhouse "$url" --host bench > "$dir/check.txt" ||
 		{ cat "$dir/check.txt" >&2; exit 1; }
-	own=$(ch_own "$url" "${CLUSTER_NAME:-}")
+	own=$(ch_own "$url" "${senders:-1}" "${CLUSTER_NAME:-}")
 	python3 - "$total" "$t0" "$tw" "$t1" "$cpu0" "$cpu1" "$hz" "$bytes" "$THREADS" "$what" "$own" \
-		"${send_ms:-0}" <<'EOF'
+		"${send_ms:-0}" "${senders:-1}" "${all_ms:-0}" "${window_ms:-0}" <<'EOF'
 import sys
-n, t0, tw, t1, c0, c1, hz, b, th, what, own, send_ms = sys.argv[1:]
+n, t0, tw, t1, c0, c1, hz, b, th, what, own, send_ms, senders, all_ms, window_ms = sys.argv[1:]
+window = max(int(window_ms), 1) / 1000
 n = int(n); secs = float(t1) - float(t0); cpu = (int(c1) - int(c0)) / int(hz)
 print(f"fleet egress: {n} events from {th} threads into {what} in {secs:.2f} s "
-      f"(written in {float(tw) - float(t0):.2f} s): {n / secs:,.0f} rows/s, "
-      f"{int(b) / secs / 1e6:.1f} MB/s RowBinary, agent CPU {cpu / (n / 1e6):.2f} s per "
-      f"million events, its sender waiting on ClickHouse {int(send_ms) / 1000:.2f} s of the "
-      f"{secs:.2f} s; fleet check 0; ClickHouse's own RowBinary inserts of the same rows: "
-      f"{own}")
+      f"(written in {float(tw) - float(t0):.2f} s): {n / secs:,.0f} rows/s from the first "
+      f"write to the last acknowledgement, {n / window:,.0f} rows/s over the {window:.2f} s "
+      f"from the first insert to the last, {int(b) / window / 1e6:.1f} MB/s RowBinary; "
+      f"agent CPU {cpu / (n / 1e6):.2f} s per million events; of those {window:.2f} s, "
+      f"{int(send_ms) / 1000:.2f} s with an insert in flight and {int(all_ms) / 1000:.2f} s "
+      f"with all {senders} senders' in flight; fleet check 0; ClickHouse's own RowBinary "
+      f"inserts of the same rows: {own}")
 EOF
 }
 

@@ -158,6 +158,48 @@ static void local_rows_wait(const struct th_ch_node *n, const char *host, int pi
 }
 
 /*
+ * Waits until every replica of every shard holds the same rows of host in
+ * its own tables, twice in a row: a 200 means one replica has a batch, the
+ * others fetch it in the background, and a count through a Distributed
+ * table reads any one of them (one that had not fetched the last batches
+ * yet was read once, right after the agents shipped: what it lacked looked
+ * lost).
+ */
+static void replicas_agree_wait(const char *host)
+{
+	static const char *const tables[] = { "events_local", "losses_local", "batches_local" };
+	uint64_t end = th_now_ms() + 120000, first, other;
+	int s, r, agreed;
+	size_t t;
+
+	for (s = 0; s < NSHARDS; s++) {
+		for (t = 0; t < sizeof(tables) / sizeof(tables[0]); t++) {
+			char *q = th_fmt("SELECT count() FROM ringpipe.%s WHERE host = '%s'",
+					 tables[t], host);
+
+			for (agreed = 0; agreed < 2;) {
+				first = th_ch_ask_u64(node_of(s, 0)->url, q);
+				for (r = 1; r < NREPLICAS; r++) {
+					other = th_ch_ask_u64(node_of(s, r)->url, q);
+					if (other != first)
+						break;
+				}
+				if (r < NREPLICAS) {
+					agreed = 0;
+					cr_assert_lt(th_now_ms(), end, "shard %d's replicas hold %"
+						     PRIu64 " and %" PRIu64 " rows of %s in %s", s + 1,
+						     first, other, host, tables[t]);
+				} else {
+					agreed++;
+				}
+				th_sleep_ms(200);
+			}
+			free(q);
+		}
+	}
+}
+
+/*
  * fleet init --cluster. A server that died meanwhile is started again and
  * the init (IF NOT EXISTS throughout) run again, at most twice: 18.16 was
  * seen to crash (BaseDaemon: "Address: NULL pointer") on the first ON
@@ -353,6 +395,8 @@ Test(fleet_cluster, faults_of_replicas_shards_agents_and_servers_lose_nothing, .
 		bb_free(&log);
 	}
 
+	for (i = 0; i < NAGENTS; i++)
+		replicas_agree_wait(ca[i].host);
 	text = events_by_host(node_of(down, 0));
 	for (i = 0; i < NAGENTS; i++) {
 		uint64_t events = rows_of("count()", "events", ca[i].host, said[i].pid);
@@ -428,6 +472,15 @@ Test(fleet_cluster, server_lists_that_cannot_work_are_refused_with_the_reason,
 				   "'http://127.0.0.1:2/?database=b'", &out), 1, "%s", th_text(&out));
 	cr_assert(strstr(th_text(&out), "names database b, http://127.0.0.1:1/?database=a names "
 			 "a: the servers of one egress share the database"), "%s", th_text(&out));
+	for (i = 0; i < 3; i++) {
+		static const char *const bad[] = { "0", "9", "two" };
+
+		cr_assert_eq(agent_refuses(th_fmt("--clickhouse http://127.0.0.1:1/ "
+						  "--clickhouse-senders %s", bad[i]), &out), 2,
+			     "%s", th_text(&out));
+		cr_assert(strstr(th_text(&out), "--clickhouse-senders must be 1 to 8"), "%s",
+			  th_text(&out));
+	}
 	bb_free(&out);
 	bb_free(&nine);
 }

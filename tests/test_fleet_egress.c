@@ -494,6 +494,45 @@ Test(fleet_egress, a_refused_manifest_insert_sends_no_row_twice, .timeout = 300,
 				      in_before));
 }
 
+/* Four senders on small batches (a 4 MiB spool cuts them at 512 KiB, a
+ * few thousand events), so that several inserts are in flight at once and
+ * batches land out of order, through a server killed in the middle and
+ * started again: each batch still lands once, whole */
+Test(fleet_egress, senders_side_by_side_ship_every_batch_once, .timeout = 300,
+     .fini = egress_fini)
+{
+	char *more[] = { "--providers", "AgentTest", "--buffering-mode", "block",
+			 "--buffer-mb", "4", "--clickhouse", node.url, "--clickhouse-dialect",
+			 "legacy", "--host-id", "egress-senders", "--spool-mb", "4",
+			 "--clickhouse-senders", "4", NULL };
+	struct th_agent_env *e;
+	struct th_said ps;
+
+	TH_NEED_CLICKHOUSE();
+	th_ch_init(&node);
+	th_ch_start(&node, NULL);
+	fleet_init();
+	e = agent_env(0);
+	more[7] = node.url;
+	th_agent_up_argv(e, more);
+	th_status_wait(e, "\"senders\":4,", 10000);
+	started[0] = th_producer_start(e, "", 4, 60000, th_fmt("%s/p.json", e->dir));
+	/* killed while batches are in flight, then back on its data */
+	while (ask_u64("SELECT count() FROM ringpipe.batches WHERE host = 'egress-senders'") < 4)
+		th_sleep_ms(20);
+	th_ch_kill(&node);
+	th_sleep_ms(300);
+	th_ch_restart(&node);
+	ps = th_producer_wait(started[0], th_fmt("%s/p.json", e->dir), 120000);
+	started[0] = 0;
+	cr_assert_eq(ps.written, 240000u);
+	th_shipped_wait(e, 120000);
+	cr_assert_eq(th_agent_down(e), 0);
+	cr_assert_gt(ask_u64("SELECT count() FROM ringpipe.batches WHERE host = "
+			     "'egress-senders'"), 40u, "small batches: many of them");
+	all_once_and_accounted("egress-senders", ps.pid, 240000, "");
+}
+
 /* Rows of two processes on two hosts, the same pid on both, put in by hand:
  * the first's with their event_meta rows (one with an opcode) and a stack,
  * the second's with neither */

@@ -408,3 +408,24 @@ Test(spool, next_reads_past_batches_in_flight)
 	spool_close(s);
 	th_rmdir(dir);
 }
+
+/* The senders' look at the numbers: what comes after a batch, without
+ * reading it, so that a sender takes a number another one does not hold */
+Test(spool, peek_names_the_next_batch_without_reading_it)
+{
+	char *dir = th_tmpdir();
+	struct spool *s = open_at(dir, 0);
+	uint64_t n0 = put(s, 60), n1 = put(s, 61), num = 0;
+
+	cr_assert_eq(spool_peek(s, 0, &num), 0);
+	cr_assert_eq(num, n0, "the oldest first");
+	cr_assert_eq(spool_peek(s, n0, &num), 0);
+	cr_assert_eq(num, n1, "after n0 comes n1");
+	cr_assert_eq(spool_peek(s, n1, &num), -ENOENT, "none after the newest");
+	cr_assert_eq(spool_ack(s, n0), 0);
+	cr_assert_eq(spool_peek(s, 0, &num), 0);
+	cr_assert_eq(num, n1, "n0 taken out: n1 is the oldest");
+	expect_oldest(s, n1, 61);	/* peeking took nothing out */
+	spool_close(s);
+	th_rmdir(dir);
+}

@@ -56,7 +56,7 @@ static const char agent_usage[] =
 "  --clickhouse URL        also ship every finished file to ClickHouse's HTTP\n"
 "                          interface (http://HOST[:PORT]/?database=NAME; create the\n"
 "                          tables with 'ringpipe fleet init'): batches of at most\n"
-"                          50,000 events, spooled on disk before they are sent,\n"
+"                          100,000 events, spooled on disk before they are sent,\n"
 "                          sent again until acknowledged, each row exactly once;\n"
 "                          files rotate every second unless --rotate-s says otherwise.\n"
 "                          Given several times (up to 8 servers, one database): a\n"
@@ -66,6 +66,9 @@ static const char agent_usage[] =
 "                          cluster ('fleet init --cluster'): rows go into its\n"
 "                          replicated TABLE_local tables, so that the host ships on\n"
 "                          while another shard is down (see Documentation/fleet.md)\n"
+"  --clickhouse-senders N  inserts in flight at once, each on its own connection\n"
+"                          (1 to 8, default 2): the server takes more rows per\n"
+"                          second while another insert waits on its disk or ZooKeeper\n"
 "  --clickhouse-user U     the ClickHouse user (default: the URL's, else default)\n"
 "  --clickhouse-password-file F\n"
 "                          the password, the first line of F\n"
@@ -138,11 +141,11 @@ static int egress_option(struct egress_args *ea, const char *opt, const char *v)
 	static const char *const names[] = {
 		"--clickhouse", "--clickhouse-user", "--clickhouse-password-file",
 		"--clickhouse-dialect", "--host-id", "--spool-dir", "--otlp", "--otlp-header",
-		"--spool-mb",
+		"--spool-mb", "--clickhouse-senders",
 	};
 	struct egress_opts *eo = &ea->ch;
 	const char **slots[] = { NULL, &eo->user, &eo->password_file, &eo->dialect,
-				 &eo->host_id, &eo->spool_dir, &ea->otlp.otlp_url, NULL, NULL };
+				 &eo->host_id, &eo->spool_dir, &ea->otlp.otlp_url, NULL, NULL, NULL };
 	uint64_t mb;
 	size_t i;
 
@@ -161,6 +164,11 @@ static int egress_option(struct egress_args *ea, const char *opt, const char *v)
 		eo->urls[eo->nurls++] = v;
 	} else if (slots[i]) {
 		*slots[i] = v;
+	} else if (!strcmp(opt, "--clickhouse-senders")) {
+		if (tool_parse_u64(v, EGRESS_MAX_SENDERS, &mb) || !mb)
+			return tool_err("agent", "--clickhouse-senders must be 1 to %d, not '%s'",
+					EGRESS_MAX_SENDERS, v), 2;
+		eo->senders = (uint32_t)mb;
 	} else {
 		if (tool_parse_u64(v, 1u << 20, &mb) || !mb)
 			return tool_err("agent", "--spool-mb must be 1 to 1048576 (MiB), not '%s'", v), 2;

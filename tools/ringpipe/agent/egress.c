@@ -92,15 +92,45 @@ struct egress_pending {
 	struct egress_pending *next;
 };
 
+/*
+ * One sender: its own keep-alive connection, the batch it sends now and
+ * the manifest rows it holds. Several send at once (egress_opts.senders):
+ * the server spends much of an insert waiting (a part written and
+ * renamed, a replicated block registered in ZooKeeper), and a second
+ * insert meanwhile takes rows it would not otherwise. A batch is sent by
+ * one sender at a time: a sender takes the oldest batch no other one
+ * holds (pick()). A batch looked up before it is sent (again) goes alone,
+ * with nothing else in flight or held, so the lookups see what is in and
+ * nothing arrives beside them: recovery is one batch at a time, as with
+ * one sender.
+ */
+struct egress_sender {
+	struct egress *e;
+	pthread_t thread;
+	struct ch_client ch;		/* to e->servers[server] */
+	bool have_ch;			/* ch was initialised */
+	size_t server;
+	/* under e->pick: the batch being sent (0: none), and the batches
+	 * whose rows are in, their manifest rows waiting to go in one insert
+	 * (send_manifests()); still in the spool until that is in */
+	uint64_t flight;
+	struct bytebuf manifest_rows;
+	uint64_t manifest_nums[MANIFEST_BATCHES];
+	size_t manifest_n;
+	uint32_t manifest_nrows;
+	uint64_t manifest_bytes;	/* their batches' bytes */
+	uint8_t manifest_dialect;
+	uint64_t manifest_since_ns;	/* when the first of them came */
+};
+
 struct egress {
 	struct egress_opts o;
 	char host[256];
 	struct egress_name name;
-	struct ch_client ch;		/* to servers[server] */
 	struct ch_target servers[EGRESS_MAX_SERVERS];
+	/* under lock: the server the senders use; a failure moves it on */
 	size_t nservers, server;
-	bool have_ch;			/* ch was initialised */
-	size_t failed_in_row;		/* sends failed since the last success */
+	size_t failed_in_row;		/* under lock: sends failed since the last success */
 	const char *table_suffix;	/* "", or FLEET_LOCAL_SUFFIX with o.shard */
 	/* --otlp: the receiver, its path, and the notes' suffix (a file may go
 	 * to both sinks, each with its own note) */
@@ -110,7 +140,13 @@ struct egress {
 	const char *note_suffix;
 	struct spool *spool;
 	uint64_t spool_max, loss_reserve;
-	pthread_t thread, cutter;
+	pthread_t cutter;
+	struct egress_sender senders[EGRESS_MAX_SENDERS];
+	size_t nsenders, senders_running;	/* senders_running: under lock */
+	/* which sender sends which batch: the senders' flight and manifest
+	 * rows, failed_num, alone, manifest_max, and every spool_next() and
+	 * spool_ack() (the spool takes one reader at a time) */
+	pthread_mutex_t pick;
 	pthread_mutex_t lock;		/* the queue, the losses, the status, wakes */
 	pthread_cond_t cond;		/* wakes either thread: wake() */
 	uint64_t wakes;			/* under lock: how many wake() calls */
@@ -119,7 +155,7 @@ struct egress {
 	int quit;			/* atomic: stop now */
 	int stopping;			/* atomic: stop once all is shipped */
 	int full;			/* atomic */
-	int done;			/* atomic: the sender returned */
+	int done;			/* atomic: every sender returned */
 	int cutter_done;		/* atomic: the cutter returned */
 	bool cutting;			/* under lock: a file is being cut */
 	/* atomic: the dialect is in name.dialect; rows are encoded in the
@@ -135,23 +171,14 @@ struct egress {
 	uint32_t loss_stream;		/* the next loss batch's; 0: not taken yet */
 	bool have_held;
 	uint32_t next_stream;		/* under lock */
-	/* the sender's own */
-	uint64_t retry_at_ns, backoff_ms;
-	uint64_t failed_num;		/* the last spooled batch a failure left in doubt
-					 * (its own send, or a manifest insert failed):
-					 * this and every older one is looked up when sent
-					 * again; 0: none (numbers start at 1) */
-	/* batches whose rows are in, their manifest rows waiting to go in one
-	 * insert (send_manifests()); still in the spool until that is in */
-	struct bytebuf manifest_rows;
-	uint64_t manifest_nums[MANIFEST_BATCHES];
-	size_t manifest_n;
-	uint32_t manifest_nrows;
-	uint64_t manifest_bytes;	/* their batches' bytes */
-	uint8_t manifest_dialect;
-	uint64_t manifest_since_ns;	/* when the first of them came */
-	size_t manifest_max;		/* 1 or MANIFEST_BATCHES; 0: not known yet */
-	bool outage;
+	uint64_t retry_at_ns, backoff_ms;	/* under lock */
+	bool outage;				/* under lock */
+	/* under pick: the last spooled batch a failure left in doubt (its
+	 * own send, or a manifest insert failed): this and every older one
+	 * is looked up when sent again; 0: none (numbers start at 1) */
+	uint64_t failed_num;
+	struct egress_sender *alone;	/* under pick: sends a batch looked up */
+	size_t manifest_max;		/* under pick: 1 or MANIFEST_BATCHES; 0: not known yet */
 	/* losses waiting for a batch (under lock) */
 	struct egress_loss_acc {
 		uint32_t pid;
@@ -168,8 +195,16 @@ struct egress {
 	uint64_t batches_sent, batches_already, rows_sent[FLEET_NTABLES], bytes_sent;
 	uint64_t retries, outages, files_done, files_given_up, lost_full, unshipped;
 	uint64_t records_sent, records_rejected, batches_rejected;	/* OTLP */
-	uint64_t send_ns;		/* the sender's time at the receiver: when it is
-					 * most of the time, the receiver sets the pace */
+	/* the time some sender was at the receiver: when it is most of the
+	 * time, the receiver sets the pace */
+	uint64_t send_ns;
+	uint64_t all_busy_ns;		/* the time every sender was there */
+	size_t busy;			/* senders at the receiver now */
+	uint64_t busy_since_ns, all_busy_since_ns;
+	/* from the start of the first round that sent something to the end
+	 * of the last one: the rows sent over this is the rate the receiver
+	 * took them at, without the wait for the first file and the last */
+	uint64_t first_send_ns, last_sent_ns;
 };
 
 static void take_notes(struct egress *e, const char *dir);
@@ -277,20 +312,26 @@ static bool server_parse(struct egress *e, const char *url, struct ch_target *t)
 	return true;
 }
 
-/* The connection to server i of the --clickhouse list (under lock: the
- * status names it) */
-static void server_connect(struct egress *e, size_t i)
+/* The sender's connection to the server the senders use now, when it is
+ * not to that one already */
+static void sender_follow(struct egress_sender *s)
 {
+	struct egress *e = s->e;
+	size_t i;
+
 	pthread_mutex_lock(&e->lock);
-	/* a zeroed client's fd is 0, which is not the client's to close */
-	if (e->have_ch)
-		ch_client_free(&e->ch);
-	e->have_ch = true;
-	e->server = i;
-	/* the targets were checked by server_parse() */
-	ch_client_init(&e->ch, &e->servers[i], CH_TIMEOUT_MS);
-	e->ch.use_database = false;
+	i = e->server;
 	pthread_mutex_unlock(&e->lock);
+	if (e->otlp || (s->have_ch && s->server == i))
+		return;
+	/* a zeroed client's fd is 0, which is not the client's to close */
+	if (s->have_ch)
+		ch_client_free(&s->ch);
+	s->have_ch = true;
+	s->server = i;
+	/* the targets were checked by server_parse() */
+	ch_client_init(&s->ch, &e->servers[i], CH_TIMEOUT_MS);
+	s->ch.use_database = false;
 }
 
 static int client_setup(struct egress *e)
@@ -316,40 +357,47 @@ static int client_setup(struct egress *e)
 	}
 	e->nservers = e->o.nurls;
 	e->table_suffix = e->o.shard ? FLEET_LOCAL_SUFFIX : "";
-	server_connect(e, 0);
 	return 0;
 }
 
 /* ---- the server -------------------------------------------------------------- */
 
-static void note_failure(struct egress *e, const char *err)
+static void note_failure(struct egress_sender *s, const char *err)
 {
+	struct egress *e = s->e;
 	uint64_t now = rp_clock_mono_ns();
+	bool first;
 
 	pthread_mutex_lock(&e->lock);
 	snprintf(e->last_error, sizeof(e->last_error), "%s", err);
 	e->retries++;
-	if (!e->outage)
+	first = !e->outage;
+	if (first)
 		e->outages++;
-	pthread_mutex_unlock(&e->lock);
-	if (!e->outage)
-		egress_say(e, "%s; batches wait in the spool and are sent again, with backoff", err);
 	e->outage = true;
+	/* another sender moved on from this server already: this one
+	 * follows it, at once */
+	if (!e->otlp && s->server != e->server)
+		goto unlock;
 	/* the next server at once, while one of them has not failed yet;
 	 * the same batch goes there (a replicated table drops a copy of a
 	 * block that another server of its shard took) */
 	e->failed_in_row++;
 	if (e->nservers > 1) {
-		server_connect(e, (e->server + 1) % e->nservers);
+		e->server = (e->server + 1) % e->nservers;
 		if (e->failed_in_row % e->nservers) {
 			e->retry_at_ns = now;
-			return;
+			goto unlock;
 		}
 	}
 	e->backoff_ms = e->backoff_ms ? e->backoff_ms * 2 : BACKOFF_FIRST_MS;
 	if (e->backoff_ms > BACKOFF_MAX_MS)
 		e->backoff_ms = BACKOFF_MAX_MS;
 	e->retry_at_ns = now + e->backoff_ms * 1000000ull;
+unlock:
+	pthread_mutex_unlock(&e->lock);
+	if (first)
+		egress_say(e, "%s; batches wait in the spool and are sent again, with backoff", err);
 }
 
 static const char *sink_name(const struct egress *e)
@@ -357,36 +405,44 @@ static const char *sink_name(const struct egress *e)
 	return e->otlp ? "the OTLP receiver" : "ClickHouse";
 }
 
+/* The server the senders use (under lock) */
 static const char *server_host(const struct egress *e)
 {
-	return e->otlp ? e->http.host : e->ch.target.host;
+	return e->otlp ? e->http.host : e->servers[e->server].host;
 }
 
 static const char *server_port(const struct egress *e)
 {
-	return e->otlp ? e->http.port : e->ch.target.port;
+	return e->otlp ? e->http.port : e->servers[e->server].port;
 }
 
 static void note_success(struct egress *e)
 {
-	if (e->outage) {
-		egress_say(e, "%s at %s:%s answers again", sink_name(e), server_host(e),
-			   server_port(e));
-		pthread_mutex_lock(&e->lock);
+	char host[256], port[8];
+	bool was_out;
+
+	pthread_mutex_lock(&e->lock);
+	was_out = e->outage;
+	if (was_out) {
+		snprintf(host, sizeof(host), "%s", server_host(e));
+		snprintf(port, sizeof(port), "%s", server_port(e));
 		e->last_error[0] = 0;
-		pthread_mutex_unlock(&e->lock);
 	}
 	e->outage = false;
 	e->failed_in_row = 0;
 	e->backoff_ms = 0;
 	e->retry_at_ns = 0;
+	pthread_mutex_unlock(&e->lock);
+	if (was_out)
+		egress_say(e, "%s at %s:%s answers again", sink_name(e), host, port);
 }
 
 /* The dialect rows are encoded in: the server's, asked once */
-static int learn_dialect(struct egress *e, char *err, size_t errlen)
+static int learn_dialect(struct egress_sender *s, char *err, size_t errlen)
 {
+	struct egress *e = s->e;
 	char version[64];
-	int rc = ch_query_line(&e->ch, "SELECT version()", version, sizeof(version), err, errlen);
+	int rc = ch_query_line(&s->ch, "SELECT version()", version, sizeof(version), err, errlen);
 
 	if (rc)
 		return rc;
@@ -398,26 +454,27 @@ static int learn_dialect(struct egress *e, char *err, size_t errlen)
 	/* pairs with the acquire in cutter_main(): the cutter reads name */
 	rp_store_release(&e->dialect_known, 1);
 	egress_say(e, "ClickHouse %s at %s:%s, database %s (%s schema)", version,
-		   e->ch.target.host, e->ch.target.port, e->ch.target.database,
+		   s->ch.target.host, s->ch.target.port, s->ch.target.database,
 		   fleet_dialect_name(e->name.dialect));
 	return 0;
 }
 
 /* How many batches' manifest rows may go in one insert: several into a
  * plain MergeTree, one into anything else (see MANIFEST_BATCHES) */
-static int manifest_group(struct egress *e, char *err, size_t errlen)
+static int manifest_group(struct egress_sender *s, char *err, size_t errlen)
 {
+	struct egress *e = s->e;
 	struct bytebuf q = { 0 };
 	char engine[128] = "", table[128];
 	int rc;
 
 	snprintf(table, sizeof(table), "%s%s", fleet_tables[FLEET_BATCHES].name, e->table_suffix);
 	bb_printf(&q, "SELECT engine FROM system.tables WHERE database = ");
-	ch_sql_quote(&q, e->ch.target.database);
+	ch_sql_quote(&q, s->ch.target.database);
 	bb_printf(&q, " AND name = ");
 	ch_sql_quote(&q, table);
 	bb_append(&q, "", 1);
-	rc = q.oom ? -ENOMEM : ch_query_line(&e->ch, (const char *)q.p, engine, sizeof(engine),
+	rc = q.oom ? -ENOMEM : ch_query_line(&s->ch, (const char *)q.p, engine, sizeof(engine),
 					     err, errlen);
 	bb_free(&q);
 	if (!rc)
@@ -426,21 +483,22 @@ static int manifest_group(struct egress *e, char *err, size_t errlen)
 }
 
 /* How many rows of batch b table t holds (the manifest: rows for b's seq) */
-static int rows_of_batch(struct egress *e, const struct egress_batch *b, enum fleet_table_id t,
-			 uint64_t *n, char *err, size_t errlen)
+static int rows_of_batch(struct egress_sender *s, const struct egress_batch *b,
+			 enum fleet_table_id t, uint64_t *n, char *err, size_t errlen)
 {
+	struct egress *e = s->e;
 	struct bytebuf q = { 0 };
 	char run[37], line[64];
 	int rc;
 
 	rb_uuid_format(b->agent_run, run);
-	bb_printf(&q, "SELECT count() FROM `%s`.`%s%s` WHERE host = ", e->ch.target.database,
+	bb_printf(&q, "SELECT count() FROM `%s`.`%s%s` WHERE host = ", s->ch.target.database,
 		  fleet_tables[t].name, e->table_suffix);
 	ch_sql_quote(&q, b->host);
 	bb_printf(&q, " AND agent_run = toUUID('%s') AND stream = %u AND %s = %llu", run, b->stream,
 		  t == FLEET_BATCHES ? "seq" : "batch_seq", (unsigned long long)b->seq);
 	bb_append(&q, "", 1);
-	rc = q.oom ? -ENOMEM : ch_query_line(&e->ch, (const char *)q.p, line, sizeof(line), err,
+	rc = q.oom ? -ENOMEM : ch_query_line(&s->ch, (const char *)q.p, line, sizeof(line), err,
 					     errlen);
 	bb_free(&q);
 	if (!rc)
@@ -448,45 +506,46 @@ static int rows_of_batch(struct egress *e, const struct egress_batch *b, enum fl
 	return rc;
 }
 
-static int insert_section(struct egress *e, const struct egress_batch *b,
-			  const struct egress_section *s, char *err, size_t errlen)
+static int insert_section(struct egress_sender *s, const struct egress_batch *b,
+			  const struct egress_section *sec, char *err, size_t errlen)
 {
+	struct egress *e = s->e;
 	struct bytebuf sql = { 0 };
 	int rc;
 
-	fleet_insert_sql_into(&sql, (enum fleet_dialect)b->dialect, e->ch.target.database,
-			      &fleet_tables[s->table], e->table_suffix);
+	fleet_insert_sql_into(&sql, (enum fleet_dialect)b->dialect, s->ch.target.database,
+			      &fleet_tables[sec->table], e->table_suffix);
 	bb_append(&sql, "", 1);
-	rc = sql.oom ? -ENOMEM : ch_exec(&e->ch, (const char *)sql.p, s->body, s->len, NULL, err,
-					 errlen);
+	rc = sql.oom ? -ENOMEM : ch_exec(&s->ch, (const char *)sql.p, sec->body, sec->len, NULL,
+					 err, errlen);
 	bb_free(&sql);
 	if (!rc) {
 		pthread_mutex_lock(&e->lock);
-		e->rows_sent[s->table] += s->rows;
-		e->bytes_sent += s->len;
+		e->rows_sent[sec->table] += sec->rows;
+		e->bytes_sent += sec->len;
 		pthread_mutex_unlock(&e->lock);
 	}
 	return rc;
 }
 
 /* Is a section sent again already there? (see the top of the file) */
-static int section_arrived(struct egress *e, const struct egress_batch *b,
-			   const struct egress_section *s, bool *arrived, char *err, size_t errlen)
+static int section_arrived(struct egress_sender *s, const struct egress_batch *b,
+			   const struct egress_section *sec, bool *arrived, char *err, size_t errlen)
 {
 	uint64_t n = 0;
 	int rc;
 
 	*arrived = false;
-	if (!egress_table_counted(s->table))
+	if (!egress_table_counted(sec->table))
 		return 0;
-	rc = rows_of_batch(e, b, s->table, &n, err, errlen);
+	rc = rows_of_batch(s, b, sec->table, &n, err, errlen);
 	if (rc)
 		return rc;
-	if (n && n != s->rows)
-		egress_say(e, "batch %u/%llu: %s holds %llu of its %u rows; the rest is sent",
-			   b->stream, (unsigned long long)b->seq, fleet_tables[s->table].name,
-			   (unsigned long long)n, s->rows);
-	*arrived = n == s->rows;
+	if (n && n != sec->rows)
+		egress_say(s->e, "batch %u/%llu: %s holds %llu of its %u rows; the rest is sent",
+			   b->stream, (unsigned long long)b->seq, fleet_tables[sec->table].name,
+			   (unsigned long long)n, sec->rows);
+	*arrived = n == sec->rows;
 	return 0;
 }
 
@@ -496,15 +555,16 @@ static int section_arrived(struct egress *e, const struct egress_batch *b,
  * its rows are in ClickHouse, 1 when its manifest row is there already
  * (all of it is), <0 when a send failed.
  */
-static int send_batch_rows(struct egress *e, const struct egress_batch *b, bool again,
+static int send_batch_rows(struct egress_sender *s, const struct egress_batch *b, bool again,
 			   char *err, size_t errlen)
 {
+	struct egress *e = s->e;
 	uint64_t have = 0;
 	size_t i;
 	int rc;
 
 	if (again) {
-		rc = rows_of_batch(e, b, FLEET_BATCHES, &have, err, errlen);
+		rc = rows_of_batch(s, b, FLEET_BATCHES, &have, err, errlen);
 		if (rc)
 			return rc;
 		if (have) {
@@ -517,87 +577,143 @@ static int send_batch_rows(struct egress *e, const struct egress_batch *b, bool 
 	for (i = 0; i + 1 < b->nsections; i++) {
 		bool arrived = false;
 
-		if (again && (rc = section_arrived(e, b, &b->sections[i], &arrived, err, errlen)))
+		if (again && (rc = section_arrived(s, b, &b->sections[i], &arrived, err, errlen)))
 			return rc;
-		if (!arrived && (rc = insert_section(e, b, &b->sections[i], err, errlen)))
+		if (!arrived && (rc = insert_section(s, b, &b->sections[i], err, errlen)))
 			return rc;
 	}
 	return 0;
 }
 
-static void manifests_clear(struct egress *e)
+static void manifests_clear(struct egress_sender *s)
 {
-	e->manifest_n = 0;
-	e->manifest_nrows = 0;
-	e->manifest_bytes = 0;
-	e->manifest_rows.len = 0;
-	e->manifest_rows.oom = 0;
+	s->manifest_n = 0;
+	s->manifest_nrows = 0;
+	s->manifest_bytes = 0;
+	s->manifest_rows.len = 0;
+	s->manifest_rows.oom = 0;
 }
 
-/* The waiting manifest rows dropped, after a failure: each batch of them
- * is looked up when it is sent again, and its manifest row waits again */
-static void forget_manifests(struct egress *e, uint64_t failed)
+/* The waiting manifest rows dropped, after a failure (under pick): each
+ * batch of them is looked up when it is sent again, and its manifest row
+ * waits again */
+static void forget_manifests(struct egress_sender *s, uint64_t failed)
 {
-	if (e->manifest_n && e->manifest_nums[e->manifest_n - 1] > failed)
-		failed = e->manifest_nums[e->manifest_n - 1];
+	struct egress *e = s->e;
+
+	if (s->manifest_n && s->manifest_nums[s->manifest_n - 1] > failed)
+		failed = s->manifest_nums[s->manifest_n - 1];
 	if (failed > e->failed_num)
 		e->failed_num = failed;
-	manifests_clear(e);
+	manifests_clear(s);
 }
 
-/* The waiting manifest rows in one insert; then their batches are all in */
-static int send_manifests(struct egress *e, char *err, size_t errlen)
+/* The waiting manifest rows in one insert; then their batches are all
+ * in. 1 when they are, <0 when the insert failed (ship_oldest()'s answers) */
+static int send_manifests(struct egress_sender *s)
 {
-	const struct egress_section s = { FLEET_BATCHES, e->manifest_nrows, e->manifest_rows.p,
-					  e->manifest_rows.len };
-	const struct egress_batch b = { .dialect = e->manifest_dialect };
-	size_t i;
+	struct egress *e = s->e;
+	char err[1024] = "";
+	const struct egress_section sec = { FLEET_BATCHES, s->manifest_nrows, s->manifest_rows.p,
+					    s->manifest_rows.len };
+	const struct egress_batch b = { .dialect = s->manifest_dialect };
+	size_t i, n = s->manifest_n;
 	int rc;
 
-	if (e->manifest_rows.oom) {
-		snprintf(err, errlen, "out of memory");
+	if (s->manifest_rows.oom) {
+		snprintf(err, sizeof(err), "out of memory");
 		rc = -ENOMEM;
 	} else {
-		rc = insert_section(e, &b, &s, err, errlen);
+		rc = insert_section(s, &b, &sec, err, sizeof(err));
 	}
+	pthread_mutex_lock(&e->pick);
 	if (rc) {
-		forget_manifests(e, 0);
+		forget_manifests(s, 0);
+	} else {
+		for (i = 0; i < n; i++)
+			spool_ack(e->spool, s->manifest_nums[i]);
+		manifests_clear(s);
+	}
+	pthread_mutex_unlock(&e->pick);
+	if (rc) {
+		note_failure(s, err);
 		return rc;
 	}
-	for (i = 0; i < e->manifest_n; i++)
-		spool_ack(e->spool, e->manifest_nums[i]);
 	pthread_mutex_lock(&e->lock);
-	e->batches_sent += e->manifest_n;
+	e->batches_sent += n;
 	pthread_mutex_unlock(&e->lock);
-	manifests_clear(e);
-	return 0;
+	note_success(e);
+	return 1;
 }
 
 /* Batch num's manifest row, to go in with the others' (its rows are in);
- * len: the batch's bytes */
-static void hold_manifest(struct egress *e, uint64_t num, const struct egress_batch *b,
+ * len: the batch's bytes (under pick) */
+static void hold_manifest(struct egress_sender *s, uint64_t num, const struct egress_batch *b,
 			  size_t len)
 {
 	const struct egress_section *m = &b->sections[b->nsections - 1];
 
-	if (!e->manifest_n) {
-		e->manifest_since_ns = rp_clock_mono_ns();
-		e->manifest_dialect = b->dialect;
+	if (!s->manifest_n) {
+		s->manifest_since_ns = rp_clock_mono_ns();
+		s->manifest_dialect = b->dialect;
 	}
-	e->manifest_nums[e->manifest_n++] = num;
-	e->manifest_nrows += m->rows;
-	e->manifest_bytes += len;
-	bb_append(&e->manifest_rows, m->body, m->len);
+	s->manifest_nums[s->manifest_n++] = num;
+	s->manifest_nrows += m->rows;
+	s->manifest_bytes += len;
+	bb_append(&s->manifest_rows, m->body, m->len);
 }
 
 /* Are the waiting manifest rows to go in now, before batch b? (b: NULL
- * when no batch is left) */
-static bool manifests_due(const struct egress *e, const struct egress_batch *b)
+ * when no batch is left for this sender). The senders together hold at
+ * most half of the spool so. */
+static bool manifests_due(const struct egress_sender *s, const struct egress_batch *b)
 {
-	return e->manifest_n &&
-	       (!b || e->manifest_n >= e->manifest_max || b->dialect != e->manifest_dialect ||
-		e->manifest_bytes >= e->spool_max / 2 ||
-		rp_clock_mono_ns() - e->manifest_since_ns >= MANIFEST_HOLD_NS);
+	const struct egress *e = s->e;
+
+	return s->manifest_n &&
+	       (!b || s->manifest_n >= e->manifest_max || b->dialect != s->manifest_dialect ||
+		s->manifest_bytes >= e->spool_max / 2 / e->nsenders ||
+		rp_clock_mono_ns() - s->manifest_since_ns >= MANIFEST_HOLD_NS);
+}
+
+/* Does a sender other than s hold a batch? (under pick) */
+static bool others_hold(const struct egress *e, const struct egress_sender *s)
+{
+	size_t i;
+
+	for (i = 0; i < e->nsenders; i++)
+		if (&e->senders[i] != s && (e->senders[i].flight || e->senders[i].manifest_n))
+			return true;
+	return false;
+}
+
+/* Does a sender hold batch num? (under pick) */
+static bool held(const struct egress *e, uint64_t num)
+{
+	size_t i, j;
+
+	for (i = 0; i < e->nsenders; i++) {
+		const struct egress_sender *s = &e->senders[i];
+
+		if (s->flight == num)
+			return true;
+		for (j = 0; j < s->manifest_n; j++)
+			if (s->manifest_nums[j] == num)
+				return true;
+	}
+	return false;
+}
+
+/* The number of the oldest spooled batch no sender holds (under pick):
+ * 0, or -ENOENT */
+static int oldest_free(struct egress *e, uint64_t *num)
+{
+	uint64_t after = 0;
+	int rc;
+
+	while (!(rc = spool_peek(e->spool, after, num)) && held(e, *num))
+		after = *num;
+	return rc;
 }
 
 /* The answer's body as text for a message: the first line, at most 300 bytes */
@@ -676,74 +792,104 @@ static int otlp_send(struct egress *e, const struct egress_otlp_batch *bp, char 
 	return 0;
 }
 
-/* The oldest spooled batch not yet sent to the receiver. 1: one was sent
- * (or set aside as damaged), or waiting manifest rows went in, 0: none is
- * left, <0: a send failed. */
-static int ship_oldest(struct egress *e)
+/* s lets go of the batch it took (under pick) */
+static void let_go(struct egress_sender *s)
 {
+	s->flight = 0;
+	if (s->e->alone == s)
+		s->e->alone = NULL;
+}
+
+/*
+ * The oldest spooled batch that no other sender holds, sent by s. 1: one
+ * was sent (or set aside as damaged), or waiting manifest rows went in,
+ * 0: there is nothing for s now, <0: a send failed.
+ */
+static int ship_oldest(struct egress_sender *s)
+{
+	struct egress *e = s->e;
 	struct egress_batch b;
 	struct egress_otlp_batch ob;
 	char err[1024] = "";
-	uint64_t num;
-	void *data;
-	size_t len;
+	uint64_t num = 0;
+	void *data = NULL;
+	size_t len = 0;
 	bool again;
-	int rc = spool_next(e->spool, e->manifest_n ? e->manifest_nums[e->manifest_n - 1] : 0,
-			    &num, &data, &len);
+	int rc;
 
-	if (rc == -ENOENT && e->manifest_n)
-		goto manifests;
-	if (rc == -ENOENT)
-		return 0;
-	if (rc == -EIO)
-		return 1;
+	/* taken under the lock, read outside it: no other sender reads or
+	 * takes out a batch that s holds */
+	pthread_mutex_lock(&e->pick);
+	/* a batch looked up goes with nothing beside it */
+	rc = e->alone ? -ENOENT : oldest_free(e, &num);
+	if (!rc)
+		s->flight = num;
+	pthread_mutex_unlock(&e->pick);
+	if (rc)		/* nothing else to send: the manifest rows go now */
+		return s->manifest_n ? send_manifests(s) : 0;
+	rc = spool_next(e->spool, num - 1, &num, &data, &len);
+	pthread_mutex_lock(&e->pick);
+	if (rc == -EIO) {
+		rc = 1;		/* set aside and counted; the next one */
+		goto let_go;
+	}
 	if (rc) {
 		egress_say(e, "the spool cannot be read: %s", strerror(-rc));
-		return rc;
+		goto let_go;
 	}
 	if (e->otlp ? egress_otlp_parse(data, len, &ob) : egress_batch_parse(data, len, &b)) {
 		/* not a batch of ours: kept aside would be kept forever */
 		egress_say(e, "spooled batch %llu is not a batch; dropped", (unsigned long long)num);
-		free(data);
 		spool_ack(e->spool, num);
-		return 1;
+		rc = 1;
+		goto let_go;
 	}
 	again = !e->otlp &&
 		(num <= e->failed_num || memcmp(b.agent_run, e->name.agent_run, 16));
 	/* a batch looked up must find the manifest rows of those before it:
 	 * it may be one of them again (a file cut again from its shipping
 	 * note while the last run's spool still held its batches) */
-	if (!e->otlp && (manifests_due(e, &b) || (again && e->manifest_n))) {
-		/* read again after them */
+	if (!e->otlp && (manifests_due(s, &b) || (again && s->manifest_n))) {
+		let_go(s);
+		pthread_mutex_unlock(&e->pick);
 		free(data);
-		goto manifests;
+		return send_manifests(s);	/* and the batch read again after them */
 	}
+	if (again && others_hold(e, s)) {
+		rc = 0;		/* once they are done (the next round: IDLE_WAIT_MS) */
+		goto let_go;
+	}
+	if (again)
+		e->alone = s;
+	pthread_mutex_unlock(&e->pick);
+
 	if (e->otlp)
 		rc = otlp_send(e, &ob, err, sizeof(err));
 	else
-		rc = send_batch_rows(e, &b, again, err, sizeof(err));
+		rc = send_batch_rows(s, &b, again, err, sizeof(err));
+	pthread_mutex_lock(&e->pick);
 	if (!rc && !e->otlp)
-		hold_manifest(e, num, &b, len);
-	free(data);
-	if (rc < 0) {
+		hold_manifest(s, num, &b, len);
+	else if (rc < 0)
 		/* the rows of the batches before it are in, and found so
 		 * when they are sent again */
-		forget_manifests(e, num);
-		note_failure(e, err);
-		return rc;
-	}
-	note_success(e);
-	if (e->otlp || rc == 1)
+		forget_manifests(s, num);
+	else
 		spool_ack(e->spool, num);
-	return 1;
-manifests:
-	rc = send_manifests(e, err, sizeof(err));
-	if (rc) {
-		note_failure(e, err);
+	let_go(s);
+	pthread_mutex_unlock(&e->pick);
+	free(data);
+	if (rc < 0) {
+		note_failure(s, err);
 		return rc;
 	}
 	note_success(e);
 	return 1;
+let_go:
+	let_go(s);
+	pthread_mutex_unlock(&e->pick);
+	free(data);
+	return rc;
 }
 
 /* ---- making batches ---------------------------------------------------------- */
@@ -1111,40 +1257,87 @@ static void *cutter_main(void *arg)
 	return NULL;
 }
 
-/* The sender's round: the dialect, then a batch; true when it got on */
-static bool send_round(struct egress *e)
+/* What every sender needs first, asked by one of them: the server's
+ * dialect and how manifest rows go in. 0, or the failure in err. */
+static int learn_server(struct egress_sender *s, char *err, size_t errlen)
 {
+	struct egress *e = s->e;
+	int rc = 0;
+
+	pthread_mutex_lock(&e->pick);
+	if (!rp_load_relaxed(&e->dialect_known)) {
+		rc = learn_dialect(s, err, errlen);
+		if (!rc)
+			wake(e);	/* the cutter makes batches now */
+	}
+	if (!rc && !e->otlp && !e->manifest_max)
+		rc = manifest_group(s, err, errlen);
+	pthread_mutex_unlock(&e->pick);
+	return rc;
+}
+
+/* A sender's round: what the senders need first, then a batch; true when
+ * it got on */
+static bool send_round(struct egress_sender *s)
+{
+	struct egress *e = s->e;
 	char err[1024] = "";
+	bool ready;
 	int rc;
 
-	if (!rp_load_relaxed(&e->dialect_known)) {
-		rc = learn_dialect(e, err, sizeof(err));
+	sender_follow(s);
+	pthread_mutex_lock(&e->pick);
+	ready = rp_load_relaxed(&e->dialect_known) && (e->otlp || e->manifest_max);
+	pthread_mutex_unlock(&e->pick);
+	if (!ready) {
+		rc = learn_server(s, err, sizeof(err));
 		if (rc) {
-			note_failure(e, err);
+			note_failure(s, err);
 			return false;
 		}
 		note_success(e);
-		wake(e);
 	}
-	if (!e->otlp && !e->manifest_max) {
-		rc = manifest_group(e, err, sizeof(err));
-		if (rc) {
-			note_failure(e, err);
-			return false;
+	rc = ship_oldest(s);
+	if (rc > 0)
+		wake(e);	/* room in the spool, or a batch let go */
+	return rc > 0;
+}
+
+/* The time senders are at the receiver: a round starts (start), or ends
+ * having sent something (got_on) or not. Returns the round's start. */
+static uint64_t note_busy(struct egress *e, bool start, bool got_on, uint64_t started)
+{
+	uint64_t now = rp_clock_mono_ns();
+
+	pthread_mutex_lock(&e->lock);
+	if (start) {
+		if (!e->busy++)
+			e->busy_since_ns = now;
+		if (e->busy == e->nsenders)
+			e->all_busy_since_ns = now;
+	} else {
+		if (e->busy == e->nsenders)
+			e->all_busy_ns += now - e->all_busy_since_ns;
+		if (!--e->busy)
+			e->send_ns += now - e->busy_since_ns;
+		if (got_on) {
+			if (!e->first_send_ns || started < e->first_send_ns)
+				e->first_send_ns = started;
+			e->last_sent_ns = now;
 		}
 	}
-	rc = ship_oldest(e);
-	if (rc > 0)
-		wake(e);	/* room in the spool */
-	return rc > 0;
+	pthread_mutex_unlock(&e->lock);
+	return now;
 }
 
 static void *sender_main(void *arg)
 {
-	struct egress *e = arg;
+	struct egress_sender *s = arg;
+	struct egress *e = s->e;
+	bool last;
 
 	while (!rp_load_relaxed(&e->quit)) {
-		uint64_t seen = wakes_now(e), now = rp_clock_mono_ns(), ms = IDLE_WAIT_MS;
+		uint64_t seen = wakes_now(e), now = rp_clock_mono_ns(), ms = IDLE_WAIT_MS, retry_at;
 		struct spool_stats st;
 
 		spool_stats(e->spool, &st);
@@ -1153,41 +1346,55 @@ static void *sender_main(void *arg)
 		if (rp_load_relaxed(&e->stopping) && rp_load_acquire(&e->cutter_done) &&
 		    !st.batches)
 			break;
-		if (now >= e->retry_at_ns) {
-			bool got_on = send_round(e);
-			uint64_t took = rp_clock_mono_ns() - now;
+		pthread_mutex_lock(&e->lock);
+		retry_at = e->retry_at_ns;
+		pthread_mutex_unlock(&e->lock);
+		if (now >= retry_at) {
+			uint64_t started = note_busy(e, true, false, 0);
+			bool got_on = send_round(s);
 
-			pthread_mutex_lock(&e->lock);
-			e->send_ns += took;
-			pthread_mutex_unlock(&e->lock);
+			note_busy(e, false, got_on, started);
 			if (got_on)
 				continue;
+			pthread_mutex_lock(&e->lock);
+			retry_at = e->retry_at_ns;
+			pthread_mutex_unlock(&e->lock);
 		}
-		if (e->retry_at_ns > now && (e->retry_at_ns - now) / 1000000 < ms)
-			ms = (e->retry_at_ns - now) / 1000000 + 1;
+		if (retry_at > now && (retry_at - now) / 1000000 < ms)
+			ms = (retry_at - now) / 1000000 + 1;
 		wait_for_wake(e, seen, ms);
 	}
-	rp_store_release(&e->done, 1);	/* pairs with the acquire in egress_stop() */
+	pthread_mutex_lock(&e->lock);
+	last = !--e->senders_running;
+	pthread_mutex_unlock(&e->lock);
+	if (last)
+		rp_store_release(&e->done, 1);	/* pairs with the acquire in egress_stop() */
+	wake(e);	/* a sender that waits for this one's batches */
 	return NULL;
 }
 
 /* What egress_start() made, also half of it (the thread is not running) */
 static void egress_free(struct egress *e)
 {
+	size_t i;
+
 	egress_source_close(e->cur);
 	free(e->cur_path);
 	while (e->head)
 		pending_free(pop_pending(e));
 	bb_free(&e->held);
 	bb_free(&e->loss_batch);
-	bb_free(&e->manifest_rows);
+	for (i = 0; i < EGRESS_MAX_SENDERS; i++) {
+		bb_free(&e->senders[i].manifest_rows);
+		if (e->senders[i].have_ch)
+			ch_client_free(&e->senders[i].ch);
+	}
 	free(e->losses);
 	spool_close(e->spool);
 	if (e->otlp)
 		http_conn_free(&e->http);
-	if (e->have_ch)
-		ch_client_free(&e->ch);
 	pthread_cond_destroy(&e->cond);
+	pthread_mutex_destroy(&e->pick);
 	pthread_mutex_destroy(&e->lock);
 	free(e);
 }
@@ -1197,12 +1404,14 @@ struct egress *egress_start(const struct egress_opts *uo)
 	struct egress *e = calloc(1, sizeof(*e));
 	struct spool_opts so = { .sz = sizeof(so) };
 	char err[512];
+	size_t i;
 
 	if (!e)
 		return NULL;
 	memcpy(&e->o, uo, uo->sz < sizeof(e->o) ? uo->sz : sizeof(e->o));
 	e->tail = &e->head;
 	e->next_stream = 1;
+	pthread_mutex_init(&e->pick, NULL);
 	pthread_mutex_init(&e->lock, NULL);
 	pthread_cond_init(&e->cond, NULL);
 	if (e->o.host_id)
@@ -1260,12 +1469,27 @@ struct egress *egress_start(const struct egress_opts *uo)
 		fprintf(stderr, "ringpipe agent: cannot start the egress threads\n");
 		goto fail;
 	}
-	if (rp_thread_start(&e->thread, "rp-egress", sender_main, e)) {
-		fprintf(stderr, "ringpipe agent: cannot start the egress threads\n");
-		rp_store_relaxed(&e->quit, 1);
-		wake(e);
-		pthread_join(e->cutter, NULL);
-		goto fail;
+	/* OTLP batches go one at a time, on one connection */
+	e->nsenders = e->otlp ? 1 : e->o.senders ? e->o.senders : EGRESS_DEFAULT_SENDERS;
+	if (e->nsenders > EGRESS_MAX_SENDERS)
+		e->nsenders = EGRESS_MAX_SENDERS;
+	for (i = 0; i < e->nsenders; i++) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "rp-egress-%u", (unsigned)(i % EGRESS_MAX_SENDERS));
+		e->senders[i].e = e;
+		pthread_mutex_lock(&e->lock);
+		e->senders_running++;
+		pthread_mutex_unlock(&e->lock);
+		if (rp_thread_start(&e->senders[i].thread, name, sender_main, &e->senders[i])) {
+			fprintf(stderr, "ringpipe agent: cannot start the egress threads\n");
+			rp_store_relaxed(&e->quit, 1);
+			wake(e);
+			while (i--)
+				pthread_join(e->senders[i].thread, NULL);
+			pthread_join(e->cutter, NULL);
+			goto fail;
+		}
 	}
 	return e;
 fail:
@@ -1384,7 +1608,8 @@ static void status_json(struct egress *e, const struct spool_stats *st, struct b
 		  "\"losses_sent\":%llu,\"bytes_sent\":%llu,\"retries\":%llu,\"outages\":%llu,"
 		  "\"files_pending\":%zu,\"files_given_up\":%llu,\"lost_egress_full\":%llu,"
 		  "\"spool_batches\":%llu,\"spool_bytes\":%llu,\"spool_found\":%llu,"
-		  "\"servers\":%zu,\"send_ms\":%llu}",
+		  "\"servers\":%zu,\"senders\":%zu,\"send_ms\":%llu,\"all_senders_ms\":%llu,"
+		  "\"send_window_ms\":%llu}",
 		  server_host(e), server_port(e), e->last_error[0] ? "retrying" : "ok",
 		  rp_load_relaxed(&e->full) ? "true" : "false",
 		  (unsigned long long)e->batches_sent, (unsigned long long)e->batches_already,
@@ -1394,8 +1619,10 @@ static void status_json(struct egress *e, const struct spool_stats *st, struct b
 		  e->npending + e->cutting,
 		  (unsigned long long)e->files_given_up, (unsigned long long)e->lost_full,
 		  (unsigned long long)st->batches, (unsigned long long)st->bytes,
-		  (unsigned long long)st->found, e->nservers,
-		  (unsigned long long)(e->send_ns / 1000000));
+		  (unsigned long long)st->found, e->nservers, e->nsenders,
+		  (unsigned long long)(e->send_ns / 1000000),
+		  (unsigned long long)(e->all_busy_ns / 1000000),
+		  (unsigned long long)((e->last_sent_ns - e->first_send_ns) / 1000000));
 }
 
 void egress_status(struct egress *e, bool json, struct bytebuf *b)
@@ -1442,7 +1669,7 @@ void egress_status(struct egress *e, bool json, struct bytebuf *b)
 int egress_stop(struct egress *e, uint32_t wait_ms)
 {
 	uint64_t end;
-	size_t left;
+	size_t left, i;
 	int rc = 0;
 
 	if (!e)
@@ -1459,7 +1686,8 @@ int egress_stop(struct egress *e, uint32_t wait_ms)
 	}
 	rp_store_relaxed(&e->quit, 1);
 	wake(e);
-	pthread_join(e->thread, NULL);
+	for (i = 0; i < e->nsenders; i++)
+		pthread_join(e->senders[i].thread, NULL);
 	pthread_join(e->cutter, NULL);
 	left = e->npending + (e->cur != NULL);
 	if (left) {

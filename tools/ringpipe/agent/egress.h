@@ -28,6 +28,10 @@ struct agent_identity;
 #define EGRESS_DEFAULT_SPOOL_MB 256
 #define EGRESS_BATCH_ROWS 100000u	/* events per batch at most */
 #define EGRESS_MAX_SERVERS 8		/* --clickhouse URLs */
+#define EGRESS_MAX_SENDERS 8		/* --clickhouse-senders */
+/* inserts in flight at once: two keep the server busy while the other
+ * insert waits on its disk and ZooKeeper (Documentation/fleet.md) */
+#define EGRESS_DEFAULT_SENDERS 2
 
 struct egress_opts {
 	size_t sz;			/* sizeof(struct egress_opts) */
@@ -61,6 +65,9 @@ struct egress_opts {
 	 * before the server first answers; NULL: the server's version says */
 	const char *dialect;
 	bool quiet;
+	/* ClickHouse inserts in flight at once, each on its own connection
+	 * (1 to EGRESS_MAX_SENDERS); 0: EGRESS_DEFAULT_SENDERS. OTLP: 1. */
+	uint32_t senders;
 };
 
 struct egress;

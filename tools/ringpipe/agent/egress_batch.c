@@ -475,15 +475,30 @@ static void meta_rows(struct egress_source *s, const struct egress_name *n)
 }
 
 /* Decimal text of v, negative when neg: printf's %llu costs more than the
- * rest of an event's row */
+ * rest of an event's row, and a digit at a time half of the decoding, so
+ * two digits at a time from a table of 00..99 */
 static void decimal_text(struct bytebuf *t, uint64_t v, bool neg)
 {
+	static const char pairs[201] =
+		"00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+		"40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+		"8081828384858687888990919293949596979899";
 	char digits[21];
 	size_t n = sizeof(digits);
 
-	do
-		digits[--n] = (char)('0' + v % 10);
-	while (v /= 10);
+	while (v >= 100) {
+		uint64_t r = v % 100;
+
+		v /= 100;
+		n -= 2;
+		memcpy(digits + n, pairs + 2 * r, 2);
+	}
+	if (v >= 10) {
+		n -= 2;
+		memcpy(digits + n, pairs + 2 * v, 2);
+	} else {
+		digits[--n] = (char)('0' + v);
+	}
 	if (neg)
 		digits[--n] = '-';
 	bb_append(t, digits + n, sizeof(digits) - n);

@@ -433,6 +433,31 @@ int spool_oldest(struct spool *s, uint64_t *num, void **data, size_t *len)
 	return spool_next(s, 0, num, data, len);
 }
 
+/* The index of the oldest batch above after (under the lock); n: none */
+static size_t index_after(const struct spool *s, uint64_t after)
+{
+	size_t i;
+
+	for (i = 0; i < s->n && s->v[i].num <= after; i++)
+		;
+	return i;
+}
+
+int spool_peek(struct spool *s, uint64_t after, uint64_t *num)
+{
+	size_t i;
+	int rc = -ENOENT;
+
+	pthread_mutex_lock(&s->lock);
+	i = index_after(s, after);
+	if (i < s->n) {
+		*num = s->v[i].num;
+		rc = 0;
+	}
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
 int spool_next(struct spool *s, uint64_t after, uint64_t *num, void **data, size_t *len)
 {
 	struct spool_hdr h;
@@ -445,8 +470,7 @@ int spool_next(struct spool *s, uint64_t after, uint64_t *num, void **data, size
 	int fd, e;
 
 	pthread_mutex_lock(&s->lock);
-	for (i = 0; i < s->n && s->v[i].num <= after; i++)
-		;
+	i = index_after(s, after);
 	/* decided under the lock: the putter grows n meanwhile */
 	found = i < s->n;
 	if (found)
@@ -454,7 +478,7 @@ int spool_next(struct spool *s, uint64_t after, uint64_t *num, void **data, size
 	pthread_mutex_unlock(&s->lock);
 	if (!found)
 		return -ENOENT;
-	/* read unlocked: only the caller takes batches out */
+	/* read unlocked: only the caller takes this batch out */
 	file_name(at.num, "", name, sizeof(name));
 	fd = openat(s->dirfd, name, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)

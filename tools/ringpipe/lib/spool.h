@@ -16,9 +16,10 @@
  * match its header (a torn disk, an edit) is set aside as .bad and counted,
  * never sent.
  *
- * Threads: one may put batches while another reads and takes them out
- * (spool_next(), spool_ack()); spool_stats() from any. Two that read and
- * take out at once are not supported.
+ * Threads: one may put batches while others read and take them out
+ * (spool_next(), spool_ack()); spool_stats() and spool_peek() from any.
+ * Readers may read at once when each reads and takes out batches the
+ * others do not (the caller decides who holds which: spool_peek()).
  */
 #ifndef RINGPIPE_SPOOL_H
 #define RINGPIPE_SPOOL_H
@@ -64,6 +65,9 @@ int spool_oldest(struct spool *s, uint64_t *num, void **data, size_t *len);
  */
 int spool_next(struct spool *s, uint64_t after, uint64_t *num, void **data, size_t *len);
 
+/* The number of the oldest batch numbered above after, without reading it:
+ * 0, or -ENOENT when there is none. */
+int spool_peek(struct spool *s, uint64_t after, uint64_t *num);
 /* Takes batch num out (its receiver holds it now). 0, -ENOENT, or -errno. */
 int spool_ack(struct spool *s, uint64_t num);
 
