@@ -692,12 +692,17 @@ Test(fleet, init_on_a_cluster_shards_events_by_host_over_replicated_tables, .tim
 	struct bytebuf out = { 0 }, body = { 0 }, sql = { 0 };
 	struct ch_client a, b;
 	char *url, *got, *local_a, *local_b;
-	int rc;
 
 	cluster_up();
-	rc = tool(&out, "fleet init --clickhouse '%s?database=rp' --cluster fleet", node.url);
-	cr_assert_eq(rc, 0, "expected fleet init --cluster to succeed, got %d:\n%s", rc,
-		     th_text(&out));
+	{
+		/* node and node_b as the cluster's array, for a server started
+		 * again there */
+		struct th_ch_node both[2] = { node, node_b };
+
+		th_ch_fleet_init_cluster(both, 2, th_fmt("%s?database=rp", node.url), "fleet");
+		node = both[0];
+		node_b = both[1];
+	}
 	/* a synchronous insert: the rows are on their shards when it returns */
 	url = th_fmt("%s?insert_distributed_sync=1", node.url);
 	client_of(&a, url);

@@ -199,37 +199,9 @@ static void replicas_agree_wait(const char *host)
 	}
 }
 
-/*
- * fleet init --cluster. A server that died meanwhile is started again and
- * the init (IF NOT EXISTS throughout) run again, at most twice: 18.16 was
- * seen to crash (BaseDaemon: "Address: NULL pointer") on the first ON
- * CLUSTER statement after its start, 2 times in about 20 runs, both on a
- * loaded machine. Any other failure is the test's.
- */
 static void fleet_init_cluster(void)
 {
-	struct bytebuf out = { 0 };
-	int attempt, i, st;
-
-	for (attempt = 0;; attempt++) {
-		bool restarted = false;
-
-		out.len = 0;
-		if (!th_tool_run(th_fmt("fleet init --clickhouse '%s' --cluster fleet",
-					nodes[0].url), &out))
-			break;
-		for (i = 0; i < NNODES; i++) {
-			if (nodes[i].pid <= 0 || waitpid(nodes[i].pid, &st, WNOHANG) != nodes[i].pid)
-				continue;
-			say("server %d died in fleet init (status 0x%x), started again: ...%s", i, st,
-			    th_ch_log_tail(&nodes[i]));
-			nodes[i].pid = 0;
-			th_ch_restart(&nodes[i]);
-			restarted = true;
-		}
-		cr_assert(restarted && attempt < 2, "fleet init: %s", th_text(&out));
-	}
-	bb_free(&out);
+	th_ch_fleet_init_cluster(nodes, NNODES, nodes[0].url, "fleet");
 }
 
 Test(fleet_cluster, faults_of_replicas_shards_agents_and_servers_lose_nothing, .timeout = 400,

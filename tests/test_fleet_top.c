@@ -477,10 +477,7 @@ Test(fleet_top, the_same_tables_through_a_cluster, .timeout = 300, .fini = top_f
 	need_root_and_cgroups();
 	th_ch_cluster_start(&zk, shards, NSHARDS, 1, "fleet");
 	zookeeper_sessions_wait();
-	if (th_tool_run(th_fmt("fleet init --clickhouse '%s' --cluster fleet", shards[0].url),
-			&out))
-		cr_assert_fail("fleet init: %s\nshard 0: ...%s\nshard 1: ...%s", th_text(&out),
-			       th_ch_log_tail(&shards[0]), th_ch_log_tail(&shards[1]));
+	th_ch_fleet_init_cluster(shards, NSHARDS, shards[0].url, "fleet");
 	/* a host whose rows go to the other shard than top-a's */
 	for (i = 0;; i++) {
 		snprintf(host_b, sizeof(host_b), "top-b%d", i);
