@@ -1,13 +1,14 @@
 // SPDX-License-Identifier: MIT
 /*
- * The agent's ClickHouse egress (egress.h), two threads, so that a batch is
- * cut while the server takes the one before:
+ * The agent's ClickHouse egress (egress.h): a cutter thread and senders
+ * (egress_opts.senders), so that batches are cut while the server takes
+ * the ones before, two or more at a time:
  *
- *   the cutter: egress_file() ─► files ─► batches (egress_batch.c) ─► spool_put() ─┐
- *                                                                                   │ oldest first
- *   the sender: ClickHouse ◄── losses, events, small tables ◄── batch ◄─────────────┘
- *               ◄── the manifest rows of up to MANIFEST_BATCHES batches, last
- *               all 200 ─► spool_ack()
+ *   the cutter:  egress_file() ─► files ─► batches (egress_batch.c) ─► spool_put() ─┐
+ *                                                       the oldest no sender holds │
+ *   each sender: ClickHouse ◄── losses, events, small tables ◄── batch ◄───────────┘
+ *                ◄── the manifest rows of up to MANIFEST_BATCHES batches, last
+ *                all 200 ─► spool_ack()
  *
  * Exactly once on a plain MergeTree, which keeps a row sent twice: a batch
  * is sent blind only on its first attempt in the run that made it. Sent
