@@ -201,11 +201,20 @@ run_agent() {
 	all_ms=$(echo "$st" | json_num all_senders_ms)
 	window_ms=$(echo "$st" | json_num send_window_ms)
 	senders=$(echo "$st" | json_num senders)
-	rows=$("$TOOL" fleet query --clickhouse "$url" --format TabSeparated \
-		"SELECT count() FROM events WHERE host = 'bench' AND provider = 'AgentTest'")
+	# on the cluster a replica fetches what its twin took in the background,
+	# and a Distributed read may ask the one that has not yet
+	for _ in $(seq 300); do
+		rows=$("$TOOL" fleet query --clickhouse "$url" --format TabSeparated \
+			"SELECT count() FROM events WHERE host = 'bench' AND provider = 'AgentTest'")
+		[ "$rows" = "$total" ] && break
+		sleep 0.2
+	done
 	[ "$rows" = "$total" ] || { echo "bench-fleet: $rows rows in events, $total written" >&2; exit 1; }
-	"$TOOL" fleet check --clickhouse "$url" --host bench > "$dir/check.txt" ||
-		{ cat "$dir/check.txt" >&2; exit 1; }
+	for try in $(seq 10); do
+		"$TOOL" fleet check --clickhouse "$url" --host bench > "$dir/check.txt" && break
+		[ "$try" = 10 ] && { cat "$dir/check.txt" >&2; exit 1; }
+		sleep 0.5
+	done
 	own=$(ch_own "$url" "${senders:-1}" "${CLUSTER_NAME:-}")
 	python3 - "$total" "$t0" "$tw" "$t1" "$cpu0" "$cpu1" "$hz" "$bytes" "$THREADS" "$what" "$own" \
 		"${send_ms:-0}" "${senders:-1}" "${all_ms:-0}" "${window_ms:-0}" <<'EOF'
