@@ -127,16 +127,23 @@ static inline int bb_append_u64(struct bytebuf *b, uint64_t v)
 }
 
 /* LEB128: at most 10 bytes for 64 bits. */
-static inline void bb_varu64(struct bytebuf *b, uint64_t v)
-{
-	uint8_t *o = b->p + b->len;
+#define BB_VARU64_MAX 10
 
+/* v as LEB128 at o, its room made; returns the end (for encoders that
+ * keep their own write pointer) */
+static inline uint8_t *bb_varu64_at(uint8_t *o, uint64_t v)
+{
 	while (v >= 0x80) {
 		*o++ = (uint8_t)(v | 0x80);
 		v >>= 7;
 	}
 	*o++ = (uint8_t)v;
-	b->len = (size_t)(o - b->p);
+	return o;
+}
+
+static inline void bb_varu64(struct bytebuf *b, uint64_t v)
+{
+	b->len = (size_t)(bb_varu64_at(b->p + b->len, v) - b->p);
 }
 
 static inline void bb_varu32(struct bytebuf *b, uint32_t v)

@@ -100,7 +100,7 @@ struct egress_pending {
  * renamed, a replicated block registered in ZooKeeper), and a second
  * insert meanwhile takes rows it would not otherwise. A batch is sent by
  * one sender at a time: a sender takes the oldest batch no other one
- * holds (pick()). A batch looked up before it is sent (again) goes alone,
+ * holds (oldest_free()). A batch looked up before it is sent (again) goes alone,
  * with nothing else in flight or held, so the lookups see what is in and
  * nothing arrives beside them: recovery is one batch at a time, as with
  * one sender.
@@ -145,8 +145,9 @@ struct egress {
 	struct egress_sender senders[EGRESS_MAX_SENDERS];
 	size_t nsenders, senders_running;	/* senders_running: under lock */
 	/* which sender sends which batch: the senders' flight and manifest
-	 * rows, failed_num, alone, manifest_max, and every spool_next() and
-	 * spool_ack() (the spool takes one reader at a time) */
+	 * rows, failed_num, alone, manifest_max; and every spool_ack(), so
+	 * that a batch is taken out and let go of at once (a sender reads
+	 * the batch it holds outside the lock) */
 	pthread_mutex_t pick;
 	pthread_mutex_t lock;		/* the queue, the losses, the status, wakes */
 	pthread_cond_t cond;		/* wakes either thread: wake() */
@@ -1258,8 +1259,9 @@ static void *cutter_main(void *arg)
 	return NULL;
 }
 
-/* What every sender needs first, asked by one of them: the server's
- * dialect and how manifest rows go in. 0, or the failure in err. */
+/* What every sender needs first, asked by the first that finds it
+ * missing: the server's dialect and how manifest rows go in. 0: known
+ * already, 1: asked now, or <0 with the failure in err. */
 static int learn_server(struct egress_sender *s, char *err, size_t errlen)
 {
 	struct egress *e = s->e;
@@ -1268,11 +1270,16 @@ static int learn_server(struct egress_sender *s, char *err, size_t errlen)
 	pthread_mutex_lock(&e->pick);
 	if (!rp_load_relaxed(&e->dialect_known)) {
 		rc = learn_dialect(s, err, errlen);
-		if (!rc)
+		if (!rc) {
 			wake(e);	/* the cutter makes batches now */
+			rc = 1;
+		}
 	}
-	if (!rc && !e->otlp && !e->manifest_max)
-		rc = manifest_group(s, err, errlen);
+	if (rc >= 0 && !e->otlp && !e->manifest_max) {
+		int grc = manifest_group(s, err, errlen);
+
+		rc = grc ? grc : 1;
+	}
 	pthread_mutex_unlock(&e->pick);
 	return rc;
 }
@@ -1283,21 +1290,16 @@ static bool send_round(struct egress_sender *s)
 {
 	struct egress *e = s->e;
 	char err[1024] = "";
-	bool ready;
 	int rc;
 
 	sender_follow(s);
-	pthread_mutex_lock(&e->pick);
-	ready = rp_load_relaxed(&e->dialect_known) && (e->otlp || e->manifest_max);
-	pthread_mutex_unlock(&e->pick);
-	if (!ready) {
-		rc = learn_server(s, err, sizeof(err));
-		if (rc) {
-			note_failure(s, err);
-			return false;
-		}
-		note_success(e);
+	rc = learn_server(s, err, sizeof(err));
+	if (rc < 0) {
+		note_failure(s, err);
+		return false;
 	}
+	if (rc)
+		note_success(e);
 	rc = ship_oldest(s);
 	if (rc > 0)
 		wake(e);	/* room in the spool, or a batch let go */

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "fleet_schema.h"
+#include "rowbinary.h"
 
 #define FLEET_COLUMN(index, name, kind) [index] = { name, kind },
 static const struct fleet_column events_cols[] = { FLEET_EVENTS_COLUMNS(FLEET_COLUMN) };
@@ -123,15 +124,14 @@ static void fleet_column_ddl(struct bytebuf *b, const struct fleet_column *col,
  * is unrolled from its column list, so that its kinds are constants and
  * no switch is left to mispredict.
  */
-#define VARINT_MAX 10
 #define ENCODER static inline __attribute__((always_inline))
 
 static size_t strings_max(const struct fleet_str *v, size_t n)
 {
-	size_t i, need = VARINT_MAX;
+	size_t i, need = BB_VARU64_MAX;
 
 	for (i = 0; i < n; i++)
-		need += VARINT_MAX + v[i].len;
+		need += BB_VARU64_MAX + v[i].len;
 	return need;
 }
 
@@ -142,9 +142,9 @@ ENCODER size_t value_max(enum fleet_kind k, const union fleet_value *v)
 	case FK_U8: return 1;
 	case FK_U32: case FK_I32: case FK_DATETIME: return 4;
 	case FK_U64: case FK_TIME: return 8;
-	case FK_STRING: case FK_TAG: return VARINT_MAX + v->s.len;
+	case FK_STRING: case FK_TAG: return BB_VARU64_MAX + v->s.len;
 	case FK_UUID: return 16;
-	case FK_U64_ARRAY: return VARINT_MAX + 8 * v->u64s.n;
+	case FK_U64_ARRAY: return BB_VARU64_MAX + 8 * v->u64s.n;
 	case FK_STRING_ARRAY: return strings_max(v->strs.v, v->strs.n);
 	case FK_FIELDS:
 		/* legacy: two arrays; current: a count and the pairs */
@@ -154,59 +154,14 @@ ENCODER size_t value_max(enum fleet_kind k, const union fleet_value *v)
 	return 0;
 }
 
-ENCODER uint8_t *put_bytes(uint8_t *o, const void *p, size_t n)
-{
-	memcpy(o, p, n);
-	return o + n;
-}
-
-ENCODER uint8_t *put_u32(uint8_t *o, uint32_t v)
-{
-	return put_bytes(o, &v, 4);	/* x86_64 and aarch64 are little-endian */
-}
-
-ENCODER uint8_t *put_u64(uint8_t *o, uint64_t v)
-{
-	return put_bytes(o, &v, 8);
-}
-
-/* LEB128: a String's byte count, an Array's element count */
-ENCODER uint8_t *put_count(uint8_t *o, uint64_t v)
-{
-	while (v >= 0x80) {
-		*o++ = (uint8_t)(v | 0x80);
-		v >>= 7;
-	}
-	*o++ = (uint8_t)v;
-	return o;
-}
-
-ENCODER uint8_t *put_string(uint8_t *o, const void *p, size_t len)
-{
-	o = put_count(o, len);
-	return len ? put_bytes(o, p, len) : o;
-}
-
 static uint8_t *put_strings(uint8_t *o, const struct fleet_str *v, size_t n)
 {
 	size_t i;
 
-	o = put_count(o, n);
+	o = bb_varu64_at(o, n);
 	for (i = 0; i < n; i++)
-		o = put_string(o, v[i].p, v[i].len);
+		o = rb_put_string(o, v[i].p, v[i].len);
 	return o;
-}
-
-/* ClickHouse keeps a UUID as two UInt64 halves, each little-endian on the
- * wire: each half of the text-order bytes reversed */
-ENCODER uint8_t *put_uuid(uint8_t *o, const uint8_t uuid[16])
-{
-	uint64_t hi, lo;
-
-	memcpy(&hi, uuid, 8);
-	memcpy(&lo, uuid + 8, 8);
-	o = put_u64(o, __builtin_bswap64(hi));
-	return put_u64(o, __builtin_bswap64(lo));
 }
 
 static uint8_t *put_fields(uint8_t *o, enum fleet_dialect d, const union fleet_value *v)
@@ -218,10 +173,10 @@ static uint8_t *put_fields(uint8_t *o, enum fleet_dialect d, const union fleet_v
 		o = put_strings(o, v->fields.names, v->fields.n);
 		return put_strings(o, v->fields.values, v->fields.n);
 	}
-	o = put_count(o, v->fields.n);	/* Map: its pairs, key then value */
+	o = bb_varu64_at(o, v->fields.n);	/* Map: its pairs, key then value */
 	for (i = 0; i < v->fields.n; i++) {
-		o = put_string(o, v->fields.names[i].p, v->fields.names[i].len);
-		o = put_string(o, v->fields.values[i].p, v->fields.values[i].len);
+		o = rb_put_string(o, v->fields.names[i].p, v->fields.names[i].len);
+		o = rb_put_string(o, v->fields.values[i].p, v->fields.values[i].len);
 	}
 	return o;
 }
@@ -234,20 +189,20 @@ ENCODER uint8_t *value_put(uint8_t *o, enum fleet_kind k, enum fleet_dialect d,
 
 	switch (k) {
 	case FK_U8: *o++ = (uint8_t)v->u; return o;
-	case FK_U32: case FK_DATETIME: return put_u32(o, (uint32_t)v->u);
-	case FK_U64: return put_u64(o, v->u);
-	case FK_I32: return put_u32(o, (uint32_t)(int32_t)v->i);
-	case FK_STRING: case FK_TAG: return put_string(o, v->s.p, v->s.len);
-	case FK_UUID: return put_uuid(o, v->uuid);
+	case FK_U32: case FK_DATETIME: return rb_put_u32(o, (uint32_t)v->u);
+	case FK_U64: return rb_put_u64(o, v->u);
+	case FK_I32: return rb_put_u32(o, (uint32_t)(int32_t)v->i);
+	case FK_STRING: case FK_TAG: return rb_put_string(o, v->s.p, v->s.len);
+	case FK_UUID: return rb_put_uuid(o, v->uuid);
 	case FK_TIME:
 		if (d == FLEET_CURRENT)
-			return put_u64(o, v->u);	/* DateTime64(9): ticks of 1 ns */
-		o = put_u32(o, (uint32_t)(v->u / 1000000000u));	/* DateTime, then ns */
-		return put_u32(o, (uint32_t)(v->u % 1000000000u));
+			return rb_put_u64(o, v->u);	/* DateTime64(9): ticks of 1 ns */
+		o = rb_put_u32(o, (uint32_t)(v->u / 1000000000u));	/* DateTime, then ns */
+		return rb_put_u32(o, (uint32_t)(v->u % 1000000000u));
 	case FK_U64_ARRAY:
-		o = put_count(o, v->u64s.n);
+		o = bb_varu64_at(o, v->u64s.n);
 		for (i = 0; i < v->u64s.n; i++)
-			o = put_u64(o, v->u64s.v[i]);
+			o = rb_put_u64(o, v->u64s.v[i]);
 		return o;
 	case FK_STRING_ARRAY: return put_strings(o, v->strs.v, v->strs.n);
 	case FK_FIELDS: return put_fields(o, d, v);

@@ -8,7 +8,7 @@
 
 void rb_count(struct bytebuf *b, uint64_t n)
 {
-	if (!bb_reserve(b, 10))
+	if (!bb_reserve(b, BB_VARU64_MAX))
 		bb_varu64(b, n);
 }
 
@@ -37,15 +37,9 @@ void rb_fixed_string(struct bytebuf *b, const void *s, size_t len, size_t n)
 
 void rb_uuid(struct bytebuf *b, const uint8_t uuid[16])
 {
-	uint8_t le[16];
-	int i;
-
 	/* ClickHouse keeps a UUID as two UInt64 halves, each little-endian on the wire */
-	for (i = 0; i < 8; i++) {
-		le[i] = uuid[7 - i];
-		le[8 + i] = uuid[15 - i];
-	}
-	bb_append(b, le, sizeof(le));
+	if (!bb_reserve(b, 16))
+		b->len = (size_t)(rb_put_uuid(b->p + b->len, uuid) - b->p);
 }
 
 static int hex_digit(char c)

@@ -15,8 +15,46 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "bytebuf.h"
+
+/*
+ * The same encodings as plain stores at o, for an encoder that made the
+ * room for a whole row at once (fleet_row_encode()): each returns the end
+ * of what it wrote.
+ */
+static inline uint8_t *rb_put_u32(uint8_t *o, uint32_t v)
+{
+	memcpy(o, &v, 4);	/* x86_64 and aarch64 are little-endian */
+	return o + 4;
+}
+
+static inline uint8_t *rb_put_u64(uint8_t *o, uint64_t v)
+{
+	memcpy(o, &v, 8);
+	return o + 8;
+}
+
+/* String: BB_VARU64_MAX + len bytes at most */
+static inline uint8_t *rb_put_string(uint8_t *o, const void *p, size_t len)
+{
+	o = bb_varu64_at(o, len);
+	if (len)
+		memcpy(o, p, len);
+	return o + len;
+}
+
+/* UUID from its 16 bytes in text order: each 8-byte half reversed */
+static inline uint8_t *rb_put_uuid(uint8_t *o, const uint8_t uuid[16])
+{
+	uint64_t hi, lo;
+
+	memcpy(&hi, uuid, 8);
+	memcpy(&lo, uuid + 8, 8);
+	o = rb_put_u64(o, __builtin_bswap64(hi));
+	return rb_put_u64(o, __builtin_bswap64(lo));
+}
 
 static inline void rb_u8(struct bytebuf *b, uint8_t v)
 {
