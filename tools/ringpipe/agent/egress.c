@@ -368,19 +368,21 @@ static void note_failure(struct egress_sender *s, const char *err)
 {
 	struct egress *e = s->e;
 	uint64_t now = rp_clock_mono_ns();
-	bool first;
+	bool first = false;
 
 	pthread_mutex_lock(&e->lock);
 	snprintf(e->last_error, sizeof(e->last_error), "%s", err);
+	/* another sender moved on from this server already: this one
+	 * follows it, at once, and its failure is that one's, not a new
+	 * retry (so retries count what the servers did, not how many
+	 * senders saw it) */
+	if (!e->otlp && s->server != e->server)
+		goto unlock;
 	e->retries++;
 	first = !e->outage;
 	if (first)
 		e->outages++;
 	e->outage = true;
-	/* another sender moved on from this server already: this one
-	 * follows it, at once */
-	if (!e->otlp && s->server != e->server)
-		goto unlock;
 	/* the next server at once, while one of them has not failed yet;
 	 * the same batch goes there (a replicated table drops a copy of a
 	 * block that another server of its shard took) */
