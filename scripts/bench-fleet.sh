@@ -240,6 +240,8 @@ node_up one
 run_agent "one ClickHouse node" "http://127.0.0.1:${HTTP[one]}/" \
 	--clickhouse "http://127.0.0.1:${HTTP[one]}/"
 [ "$CLUSTER" = 1 ] || exit 0
+# the node's merges would take CPU from the cluster's run
+kill "${pids[0]}" && wait "${pids[0]}" 2>/dev/null || true
 
 # ---- two shards of two replicas, ZooKeeper
 zk_up

@@ -359,7 +359,8 @@ static int fleet_run_check(const struct fleet_args *a)
 			      strstr(err, "Code: 81,") ? "\n  (no fleet tables there: 'ringpipe "
 			      "fleet init' creates them)" : "");
 	else if (t.problems)
-		printf("%llu problems: not everything is accounted for\n", t.problems), rc = 1;
+		printf("%llu problem%s: not everything is accounted for\n", t.problems,
+		       t.problems == 1 ? "" : "s"), rc = 1;
 	else
 		printf("all accounted for: %llu batches in %llu streams of %llu agent runs, %llu "
 		       "events, %llu lost\n", t.batches, t.streams, t.runs, t.events, t.lost);

@@ -79,11 +79,13 @@
  * wait this long at most for more, or until their batches hold half
  * of the spool (they stay in it until then, and the cutter waits for
  * room): an insert of a few rows costs about what one of 50,000 does on
- * 18.16, so one per batch took a third of the time. While there are no
- * more batches they go at once. Only into a plain MergeTree, though: a
- * replicated table recognises a block sent again by its hash, so a
- * batch's manifest row must go alone, the same block every time it is
- * sent (manifest_group()). */
+ * 18.16 (on a replicated table, a block registered in ZooKeeper each),
+ * so one per batch took a third of the time. While there are no more
+ * batches they go at once. A replicated table drops a block sent again
+ * only when it is the same block, so a batch whose group of manifest
+ * rows failed, sent again alone, may leave a second copy of its row
+ * there; the row is a function of the batch, and fleet check counts
+ * copies of it once. */
 #define MANIFEST_BATCHES 16
 #define MANIFEST_HOLD_NS 1000000000ull
 
@@ -145,7 +147,7 @@ struct egress {
 	struct egress_sender senders[EGRESS_MAX_SENDERS];
 	size_t nsenders, senders_running;	/* senders_running: under lock */
 	/* which sender sends which batch: the senders' flight and manifest
-	 * rows, failed_num, alone, manifest_max; and every spool_ack(), so
+	 * rows, failed_num, alone; and every spool_ack(), so
 	 * that a batch is taken out and let go of at once (a sender reads
 	 * the batch it holds outside the lock) */
 	pthread_mutex_t pick;
@@ -180,7 +182,6 @@ struct egress {
 	 * is looked up when sent again; 0: none (numbers start at 1) */
 	uint64_t failed_num;
 	struct egress_sender *alone;	/* under pick: sends a batch looked up */
-	size_t manifest_max;		/* under pick: 1 or MANIFEST_BATCHES; 0: not known yet */
 	/* losses waiting for a batch (under lock) */
 	struct egress_loss_acc {
 		uint32_t pid;
@@ -463,29 +464,6 @@ static int learn_dialect(struct egress_sender *s, char *err, size_t errlen)
 	return 0;
 }
 
-/* How many batches' manifest rows may go in one insert: several into a
- * plain MergeTree, one into anything else (see MANIFEST_BATCHES) */
-static int manifest_group(struct egress_sender *s, char *err, size_t errlen)
-{
-	struct egress *e = s->e;
-	struct bytebuf q = { 0 };
-	char engine[128] = "", table[128];
-	int rc;
-
-	snprintf(table, sizeof(table), "%s%s", fleet_tables[FLEET_BATCHES].name, e->table_suffix);
-	bb_printf(&q, "SELECT engine FROM system.tables WHERE database = ");
-	ch_sql_quote(&q, s->ch.target.database);
-	bb_printf(&q, " AND name = ");
-	ch_sql_quote(&q, table);
-	bb_append(&q, "", 1);
-	rc = q.oom ? -ENOMEM : ch_query_line(&s->ch, (const char *)q.p, engine, sizeof(engine),
-					     err, errlen);
-	bb_free(&q);
-	if (!rc)
-		e->manifest_max = !strcmp(engine, "MergeTree") ? MANIFEST_BATCHES : 1;
-	return rc;
-}
-
 /* How many rows of batch b table t holds (the manifest: rows for b's seq) */
 static int rows_of_batch(struct egress_sender *s, const struct egress_batch *b,
 			 enum fleet_table_id t, uint64_t *n, char *err, size_t errlen)
@@ -675,7 +653,7 @@ static bool manifests_due(const struct egress_sender *s, const struct egress_bat
 	const struct egress *e = s->e;
 
 	return s->manifest_n &&
-	       (!b || s->manifest_n >= e->manifest_max || b->dialect != s->manifest_dialect ||
+	       (!b || s->manifest_n >= MANIFEST_BATCHES || b->dialect != s->manifest_dialect ||
 		s->manifest_bytes >= e->spool_max / 2 / e->nsenders ||
 		rp_clock_mono_ns() - s->manifest_since_ns >= MANIFEST_HOLD_NS);
 }
@@ -1262,8 +1240,8 @@ static void *cutter_main(void *arg)
 }
 
 /* What every sender needs first, asked by the first that finds it
- * missing: the server's dialect and how manifest rows go in. 0: known
- * already, 1: asked now, or <0 with the failure in err. */
+ * missing: the server's dialect. 0: known already, 1: asked now, or <0
+ * with the failure in err. */
 static int learn_server(struct egress_sender *s, char *err, size_t errlen)
 {
 	struct egress *e = s->e;
@@ -1276,11 +1254,6 @@ static int learn_server(struct egress_sender *s, char *err, size_t errlen)
 			wake(e);	/* the cutter makes batches now */
 			rc = 1;
 		}
-	}
-	if (rc >= 0 && !e->otlp && !e->manifest_max) {
-		int grc = manifest_group(s, err, errlen);
-
-		rc = grc ? grc : 1;
 	}
 	pthread_mutex_unlock(&e->pick);
 	return rc;
