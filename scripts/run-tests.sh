@@ -28,8 +28,6 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 # Criterion prints [SKIP] lines (with the reason) only at verbosity 1
 export CRITERION_VERBOSITY_LEVEL=${CRITERION_VERBOSITY_LEVEL:-1}
 export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tests/tsan.supp}
-# producers drained by the agent, in another process (tests/tsan-agent.supp)
-export RINGPIPE_TSAN_AGENT_SUPP=$PWD/tests/tsan-agent.supp
 
 passed=0 failed=0 skipped=0
 # failures again at the very end: CI logs are often read from the tail

@@ -31,15 +31,6 @@ static inline char *th_test_dir(void)
 	return d;
 }
 
-/*
- * Put before a producer's other variables on its sh command line: under
- * ThreadSanitizer, the agent's handing ring space back happens in another
- * process, which it cannot see (tests/tsan-agent.supp; run-tests.sh names
- * the file). Elsewhere the variable is ignored.
- */
-#define TH_PRODUCER_TSAN \
-	"TSAN_OPTIONS=\"$TSAN_OPTIONS${RINGPIPE_TSAN_AGENT_SUPP:+:suppressions=$RINGPIPE_TSAN_AGENT_SUPP}\" "
-
 static inline char *th_producer_bin(void)
 {
 	return th_fmt("%s/agent_producer", th_test_dir());
@@ -137,7 +128,7 @@ static inline pid_t th_producer_start_more(const struct th_agent_env *e, const c
 					   int threads, long events, const char *more,
 					   const char *out_file)
 {
-	char *cmd = th_fmt("%s env " TH_PRODUCER_TSAN "RINGPIPE_AGENT='%s' '%s' AgentTest %d %ld %s "
+	char *cmd = th_fmt("%s env RINGPIPE_AGENT='%s' '%s' AgentTest %d %ld %s "
 			   "> '%s'", prefix, e->sock, th_producer_bin(), threads, events, more,
 			   out_file);
 	char *argv[] = { "/bin/sh", "-c", cmd, NULL };

@@ -30,19 +30,6 @@
 #include "nettrace.h"
 #include "ring.h"
 
-/*
- * Several writers of one process into rings another process drains: each
- * record's space is reused only after the agent read it and zeroed it, an
- * order ThreadSanitizer cannot see (the agent is not its process), so it
- * reports two writers' stores to the same bytes a lap apart as a race.
- */
-#ifdef __SANITIZE_THREAD__
-#define SKIP_MANY_WRITERS_UNDER_TSAN()                                          \
-	cr_skip_test("ThreadSanitizer cannot see the agent, another process, order " \
-		     "a ring's reuse between this process's writers")
-#else
-#define SKIP_MANY_WRITERS_UNDER_TSAN() do { } while (0)
-#endif
 
 static void agent_up_with(struct th_agent_env *e, const char *mode, const char *buffer_mb,
 			  const char *providers)
@@ -301,7 +288,7 @@ static void run_producer(const struct th_agent_env *e, int threads, long events,
 	unsigned long long w = 0, d = 0;
 	int p = 0;
 
-	cr_assert_eq(th_run(th_fmt(TH_PRODUCER_TSAN "RINGPIPE_AGENT='%s' '%s' AgentTest %d %ld "
+	cr_assert_eq(th_run(th_fmt("RINGPIPE_AGENT='%s' '%s' AgentTest %d %ld "
 				   "2>>'%s/producer.log'",
 				   e->sock, th_producer_bin(), threads, events, e->dir), &out), 0,
 		     "the producer failed: %s", out.p);
@@ -321,8 +308,6 @@ Test(agent, block_process_joins_and_every_event_arrives, .timeout = 120,
 	struct counts c;
 	char *f, *ev;
 	struct bytebuf st = { 0 };
-
-	SKIP_MANY_WRITERS_UNDER_TSAN();
 
 	env_init(&e);
 	/* a 1 MiB ring shared by 4 writers on 2 CPUs: they park, and the
@@ -364,7 +349,7 @@ Test(agent, a_process_started_before_the_agent_joins_when_it_comes, .timeout = 1
 	struct counts c;
 
 	env_init(&e);
-	pf = popen(th_fmt(TH_PRODUCER_TSAN "RINGPIPE_AGENT='%s' '%s' AgentTest 2 20000 "
+	pf = popen(th_fmt("RINGPIPE_AGENT='%s' '%s' AgentTest 2 20000 "
 			  "2>>'%s/producer.log'", e.sock,
 			  th_producer_bin(), e.dir), "r");
 	cr_assert_not_null(pf);
@@ -406,7 +391,7 @@ static uint64_t progress(const char *file)
 
 static pid_t producer_forever(const struct th_agent_env *e, const char *prog, const char *pre)
 {
-	char *cmd = th_fmt("%s " TH_PRODUCER_TSAN "RINGPIPE_AGENT='%s' '%s' AgentTest 2 0 forever '%s' "
+	char *cmd = th_fmt("%s RINGPIPE_AGENT='%s' '%s' AgentTest 2 0 forever '%s' "
 			   "2>>'%s/producer.log'",
 			   pre ? pre : "exec env", e->sock, th_producer_bin(), prog, e->dir);
 	char *argv[] = { "/bin/sh", "-c", cmd, NULL };
@@ -813,8 +798,6 @@ Test(agent, the_demo_in_a_crio_container_loses_no_tick, .timeout = 120, .fini = 
 	struct bytebuf out = { 0 };
 	int st, i;
 
-	SKIP_MANY_WRITERS_UNDER_TSAN();
-
 	if (geteuid() != 0 || !mnt || system("command -v unshare >/dev/null 2>&1"))
 		cr_skip_test("needs root, a cgroup2 mount and unshare(1) to make a container");
 	cg = th_fmt("%s/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod%08x_2222_4333_8444_%012llx.slice/crio-%s.scope",
@@ -1159,8 +1142,6 @@ Test(agent, rotated_files_each_read_alone_and_together_hold_every_event, .timeou
 	pid_t pid;
 	int nf, k;
 
-	SKIP_MANY_WRITERS_UNDER_TSAN();
-
 	env_init(&e);
 	th_agent_up_argv(&e, more);
 	run_producer(&e, 4, 100000, &w, &d, &pid);
@@ -1211,13 +1192,11 @@ Test(agent, periodic_rotation_names_every_process_again_and_losses_add_up, .time
 	int idle = 0, nf, k;
 	size_t nt, i;
 
-	SKIP_MANY_WRITERS_UNDER_TSAN();
-
 	env_init(&e);
 	th_agent_up_argv(&e, more);
 	/* one process that joins and stays, another that writes 2,000,000
 	 * events into 1 MiB and drops some */
-	sh = spawn_sh(th_fmt(TH_PRODUCER_TSAN "RINGPIPE_AGENT='%s' exec '%s' AgentTest 1 0 idle",
+	sh = spawn_sh(th_fmt("RINGPIPE_AGENT='%s' exec '%s' AgentTest 1 0 idle",
 			     e.sock, th_producer_bin()),
 		      th_fmt("%s/idle.out", e.dir));
 	made_pids[0] = sh;
@@ -1393,7 +1372,6 @@ Test(agent, one_agent_one_run_finds_every_process_of_every_container, .timeout =
 	FILE *pf;
 	int st;
 
-	SKIP_MANY_WRITERS_UNDER_TSAN();
 	if (!th_tracedump(&why))
 		TH_SKIP_OR_FAIL("%s", why);
 	if (geteuid() != 0 || !mnt || system("command -v unshare >/dev/null 2>&1"))
@@ -1419,7 +1397,7 @@ Test(agent, one_agent_one_run_finds_every_process_of_every_container, .timeout =
 
 	/* on the host, before the agent: it waits for a session, and joins
 	 * when the agent comes */
-	pf = popen(th_fmt(TH_PRODUCER_TSAN "RINGPIPE_AGENT='%s' '%s' AgentTest 2 30000 "
+	pf = popen(th_fmt("RINGPIPE_AGENT='%s' '%s' AgentTest 2 30000 "
 			  "2>>'%s/producer.log'", e.sock,
 			  th_producer_bin(), e.dir), "r");
 	cr_assert_not_null(pf);

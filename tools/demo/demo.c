@@ -266,6 +266,9 @@ static void demo_stopping(struct rp_provider *provider, int session_id, uint64_t
 	uint64_t gcs = heap_gc_count(), allocs = heap_alloc_count(), bytes = heap_alloc_bytes();
 	uint64_t methods = jit_published();
 	uint32_t sid = (uint32_t)session_id;
+	/* a session may end while define_providers() still makes the
+	 * event: pairs with its store_release */
+	struct rp_event *end = rp_load_acquire(&ev_session_end);
 	struct bytebuf p = { 0 };
 
 	(void)provider, (void)keywords, (void)level, (void)ctx;
@@ -275,8 +278,7 @@ static void demo_stopping(struct rp_provider *provider, int session_id, uint64_t
 	bb_append_u64(&p, allocs);
 	bb_append_u64(&p, bytes);
 	bb_append_u64(&p, methods);
-	if (!p.oom && rp_event_enabled(ev_session_end) &&
-	    rp_event_write(ev_session_end, p.p, p.len) == 0)
+	if (!p.oom && end && rp_event_enabled(end) && rp_event_write(end, p.p, p.len) == 0)
 		clr_expect("SessionEnd\tSessionId=%u\tTicks=%" PRIu64 "\tGCs=%" PRIu64
 			   "\tAllocations=%" PRIu64 "\tAllocatedBytes=%" PRIu64
 			   "\tMethodsPublished=%" PRIu64, sid, ticks, gcs, allocs, bytes, methods);
@@ -318,8 +320,11 @@ static int define_providers(void)
 	ev_work_stop = new_event(demo, 3, "WorkStop", 4, 2, work_fields, 1);
 	ev_counter_mean = new_event(ctr, 1, "EventCounters", 0, 0, mean_top, 1);
 	ev_counter_sum = new_event(ctr, 2, "EventCounters", 0, 0, sum_top, 1);
-	ev_session_end = new_event(demo, 4, "SessionEnd", 4, 0, session_end_fields,
-				   sizeof(session_end_fields) / sizeof(session_end_fields[0]));
+	/* the provider's stopping callback reads it, on whichever thread
+	 * stops a session: pairs with the load_acquire in demo_stopping() */
+	rp_store_release(&ev_session_end,
+			 new_event(demo, 4, "SessionEnd", 4, 0, session_end_fields,
+				   sizeof(session_end_fields) / sizeof(session_end_fields[0])));
 	return ev_tick && ev_work_start && ev_work_stop && ev_counter_mean && ev_counter_sum &&
 		ev_session_end ? 0 : -1;
 }

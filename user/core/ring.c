@@ -115,6 +115,7 @@ struct rp_shm_record *rp_ring_reserve_slow(struct rp_ring *r, uint32_t len)
 		if (rp_cas_weak_relaxed(&h->producer_pos, &pos, pos + len))
 			break;
 	}
+	rp_ring_reuse_acquire(r);
 	rec = (struct rp_shm_record *)(r->data + (pos & r->mask));
 	rp_store_relaxed(&rec->len, len | RP_REC_BUSY);	/* see rp_ring_reserve() */
 	return rec;

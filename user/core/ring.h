@@ -36,6 +36,9 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#ifdef __SANITIZE_THREAD__
+#include <sanitizer/tsan_interface.h>
+#endif
 
 #if defined(__has_include)
 #if __has_include(<sys/rseq.h>)
@@ -113,6 +116,9 @@ struct rp_ring {
 	uint32_t max_record;
 	uint32_t index;
 	struct rp_shm *shm;
+	/* the consumer is another process (the agent): its order is told to
+	 * ThreadSanitizer (rp_ring_reuse_acquire()) */
+	bool consumer_elsewhere;
 
 	/* consumer-local state: the reader's own position is authoritative;
 	 * consumer_pos in shared memory is only its published copy */
@@ -290,6 +296,38 @@ static inline struct rp_ring *rp_shm_current_ring(struct rp_shm *s)
 }
 
 /*
+ * A ring drained by another process is reused by this process's writers
+ * in an order ThreadSanitizer cannot see: writer A commits a record, the
+ * consumer there reads and zeroes it and releases the space, writer B
+ * reserves it again. Under ThreadSanitizer that order is told to it as
+ * what it is: a commit into such a ring (rp_ring_reuse_release(), after
+ * it) happens before the reservations that follow in it (acquire, once
+ * the space is ours, before anything is stored into it). The sync
+ * object is the ring's header. Rings drained in this process need
+ * nothing: the drainer's own acquire and release are seen. Elsewhere
+ * both are nothing.
+ */
+static inline void rp_ring_reuse_acquire(const struct rp_ring *r)
+{
+#ifdef __SANITIZE_THREAD__
+	if (r->consumer_elsewhere)
+		__tsan_acquire((void *)r->hdr);
+#else
+	(void)r;
+#endif
+}
+
+static inline void rp_ring_reuse_release(const struct rp_ring *r)
+{
+#ifdef __SANITIZE_THREAD__
+	if (r->consumer_elsewhere)
+		__tsan_release((void *)r->hdr);
+#else
+	(void)r;
+#endif
+}
+
+/*
  * Reserve len bytes (header included; rounded up to 8).  Returns the
  * record with its len word set to BUSY|len, or NULL when the ring is full
  * or len is out of range (< header or > max record): the caller counts
@@ -325,6 +363,7 @@ static inline struct rp_shm_record *rp_ring_reserve(struct rp_ring *r, uint32_t 
 		 * before rp_ring_commit() publishes it */
 	} while (!rp_cas_weak_relaxed(&h->producer_pos, &pos, pos + len));
 
+	rp_ring_reuse_acquire(r);
 	rec = (struct rp_shm_record *)(r->data + (pos & r->mask));
 	/* relaxed: BUSY only tells the consumer the length of a record that
 	 * is not committed yet; the free space was zero, so it reads 0 until

@@ -335,6 +335,7 @@ write_events(struct rp_event *ev, uint64_t mask, const struct iovec *iov, int io
 			p += iov[k].iov_len;
 		}
 		rp_ring_commit_len(rec, size);
+		rp_ring_reuse_release(r);
 		wake_drainer(shm, r);
 	}
 	/* pairs with the load_acquire of in_write in rp_writers_quiesce() */
@@ -465,6 +466,7 @@ static __attribute__((noinline)) int write_flat_slow(struct rp_event *ev, uint64
 		       sl->local_rings ? r->index : rp_ring_current_cpu());
 	copy_payload(rp_record_payload_at(rec, 0, 0), payload, len);
 	rp_ring_commit_len(rec, size);
+	rp_ring_reuse_release(r);
 	wake_drainer(sl->shm, r);
 	/* pairs with the load_acquire of in_write in rp_writers_quiesce() */
 	rp_store_release(&t->in_write, 0);

@@ -295,6 +295,8 @@ static struct rp_session *session_start(const struct rp_session_opts *uopts, uns
 		rp_set_error("cannot create the rings: %s", strerror(errno));
 		goto err_slot;
 	}
+	for (uint32_t k = 0; ext && k < s->shm->nr_rings; k++)
+		s->shm->rings[k].consumer_elsewhere = true;
 	s->process_id = o.process_id;
 	{
 		struct timespec now;
