@@ -117,7 +117,7 @@ struct rp_ring {
 	uint32_t index;
 	struct rp_shm *shm;
 	/* the consumer is another process (the agent): its order is told to
-	 * ThreadSanitizer (rp_ring_reuse_acquire()) */
+	 * ThreadSanitizer (rp_ring_reuse_acquire()); read by TSan builds only */
 	bool consumer_elsewhere;
 
 	/* consumer-local state: the reader's own position is authoritative;
@@ -310,6 +310,8 @@ static inline struct rp_ring *rp_shm_current_ring(struct rp_shm *s)
 static inline void rp_ring_reuse_acquire(const struct rp_ring *r)
 {
 #ifdef __SANITIZE_THREAD__
+	/* pairs with the __tsan_release in rp_ring_reuse_release() of the
+	 * writer whose record this space held */
 	if (r->consumer_elsewhere)
 		__tsan_acquire((void *)r->hdr);
 #else
@@ -320,6 +322,8 @@ static inline void rp_ring_reuse_acquire(const struct rp_ring *r)
 static inline void rp_ring_reuse_release(const struct rp_ring *r)
 {
 #ifdef __SANITIZE_THREAD__
+	/* pairs with the __tsan_acquire in rp_ring_reuse_acquire() of the
+	 * writer that reserves this space next */
 	if (r->consumer_elsewhere)
 		__tsan_release((void *)r->hdr);
 #else
