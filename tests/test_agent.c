@@ -30,7 +30,6 @@
 #include "nettrace.h"
 #include "ring.h"
 
-
 static void agent_up_with(struct th_agent_env *e, const char *mode, const char *buffer_mb,
 			  const char *providers)
 {

@@ -299,13 +299,15 @@ static inline struct rp_ring *rp_shm_current_ring(struct rp_shm *s)
  * A ring drained by another process is reused by this process's writers
  * in an order ThreadSanitizer cannot see: writer A commits a record, the
  * consumer there reads and zeroes it and releases the space, writer B
- * reserves it again. Under ThreadSanitizer that order is told to it as
- * what it is: a commit into such a ring (rp_ring_reuse_release(), after
- * it) happens before the reservations that follow in it (acquire, once
- * the space is ours, before anything is stored into it). The sync
- * object is the ring's header. Rings drained in this process need
- * nothing: the drainer's own acquire and release are seen. Elsewhere
- * both are nothing.
+ * reserves it again. Under ThreadSanitizer it is told as a little more
+ * than that order: a commit into such a ring (rp_ring_reuse_release(),
+ * after it) happens before every reservation that follows in that ring
+ * (acquire, once the space is ours, before anything is stored into it),
+ * whether or not the reservation reuses the committed space. What that
+ * could hide is two writers' reservations overlapping, which the
+ * reader's record checks catch. The sync object is the ring's header.
+ * Rings drained in this process need nothing: the drainer's own acquire
+ * and release are seen. Elsewhere both are nothing.
  */
 static inline void rp_ring_reuse_acquire(const struct rp_ring *r)
 {
