@@ -40,6 +40,7 @@
 #include "atomics.h"
 #include "clock.h"
 #include "cmds.h"
+#include "futex.h"
 #include "ringpipe/ringpipe.h"
 #include "session.h"		/* rp_drain_throttle_ns: the drainer test hook */
 #include "tool_util.h"
@@ -89,11 +90,14 @@ struct stress_cfg {
 	uint64_t throttle_us;
 };
 
-/* Start gate: 0 wait, 1 go, -1 abort (a thread could not be created). */
+/*
+ * Start gate: 0 wait, 1 go, -1 abort (a thread could not be created). A
+ * futex word, not a condition variable: a broadcast makes every woken
+ * writer take the condition's mutex in turn, and with hundreds of writers
+ * on a few CPUs that convoy took milliseconds of the timed run.
+ */
 struct gate {
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	int state;
+	int32_t state;
 };
 
 struct worker {
@@ -145,10 +149,9 @@ static void *worker_main(void *arg)
 	uint64_t i, t0, refused = 0;
 	int go;
 
-	pthread_mutex_lock(&w->gate->lock);
-	while (!(go = w->gate->state))
-		pthread_cond_wait(&w->gate->cond, &w->gate->lock);
-	pthread_mutex_unlock(&w->gate->lock);
+	/* pairs with the store_release of state in gate_open() */
+	while (!(go = rp_load_acquire(&w->gate->state)))
+		rp_futex_wait((uint32_t *)&w->gate->state, 0, 0);
 	if (go < 0 || !p) {
 		if (!p)
 			w->bad_rc = -ENOMEM;
@@ -183,12 +186,11 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
-static void gate_open(struct gate *g, int state)
+static void gate_open(struct gate *g, int32_t state)
 {
-	pthread_mutex_lock(&g->lock);
-	g->state = state;
-	pthread_cond_broadcast(&g->cond);
-	pthread_mutex_unlock(&g->lock);
+	/* pairs with the load_acquire of state in worker_main() */
+	rp_store_release(&g->state, state);
+	rp_futex_wake((uint32_t *)&g->state, INT32_MAX);
 }
 
 static uint64_t drops_total(const struct rp_session_stats *st)
@@ -384,7 +386,7 @@ int cmd_stress(int argc, char **argv)
 	struct stress_cfg c = { .threads = 2, .events = 1000000, .payload = 32, .buffer_mb = 64,
 				.mode = RP_BUFFERING_DROP, .format = 5,
 				.provider = "Ringpipe-Stress" };
-	struct gate gate = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0 };
+	struct gate gate = { 0 };
 	struct rp_session_stats st = { .sz = sizeof(st) };
 	struct rp_provider_config pc = { 0 };
 	struct rp_session_opts so = { .sz = sizeof(so) };

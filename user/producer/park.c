@@ -12,8 +12,9 @@
  *
  * A pass that ends hands its place to the next ticket (hand_off()): the
  * queue does not wait for the drainer's next release to move. A batch tops
- * the places held up to `concurrency` (the number of rings:
- * more writers than CPUs cannot write faster, only switch more); when a
+ * the places held up to `concurrency` (the number of rings, at most the
+ * CPUs less one: more writers than CPUs cannot write faster, only switch
+ * more, and the drainer that paces them needs a CPU too); when a
  * ring is three quarters empty the next ticket is admitted whatever the
  * count says, since a holder may have stopped writing. The next ticket may
  * also admit itself when its ring has room for a quantum: an idle drainer
@@ -32,6 +33,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdint.h>
 #include <string.h>
@@ -65,6 +67,27 @@ static uint64_t ns_to_ticks(uint64_t ns)
 	return hz / 1000000000ull * ns + hz % 1000000000ull * ns / 1000000000ull;
 }
 
+/*
+ * How many passes may be held at once: one per ring, but no more than the
+ * CPUs this process may run on, less one. Once anyone waits, the drainer
+ * paces every writer, and a holder beyond what leaves it a CPU of its own
+ * writes no faster: it only takes the drainer's CPU time (with 2 holders on
+ * 2 CPUs the drainer of a 1 MiB session sat runnable but not running for up
+ * to a third of a run; Documentation/performance.md has the A/B).
+ */
+static uint32_t passes_at_once(uint32_t nr_rings)
+{
+	cpu_set_t set;
+	uint32_t n = nr_rings ? nr_rings : 1, cpus;
+
+	if (sched_getaffinity(0, sizeof(set), &set))
+		return n;
+	cpus = (uint32_t)CPU_COUNT(&set);
+	if (cpus > 1 && cpus - 1 < n)
+		n = cpus - 1;
+	return n;
+}
+
 void rp_block_reset(int slot, uint64_t timeout_ns, uint64_t ring_size, uint32_t nr_rings)
 {
 	struct rp_block_queue *q = &rp_block_queues[slot];
@@ -72,7 +95,7 @@ void rp_block_reset(int slot, uint64_t timeout_ns, uint64_t ring_size, uint32_t 
 
 	memset(q, 0, sizeof(*q));
 	q->timeout_ns = timeout_ns;
-	q->concurrency = nr_rings ? nr_rings : 1;
+	q->concurrency = passes_at_once(nr_rings);
 	/* the passes held at once share half a ring: a holder writes
 	 * thousands of events per pass, and the drainer keeps half of every
 	 * ring to free while they do */

@@ -95,6 +95,15 @@ static inline int rp_block_must_queue(int slot)
 	return rp_load_relaxed(&q->tail) != rp_load_relaxed(&q->admit);
 }
 
+/* True when producers of slot wait for the drainer: tickets queued, or
+ * admitted ones waiting for room (relaxed: a hint for the drainer's pace). */
+static inline bool rp_block_waiting(int slot)
+{
+	struct rp_block_queue *q = &rp_block_queues[slot];
+
+	return rp_block_must_queue(slot) || rp_load_relaxed(&q->room_waiters);
+}
+
 /*
  * Queues the producer and returns its record once it is admitted and its
  * ring has room (*rp: that ring), with a pass for the writes that follow; or

@@ -1525,6 +1525,12 @@ static void *drainer_main(void *arg)
 		}
 		if (stopping || got >= BUSY_BATCH)
 			continue;	/* keep up with a flood */
+		/* Block writers waiting for room: this drainer paces them, and
+		 * a pause to gather a batch would only keep them waiting. A pass
+		 * that found nothing still pauses: what holds it up is a record
+		 * still being written, whose writer needs the CPU more */
+		if (got && d->s->slot >= 0 && rp_block_waiting(d->s->slot))
+			continue;
 		{
 			int64_t due = flush_aged(d, rp_clock_mono_ns());
 			bool queued = false;
