@@ -89,12 +89,17 @@ static int run(const char *name, int mode, const char *path, int fd, int want_er
 	struct writer w[WRITERS];
 	pthread_t th[WRITERS];
 	struct rp_session *s;
-	uint64_t attempted = (uint64_t)WRITERS * PER_WRITER, ok = 0, refused = 0, t0;
+	uint64_t attempted = (uint64_t)WRITERS * PER_WRITER + 1, ok = 0, refused = 0, t0;
+	uint64_t p[4] = { 0 }, output_drops;
 	int i, err;
 
 	cr_assert_not_null(ev, "%s", rp_last_error());
 	s = rp_session_start(&so);
 	cr_assert_not_null(s, "%s", rp_last_error());
+	/* this thread writes once before the fault and once after it (below):
+	 * its second write is one the flat path would take */
+	cr_assert_eq(rp_event_write(ev, p, sizeof(p)), 0);
+	ok++;
 	for (i = 0; i < WRITERS; i++) {
 		w[i] = (struct writer){ .ev = ev };
 		cr_assert_eq(pthread_create(&th[i], NULL, writer_main, &w[i]), 0);
@@ -128,6 +133,14 @@ static int run(const char *name, int mode, const char *path, int fd, int want_er
 	cr_assert_eq(ok + refused, attempted);
 	if (mode == RP_BUFFERING_BLOCK)
 		cr_assert_eq(st.dropped[RP_DROP_REASON_FULL], 0, "%s: Block dropped as full", name);
+	/* after the fault every attempt returns the error, counted as output */
+	output_drops = st.dropped[RP_DROP_REASON_OUTPUT];
+	err = rp_event_write(ev, p, sizeof(p));
+	cr_assert_eq(err, want_err, "%s: a write after the fault returned %d, expected %d", name,
+		     err, want_err);
+	cr_assert_eq(rp_session_stats(s, &st), 0);
+	cr_assert_eq(st.dropped[RP_DROP_REASON_OUTPUT], output_drops + 1,
+		     "%s: the write after the fault was not counted as an output drop", name);
 	err = rp_session_stop(s);
 	cr_assert_eq(err, want_err, "%s: stop returned %d, expected %d", name, err, want_err);
 	return err;

@@ -254,6 +254,66 @@ Test(write, every_attempt_advances_the_thread_sequence)
 	cr_assert_eq(rp_session_stop(s), 0);
 }
 
+static void *unpause_later(void *arg)
+{
+	(void)arg;
+	usleep(100000);
+	rp_store_relaxed(&rp_drain_pause, 0);
+	return NULL;
+}
+
+/*
+ * A Drop session's writes take the flat path; the Block session that gets
+ * its slot next must not, even for a thread whose generation for the slot
+ * is the Drop session's: with its drainer paused, its ring fills and the
+ * writer parks until the drainer runs again, and nothing is dropped. A
+ * flat write would drop at the first full ring.
+ */
+Test(write, a_block_session_in_a_slot_a_drop_session_used_parks_instead_of_dropping,
+     .timeout = 60)
+{
+	struct rp_provider_opts po = { .sz = sizeof(po), .name = "Test-Write-Reuse" };
+	struct rp_event_opts eo = { .sz = sizeof(eo), .id = 1, .name = "E", .level = 4,
+				    .nfields = 4, .fields = fields };
+	struct rp_provider_config pc = { .name = "Test-Write-Reuse" };
+	struct rp_session_opts so = { .sz = sizeof(so), .providers = &pc, .nproviders = 1,
+				      .buffer_bytes = 1 << 20, .path = "/dev/null",
+				      .buffering = RP_BUFFERING_DROP };
+	struct rp_session_stats st = { .sz = sizeof(st) };
+	struct rp_event *ev = rp_event_new(rp_provider_new(&po), &eo);
+	struct rp_session *s;
+	uint64_t p[4] = { 0 }, dropped = 0;
+	pthread_t th;
+	int slot, i;
+
+	cr_assert_not_null(ev, "%s", rp_last_error());
+	s = rp_session_start(&so);
+	cr_assert_not_null(s, "%s", rp_last_error());
+	slot = rp_session_id(s);
+	for (i = 0; i < 100; i++)
+		cr_assert_eq(rp_event_write(ev, p, sizeof(p)), 0);
+	cr_assert_eq(rp_session_stop(s), 0);
+
+	so.buffering = RP_BUFFERING_BLOCK;
+	s = rp_session_start(&so);
+	cr_assert_not_null(s, "%s", rp_last_error());
+	cr_assert_eq(rp_session_id(s), slot, "the Block session took slot %d, not %d",
+		     rp_session_id(s), slot);
+	rp_store_relaxed(&rp_drain_pause, 1);
+	cr_assert_eq(pthread_create(&th, NULL, unpause_later, NULL), 0);
+	/* four times what the rings hold: the writer parks while paused */
+	for (i = 0; i < (4 << 20) / 64; i++) {
+		p[0] = (uint64_t)i;
+		cr_assert_eq(rp_event_write(ev, p, sizeof(p)), 0, "write %d refused", i);
+	}
+	pthread_join(th, NULL);
+	cr_assert_eq(rp_session_stats(s, &st), 0);
+	for (i = 0; i < RP_DROP_REASON_NR; i++)
+		dropped += st.dropped[i];
+	cr_assert_eq(dropped, 0, "the Block session dropped %" PRIu64 " events", dropped);
+	cr_assert_eq(rp_session_stop(s), 0);
+}
+
 /* ---- the local (rseq) reservation -------------------------------------- */
 
 #define MIG_THREADS 8

@@ -147,7 +147,8 @@ struct rp_ring {
 	char err[200];			/* last corruption / stale report */
 } __attribute__((aligned(64)));
 
-/* A mapped session: creator (rp_shm_create) or reader (rp_shm_open_fd). */
+/* A mapped session: creator (rp_shm_create) or reader (rp_shm_open_fd).
+ * The first line is what writers read; what readers change is further on. */
 struct rp_shm {
 	struct rp_ring *rings;
 	uint32_t nr_rings;
@@ -161,8 +162,9 @@ struct rp_shm {
 	rp_ring_report_fn report;
 	void *report_ctx;
 	uint64_t stale_ns;		/* BUSY longer than this: skip it (atomic) */
-	pthread_mutex_t drops_lock;	/* drop sampling (rp_shm_drops()) */
-};
+	/* drop sampling (rp_shm_drops()) */
+	pthread_mutex_t drops_lock __attribute__((aligned(64)));
+} __attribute__((aligned(64)));
 
 /* What rp_ring_peek() hands out.  Use the copies (hdr, len, stack_nr),
  * not rec->...: the shared bytes may change under a hostile producer. */

@@ -227,10 +227,13 @@ static int shm_alloc_rings(struct rp_shm *s, const struct shm_geom *g)
 
 static struct rp_shm *shm_new(void)
 {
-	struct rp_shm *s = calloc(1, sizeof(*s));
+	struct rp_shm *s;
 
-	if (!s)
+	/* aligned as its type asks: writers read its first line on every
+	 * write, and calloc() could put it beside another thread's data */
+	if (posix_memalign((void **)&s, 64, sizeof(*s)))
 		return NULL;
+	memset(s, 0, sizeof(*s));
 	s->fd = -1;
 	s->stale_ns = RP_RING_DEFAULT_STALE_NS;
 	pthread_mutex_init(&s->drops_lock, NULL);

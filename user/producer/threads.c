@@ -8,11 +8,13 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include "atomics.h"
 #include "fence.h"
+#include "ring_local.h"
 #include "session.h"
 #include "threads.h"
 
@@ -94,7 +96,8 @@ static void fork_child(void)
 	for (i = 0; i < RP_MAX_SESSIONS; i++) {
 		rp_slots[i].session = NULL;
 		rp_slots[i].shm = NULL;
-		rp_slots[i].gen++;
+		rp_slots[i].gen = rp_slot_next_gen(rp_slots[i].gen);
+		rp_slots[i].flat_gen = RP_SLOT_NOT_FLAT;
 		rp_store_relaxed(&rp_slots[i].state, SLOT_FREE);
 		finals_to[i] = NULL;
 	}
@@ -148,10 +151,16 @@ struct wthread *rp_wthread_get(void)
 	if (rp_test_fail_alloc)
 		return NULL;
 	rp_writers_init();
-	t = calloc(1, sizeof(*t));
-	if (!t)
+	/* lines of its own: in_write and the sequence numbers are stored on
+	 * every write, and a neighbour on the heap that another thread writes
+	 * (the drainer's state) would take the line away each time */
+	if (posix_memalign((void **)&t, 64, sizeof(*t)))
 		return NULL;
+	memset(t, 0, sizeof(*t));
 	t->tid = (uint32_t)syscall(SYS_gettid);
+#ifdef RP_RSEQ_RESERVE
+	t->rseq_area = rp_rseq_area();
+#endif
 	if (!pthread_getattr_np(pthread_self(), &attr)) {
 		void *addr;
 		size_t size;

@@ -26,11 +26,13 @@ struct wthread {
 	uint32_t place_gen[RP_MAX_SESSIONS];	/* Block: the pass held (park.h) */
 	uint8_t place[RP_MAX_SESSIONS];	/* its place + 1; 0: none */
 	uintptr_t stack_lo, stack_hi;
+	void *rseq_area;	/* this thread's struct rseq (ring_local.h), kept
+				 * here so the flat write finds it with one load */
 	bool no_park;		/* the rundown thread and the like never park */
 	int ending_slot;	/* slot + 1 while this thread runs that session's
 				 * stopping callbacks; 0 otherwise */
 	struct wthread *next, *prev;
-};
+} __attribute__((aligned(64)));	/* its own lines (threads.c) */
 
 /* The calling thread's state, NULL before its first write. initial-exec: a
  * shared libringpipe reaches it with one %fs-relative load instead of a

@@ -82,9 +82,12 @@ static inline __attribute__((always_inline)) void copy_small(char *dst, const ch
 	} else if (n >= 4) {
 		memcpy(dst, src, 4);
 		memcpy(dst + n - 4, src + n - 4, 4);
-	} else {
-		for (size_t i = 0; i < n; i++)
-			dst[i] = src[i];
+	} else if (n) {
+		/* 1 to 3 bytes: the first, the middle and the last (some the
+		 * same byte); no loop, whose counter would need a register */
+		dst[0] = src[0];
+		dst[n / 2] = src[n / 2];
+		dst[n - 1] = src[n - 1];
 	}
 }
 
@@ -475,6 +478,26 @@ static __attribute__((noinline)) int write_flat_slow(struct rp_event *ev, uint64
 
 
 #ifdef RP_RSEQ_RESERVE
+/* One 8-byte word of a record header at off (little-endian, as every
+ * target of the rseq reservation is): four such stores write a header
+ * that rp_record_fill() writes in seven, with the BUSY length in the
+ * first as rp_ring_try_local() stores it. */
+_Static_assert(offsetof(struct rp_shm_record, len) == 0 &&
+	       offsetof(struct rp_shm_record, meta_id) == 4 &&
+	       offsetof(struct rp_shm_record, timestamp) == 8 &&
+	       offsetof(struct rp_shm_record, tid) == 16 &&
+	       offsetof(struct rp_shm_record, seq) == 20 &&
+	       offsetof(struct rp_shm_record, flags) == 24 &&
+	       offsetof(struct rp_shm_record, payload_len) == 26 &&
+	       offsetof(struct rp_shm_record, cpu) == 28 && sizeof(struct rp_shm_record) == 32,
+	       "flat_word() knows the record header's layout");
+
+static inline __attribute__((always_inline)) void flat_word(struct rp_shm_record *rec,
+							    size_t off, uint64_t v)
+{
+	memcpy((char *)rec + off, &v, sizeof(v));
+}
+
 /* The end of a fast write whose commit found the drainer idle: the wake
  * write_events() gives, then the announce withdrawn (the session's memory
  * is used until then). */
@@ -521,41 +544,43 @@ static __attribute__((noinline)) int write_flat(struct rp_event *ev, uint64_t ma
 	struct rp_shm *shm;
 	struct slot *sl;
 	struct rseq *rs;
-	uint32_t size, cpu;
+	uint32_t cpu, seq;
+	__u64 pos, size;
 	int i, rc;
 
-	/* a payload of more than 64 bytes is copied by a call, and a clock
-	 * other than the TSC is read by one: the full path's. Pairs with the
-	 * store_release of .source in clock_setup(), as in rp_clock_now() */
+	/* a payload of more than 64 bytes is copied by a call: the full
+	 * path's */
 	if (rp_unlikely(!t || (mask & (mask - 1)) || (mask & RP_UE_BIT) || t->ending_slot ||
-			len > 64 || rp_load_acquire(&rp_clock_state_.source) != RP_CLOCK_TSC))
+			len > RP_FLAT_MAX_PAYLOAD))
 		return write_flat_slow(ev, mask, payload, len);
 	i = __builtin_ctzll(mask);
 	sl = &rp_slots[i];
-	/* a hint only (checked again below): Block's queueing and passes
-	 * are the full path's */
-	if (rp_unlikely(rp_load_relaxed(&sl->block)))
-		return write_flat_slow(ev, mask, payload, len);
-	/* announce, as in write_events() */
+	/* announce, as in write_events(); a compiler barrier orders it only
+	 * while membarrier works (fence.h), else the full path fences */
 	rp_store_relaxed(&t->in_write, 1);
-	announce_fence();
-	size = (uint32_t)rp_record_size(0, 0, (uint16_t)len);
-	/* pairs with the store_release of RUNNING in rp_session_start() */
-	if (rp_unlikely(rp_load_acquire(&sl->state) != SLOT_RUNNING ||
-			t->gen[i] != rp_load_relaxed(&sl->gen) ||
-			rp_load_relaxed(&sl->output_error) || sl->block || !sl->local_rings ||
-			rp_usdt_event_armed() || size > sl->shm->max_record))
+	if (rp_unlikely(!rp_load_relaxed(&rp_membarrier_ok)))
+		return write_flat_retreat(t, ev, mask, payload, len);
+	rp_compiler_barrier();
+	/* every check of the session at once: flat_gen is the session's
+	 * generation, which this thread's matches once it has written to it,
+	 * only while it is RUNNING, Drop, reserved locally, with a working
+	 * output and the TSC clock (slots.h). Pairs with the store_release of
+	 * flat_gen in rp_session_start(), as the state's load does in the
+	 * full path: the slot's rings are mapped before we use them */
+	if (rp_unlikely(t->gen[i] != rp_load_acquire(&sl->flat_gen) || rp_usdt_event_armed()))
 		return write_flat_retreat(t, ev, mask, payload, len);
 	shm = sl->shm;
 	/* one try at the reservation of rp_ring_reserve_here(); a restart,
 	 * a full ring or a CPU outside the rings is the full path's */
-	rs = rp_rseq_area();
+	rs = t->rseq_area;
 	cpu = rp_load_relaxed(&rs->cpu_id_start);
 	if (rp_unlikely(cpu >= shm->nr_rings))
 		return write_flat_retreat(t, ev, mask, payload, len);
 	r = &shm->rings[cpu];
-	size = (size + RP_REC_ALIGN - 1) & ~(RP_REC_ALIGN - 1);
-	rc = rp_ring_try_local(rs, cpu, r, size, &rec);
+	/* at most max_record: flat_gen says it holds 64 payload bytes */
+	size = rp_record_size(0, 0, (uint16_t)len);
+	rc = rp_rseq_bump(rs, cpu, &r->hdr->producer_pos, &r->hdr->consumer_pos, &r->size, size,
+			  &pos);
 	if (rp_unlikely(rc)) {
 		if (rc < 0)	/* preempted, migrated or signalled: again, in full */
 			return write_flat_retreat(t, ev, mask, payload, len);
@@ -566,14 +591,23 @@ static __attribute__((noinline)) int write_flat(struct rp_event *ev, uint64_t ma
 		rp_store_release(&t->in_write, 0);
 		return -ENOBUFS;
 	}
-	t->seq[i]++;
-	/* stamped after the reservation (see write_events()) */
-	rp_record_fill(rec, ev->index, rp_clock_rdtsc(), t->tid, t->seq[i], 0, (uint16_t)len,
-		       r->index);
+	rec = (struct rp_shm_record *)(r->data + (pos & r->mask));
+	seq = ++t->seq[i];
+	/* the header in whole words (flat_word() and the static asserts at
+	 * its side): len (BUSY) with the event, then, stamped after the
+	 * reservation (see write_events()), the time; the thread and its
+	 * number; flags 0, the payload's length and the ring */
+	flat_word(rec, 0, (uint64_t)ev->index << 32 | size | RP_REC_BUSY);
+	flat_word(rec, 8, rp_clock_rdtsc());
+	flat_word(rec, 16, (uint64_t)seq << 32 | t->tid);
+	flat_word(rec, 24, (uint64_t)r->index << 32 | (uint64_t)len << 16);
 	copy_small(rp_record_payload_at(rec, 0, 0), payload, len);
-	rp_ring_commit_len(rec, size);
-	/* wake_drainer()'s look at the idle flag; its wake is write_flat_wake()'s */
-	rp_fence_light();
+	/* rp_ring_commit_len() of a length already aligned: pairs with the
+	 * load_acquire of rec->len in rp_ring_peek() */
+	rp_store_release(&rec->len, (uint32_t)size);
+	/* wake_drainer()'s look at the idle flag (membarrier works: the fence
+	 * is a compiler barrier); its wake is write_flat_wake()'s */
+	rp_compiler_barrier();
 	if (rp_unlikely(rp_load_relaxed(&shm->hdr->drainer_idle)))
 		return write_flat_wake(t, shm, r);
 	/* pairs with the load_acquire of in_write in rp_writers_quiesce() */

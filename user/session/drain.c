@@ -257,8 +257,10 @@ static void set_output_error(struct drainer *d, int err)
 	 * enabled: every later attempt is a drop counted as RP_DROP_OUTPUT and
 	 * returns the error (write.c), and the drainer goes on emptying the
 	 * rings, counting what it cannot write, so nobody waits for it */
-	if (s->slot >= 0)
+	if (s->slot >= 0) {
+		rp_store_relaxed(&rp_slots[s->slot].flat_gen, RP_SLOT_NOT_FLAT);
 		rp_store_relaxed(&rp_slots[s->slot].output_error, err);
+	}
 	account_failed_output(d);
 }
 

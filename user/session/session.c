@@ -79,6 +79,17 @@ static uint64_t ring_size(uint64_t budget, uint32_t nr)
 }
 
 /*
+ * Whether the session's writes may take the flat path (write.c): a Drop
+ * session whose rings are reserved locally, timed by the TSC, with room
+ * for a record of the largest payload that path copies.
+ */
+static bool flat_ok(const struct rp_session *s, const struct slot *sl)
+{
+	return !sl->block && sl->local_rings && rp_clock_source() == RP_CLOCK_TSC &&
+	       rp_record_size(0, 0, RP_FLAT_MAX_PAYLOAD) <= s->shm->max_record;
+}
+
+/*
  * Every event the session would collect, enabled now or as rundown when it
  * stops, must be one its nettrace format can describe (an event neither
  * format can describe was refused at definition): else -EINVAL, with
@@ -281,7 +292,7 @@ static struct rp_session *session_start(const struct rp_session_opts *uopts, uns
 	rp_slots[slot].session = s;
 	rp_store_relaxed(&rp_slots[slot].state, SLOT_STARTING);
 	s->slot = slot;
-	s->gen = rp_slots[slot].gen + 1;
+	s->gen = rp_slot_next_gen(rp_slots[slot].gen);
 	pthread_mutex_unlock(&rp_control_lock);
 
 	so.nr_rings = rp_shm_possible_cpus();
@@ -333,6 +344,10 @@ static struct rp_session *session_start(const struct rp_session_opts *uopts, uns
 	/* pairs with the writers' load_acquire of the state: the rings and
 	 * the generation are visible before any writer uses the slot */
 	rp_store_release(&rp_slots[slot].state, SLOT_RUNNING);
+	/* pairs with the flat write's load_acquire of flat_gen, as the state
+	 * above pairs with the full write's */
+	if (flat_ok(s, &rp_slots[slot]))
+		rp_store_release(&rp_slots[slot].flat_gen, s->gen);
 	ncb = rp_enable_session(slot, &s->cfg, true, cbs, cfgs, 256);
 	pthread_mutex_unlock(&rp_control_lock);
 	if (s->held) {
@@ -474,6 +489,7 @@ static int run_stopping_hooks(struct rp_session *s, struct slot *sl)
 	/* pairs with the writers' load_acquire of the state: a writer that
 	 * sees ENDING skips the session */
 	rp_store_release(&sl->state, SLOT_ENDING);
+	rp_store_relaxed(&sl->flat_gen, RP_SLOT_NOT_FLAT);
 	/* a session stopped while still held (its IPC reply could not be
 	 * sent) never started for anyone: no end, and its drainer would not
 	 * make room for one */
@@ -506,6 +522,7 @@ RP_API int rp_session_stop(struct rp_session *s)
 	 * sees STOPPING skips the session (and stop's quiesce waits for the
 	 * ones that did not) */
 	rp_store_release(&sl->state, SLOT_STOPPING);
+	rp_store_relaxed(&sl->flat_gen, RP_SLOT_NOT_FLAT);
 	ncb = rp_enable_session(s->slot, &s->cfg, false, cbs, cfgs, 256);
 	rp_rundown_disable(s->slot);
 	pthread_mutex_unlock(&rp_control_lock);
