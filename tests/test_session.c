@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -1016,6 +1017,95 @@ Test(session, drainer_thread_is_named_and_takes_no_signals, .timeout = 60)
 	cr_assert_eq(rp_session_stop(s), 0);
 	free(path);
 	th_rmdir(dir);
+}
+
+/* The drainer of a session started with /dev/null as its output, its CPUs
+ * in *cpus; the session is left running in *sp. */
+static void drainer_cpus(struct rp_session **sp, cpu_set_t *cpus)
+{
+	struct rp_provider_config pc = { .name = "Test-Thread-Cpus" };
+	struct rp_session_opts so = { .sz = sizeof(so), .providers = &pc, .nproviders = 1,
+				      .path = "/dev/null", .fd = -1 };
+	struct rp_session *s = rp_session_start(&so);
+
+	cr_assert_not_null(s, "%s", rp_last_error());
+	cr_assert_eq(sched_getaffinity((pid_t)rp_shm_header(s->shm)->drainer_tid, sizeof(*cpus),
+				       cpus), 0);
+	*sp = s;
+}
+
+/* The CPUs this process may use, which must be at least two; the test is
+ * skipped on a machine (or under a mask) with one. */
+static void two_cpus_or_skip(cpu_set_t *all)
+{
+	cr_assert_eq(sched_getaffinity(0, sizeof(*all), all), 0);
+	if (CPU_COUNT(all) < 2)
+		cr_skip_test("this process may run on %d CPU: the test needs two to tell them apart",
+			     CPU_COUNT(all));
+}
+
+/* An application often pins the thread that starts tracing; the drainer
+ * must not share that CPU with it: it runs on the process's CPUs. */
+Test(session, drainer_runs_on_the_process_cpus_not_on_its_pinned_starters, .timeout = 60)
+{
+	cpu_set_t all, one, got;
+	struct rp_session *s;
+	int first = 0;
+
+	two_cpus_or_skip(&all);
+	while (!CPU_ISSET(first, &all))
+		first++;
+	CPU_ZERO(&one);
+	CPU_SET(first, &one);
+	cr_assert_eq(sched_setaffinity(0, sizeof(one), &one), 0);
+	drainer_cpus(&s, &got);
+	cr_assert(CPU_EQUAL(&got, &all),
+		  "the drainer runs on %d CPU(s), the process may use %d: it took its starter's "
+		  "pinning", CPU_COUNT(&got), CPU_COUNT(&all));
+	cr_assert_eq(rp_session_stop(s), 0);
+}
+
+/* RINGPIPE_THREAD_CPUS puts the library's threads where it says; a
+ * malformed list, or one without a CPU the process may use, is refused. */
+Test(session, thread_cpus_from_the_environment_are_obeyed_or_refused, .timeout = 60)
+{
+	struct rp_provider_config pc = { .name = "Test-Thread-Cpus" };
+	struct rp_session_opts so = { .sz = sizeof(so), .providers = &pc, .nproviders = 1,
+				      .path = "/dev/null", .fd = -1 };
+	static const char *const bad[] = { "abc", "0-", "3-1", "1,,2", "0 1", "99999" };
+	cpu_set_t all, got;
+	struct rp_session *s;
+	char list[16];
+	int last = CPU_SETSIZE - 1;
+	size_t i;
+
+	two_cpus_or_skip(&all);
+	while (!CPU_ISSET(last, &all))
+		last--;
+	snprintf(list, sizeof(list), "%d", last);
+	cr_assert_eq(setenv("RINGPIPE_THREAD_CPUS", list, 1), 0);
+	drainer_cpus(&s, &got);
+	cr_assert(CPU_COUNT(&got) == 1 && CPU_ISSET(last, &got),
+		  "RINGPIPE_THREAD_CPUS=%s, but the drainer runs on %d CPU(s)", list,
+		  CPU_COUNT(&got));
+	cr_assert_eq(rp_session_stop(s), 0);
+
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		cr_assert_eq(setenv("RINGPIPE_THREAD_CPUS", bad[i], 1), 0);
+		s = rp_session_start(&so);
+		cr_assert_null(s, "RINGPIPE_THREAD_CPUS=%s was taken", bad[i]);
+		cr_assert(strstr(rp_last_error(), "RINGPIPE_THREAD_CPUS="),
+			  "RINGPIPE_THREAD_CPUS=%s: the error does not name it: %s", bad[i],
+			  rp_last_error());
+	}
+	/* a CPU this machine does not have: well formed, and refused */
+	cr_assert_eq(setenv("RINGPIPE_THREAD_CPUS", "1023", 1), 0);
+	if (!CPU_ISSET(1023, &all)) {
+		s = rp_session_start(&so);
+		cr_assert_null(s, "RINGPIPE_THREAD_CPUS=1023 was taken");
+		cr_assert(strstr(rp_last_error(), "none of these CPUs"), "%s", rp_last_error());
+	}
+	unsetenv("RINGPIPE_THREAD_CPUS");
 }
 
 struct rotator {
