@@ -28,6 +28,11 @@
  *            the first pass through new ring memory.
  *   disabled an event no session enables.
  *
+ * Beside each row's wall time per event, the writers' own CPU time per
+ * event (CLOCK_THREAD_CPUTIME_ID over the same loop): with 2 writers on 2
+ * CPUs a running drainer takes its share of their CPUs, and the gap
+ * between the two figures is that share.
+ *
  * Drainer rows: 2 pinned writers x N events into a 512 MiB session (nothing
  * can drop), timed from rp_session_start() until rp_session_stop() returns
  * with the trace complete in $TMPDIR; bytes = the file's size. The
@@ -267,20 +272,30 @@ struct warg {
 	uint32_t index;
 	uint64_t n;
 	uint64_t ns;
+	uint64_t cpu_ns;	/* the thread's own CPU time over the same loop */
 	uint64_t refused;
 	pthread_barrier_t *bar;
 };
+
+static uint64_t thread_cpu_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 static void *writer(void *p)
 {
 	struct warg *a = p;
 	struct small s;
-	uint64_t t0, t1, refused = 0;
+	uint64_t t0, t1, c0, refused = 0;
 	uint32_t tid = (uint32_t)gettid();
 
 	bench_pin(a->cpu);
 	small_fill(&s, 0, a->index);
 	pthread_barrier_wait(a->bar);
+	c0 = thread_cpu_ns();
 	t0 = now_ns();
 	switch (a->kind) {
 	case W_FLOOR:
@@ -313,10 +328,16 @@ static void *writer(void *p)
 		break;
 	}
 	t1 = now_ns();
+	a->cpu_ns = thread_cpu_ns() - c0;
 	a->ns = t1 - t0;
 	a->refused = refused;
 	return NULL;
 }
+
+/* The writers' own CPU time per event in the last run_writers(), the mean
+ * over its threads: the wall time less what other threads (the drainer)
+ * took from the writers' CPUs. */
+static double last_cpu_ns;
 
 /* nthreads pinned writers of n events each; mean per-thread ns/event */
 static double run_writers(enum wkind kind, int nthreads, uint64_t n, uint64_t *refused)
@@ -324,7 +345,7 @@ static double run_writers(enum wkind kind, int nthreads, uint64_t n, uint64_t *r
 	struct warg a[2];
 	pthread_t th[2];
 	pthread_barrier_t bar;
-	double sum = 0;
+	double sum = 0, cpu = 0;
 
 	pthread_barrier_init(&bar, NULL, (unsigned int)nthreads);
 	for (int t = 0; t < nthreads; t++) {
@@ -336,10 +357,12 @@ static double run_writers(enum wkind kind, int nthreads, uint64_t n, uint64_t *r
 	for (int t = 0; t < nthreads; t++) {
 		pthread_join(th[t], NULL);
 		sum += (double)a[t].ns / (double)n;
+		cpu += (double)a[t].cpu_ns / (double)n;
 		if (refused)
 			*refused += a[t].refused;
 	}
 	pthread_barrier_destroy(&bar);
+	last_cpu_ns = cpu / nthreads;
 	return sum / nthreads;
 }
 
@@ -348,7 +371,8 @@ static double run_writers(enum wkind kind, int nthreads, uint64_t n, uint64_t *r
 struct row {
 	const char *name;
 	double v[MAX_REPS];
-	struct stat3 s;
+	double c[MAX_REPS];		/* the writers' CPU time (last_cpu_ns) */
+	struct stat3 s, cs;
 	uint64_t drops;
 	const char *note;
 	bool skipped;
@@ -360,7 +384,7 @@ static void print_row(struct row *r, const struct row *base, double target_ratio
 	char ratio[32] = "—", target[64] = "";
 
 	if (r->skipped) {
-		printf("| %s | skipped (needs 2 CPUs) | | | | | |\n", r->name);
+		printf("| %s | skipped (needs 2 CPUs) | | | | | | |\n", r->name);
 		return;
 	}
 	if (base)
@@ -371,8 +395,8 @@ static void print_row(struct row *r, const struct row *base, double target_ratio
 	else if (target_ns > 0)
 		snprintf(target, sizeof(target), "≤ %.0f ns: %s", target_ns,
 			 r->s.med <= target_ns ? "met" : "**missed**");
-	printf("| %s | %.2f | %.2f | %.2f | %s | %" PRIu64 "%s | %s |\n", r->name, r->s.med,
-	       r->s.min, r->s.max, ratio, r->drops, r->note ? r->note : "", target);
+	printf("| %s | %.2f | %.2f | %.2f | %.2f | %s | %" PRIu64 "%s | %s |\n", r->name, r->s.med,
+	       r->s.min, r->s.max, r->cs.med, ratio, r->drops, r->note ? r->note : "", target);
 }
 
 /*
@@ -390,10 +414,12 @@ static void rep_live(struct row *one, struct row *two, unsigned int k)
 	run_writers(W_RP, 1, attempted, NULL);
 	wait_drained(s, attempted, &st);
 	one->v[k] = run_writers(W_RP, 1, per_thread, NULL);
+	one->c[k] = last_cpu_ns;
 	attempted += per_thread;
 	wait_drained(s, attempted, &st);
 	if (nr_cpus >= 2) {
 		two->v[k] = run_writers(W_RP, 2, per_thread, NULL);
+		two->c[k] = last_cpu_ns;
 		attempted += 2 * per_thread;
 		wait_drained(s, attempted, &st);
 	}
@@ -420,6 +446,7 @@ static void rep_parked(struct row *r, int nthreads, unsigned int k)
 	prefault(s, nthreads > 1 ? -1 : cpus[0]);
 	c0 = consumer_positions(s);
 	r->v[k] = run_writers(W_RP, nthreads, per_thread, NULL);
+	r->c[k] = last_cpu_ns;
 	c1 = consumer_positions(s);
 	if (c1 != c0)
 		r->note = " (the drainer ran during a loop)";
@@ -439,6 +466,7 @@ static void rep_cold(struct row *r, unsigned int k)
 	struct rp_session *s = session_start(256ull << 20, tmp_path("cold.nettrace"));
 
 	r->v[k] = run_writers(W_RP, 1, per_thread, NULL);
+	r->c[k] = last_cpu_ns;
 	wait_drained(s, per_thread, &st);
 	r->drops += total_drops(&st);
 	if (rp_session_stop(s))
@@ -478,17 +506,24 @@ static void producer_rows(void)
 	/* every repetition runs every row, so machine noise hits them alike */
 	for (unsigned int k = 0; k < reps; k++) {
 		floor1.v[k] = run_writers(W_FLOOR, 1, per_thread, NULL);
-		if (nr_cpus >= 2)
+		floor1.c[k] = last_cpu_ns;
+		if (nr_cpus >= 2) {
 			floor2.v[k] = run_writers(W_FLOOR, 2, per_thread, NULL);
+			floor2.c[k] = last_cpu_ns;
+		}
 		dis.v[k] = run_writers(W_DISABLED, 1, disabled_calls, &refused);
+		dis.c[k] = last_cpu_ns;
 		guard.v[k] = run_writers(W_GUARDED, 1, disabled_calls, &refused);
+		guard.c[k] = last_cpu_ns;
 		rep_live(&en1, &en2, k);
 		rep_parked(&parked, 1, k);
 		if (nr_cpus >= 2)
 			rep_parked(&parked2, 2, k);
 		if (kv) {
-			if (nr_cpus >= 2)
+			if (nr_cpus >= 2) {
 				guard2.v[k] = run_writers(W_GUARDED, 2, disabled_calls, &refused);
+				guard2.c[k] = last_cpu_ns;
+			}
 			continue;
 		}
 		rep_cold(&cold, k);
@@ -497,15 +532,24 @@ static void producer_rows(void)
 		munmap(frings[i].data, FLOOR_RING);
 
 	floor1.s = summarize(floor1.v, reps);
+	floor1.cs = summarize(floor1.c, reps);
 	en1.s = summarize(en1.v, reps);
+	en1.cs = summarize(en1.c, reps);
 	parked.s = summarize(parked.v, reps);
+	parked.cs = summarize(parked.c, reps);
 	cold.s = summarize(cold.v, reps);
+	cold.cs = summarize(cold.c, reps);
 	dis.s = summarize(dis.v, reps);
+	dis.cs = summarize(dis.c, reps);
 	guard.s = summarize(guard.v, reps);
+	guard.cs = summarize(guard.c, reps);
 	if (nr_cpus >= 2) {
 		floor2.s = summarize(floor2.v, reps);
+		floor2.cs = summarize(floor2.c, reps);
 		en2.s = summarize(en2.v, reps);
+		en2.cs = summarize(en2.c, reps);
 		parked2.s = summarize(parked2.v, reps);
+		parked2.cs = summarize(parked2.c, reps);
 	} else {
 		floor2.skipped = en2.skipped = parked2.skipped = true;
 	}
@@ -522,6 +566,13 @@ static void producer_rows(void)
 		printf("pk1 %.2f\n", parked.s.med);
 		if (nr_cpus >= 2)
 			printf("pk2 %.2f\n", parked2.s.med);
+		/* the writers' own CPU time: the wall figures above less what
+		 * the drainer took from their CPUs */
+		printf("floor1_cpu %.2f\nen1_cpu %.2f\npk1_cpu %.2f\n", floor1.cs.med, en1.cs.med,
+		       parked.cs.med);
+		if (nr_cpus >= 2)
+			printf("floor2_cpu %.2f\nen2_cpu %.2f\npk2_cpu %.2f\n", floor2.cs.med,
+			       en2.cs.med, parked2.cs.med);
 		return;
 	}
 
@@ -530,8 +581,9 @@ static void producer_rows(void)
 	       "%" PRIu64 " events per thread; Drop session 256 MiB; CPUs %d,%d; %u rings\n\n",
 	       rp_clock_source_name(rp_clock_source()), (double)rp_clock_frequency() / 1e9, reps,
 	       per_thread, cpus[0], cpus[1], rp_shm_possible_cpus());
-	printf("| case | ns/event (median) | min | max | ratio vs floor | drops | target |\n");
-	printf("|---|---|---|---|---|---|---|\n");
+	printf("| case | ns/event (median) | min | max | the writers' own CPU ns/event (median) "
+	       "| ratio vs floor | drops | target |\n");
+	printf("|---|---|---|---|---|---|---|---|\n");
 	print_row(&floor1, NULL, 0, 0);
 	print_row(&floor2, NULL, 0, 0);
 	print_row(&en1, &floor1, 1.5, 0);
