@@ -188,11 +188,11 @@ END {
 			     rp > 0 && fl > 0 ? met(rp <= 1.5 * fl) : "—",
 			     rp > 0 && lt > 0 ? met(5 * rp <= lt) : "—",
 			     rp > 0 && ep > 0 ? met(20 * rp <= ep) : "—")
-		# the writers' own CPU time beside the wall time: the gap is what
-		# the drainer took from their CPUs
+		# the writer threads CPU time beside the wall time: the gap is
+		# what the drainer took from their CPUs
 		printf "| producer, enabled, %d thread%s (ns/event) | %s | %s | %s | %s | %s | %s | %s | %s |\n",
 		       t, (t > 1 ? "s" : ""),
-		       ns("rp", "en" t) (why("rp") == "" && has("rp.en" t "_cpu") ? sprintf(" (the writers' own CPU time %.2f)", v["rp.en" t "_cpu"]) : ""),
+		       ns("rp", "en" t) (why("rp") == "" && has("rp.en" t "_cpu") ? sprintf(" (writer thread CPU time %.2f)", v["rp.en" t "_cpu"]) : ""),
 		       ns("rp", "floor" t),
 		       ns("lt", "en" t) (has("lt.en" t "_discarded") ? " (discarded " v["lt.en" t "_discarded"] ")" : ""),
 		       ns("ep", "en" t) (has("ep.en" t "_lost") ? " (lost " v["ep.en" t "_lost"] ")" : ""),

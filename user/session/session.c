@@ -486,10 +486,11 @@ static int run_stopping_hooks(struct rp_session *s, struct slot *sl)
 			return err;
 	}
 	pthread_mutex_lock(&rp_control_lock);
-	/* pairs with the writers' load_acquire of the state: a writer that
-	 * sees ENDING skips the session */
-	rp_store_release(&sl->state, SLOT_ENDING);
+	/* the flat write first (it does not read the state), then: pairs
+	 * with the writers' load_acquire of the state: a writer that sees
+	 * ENDING skips the session */
 	rp_store_relaxed(&sl->flat_gen, RP_SLOT_NOT_FLAT);
+	rp_store_release(&sl->state, SLOT_ENDING);
 	/* a session stopped while still held (its IPC reply could not be
 	 * sent) never started for anyone: no end, and its drainer would not
 	 * make room for one */
@@ -518,11 +519,11 @@ RP_API int rp_session_stop(struct rp_session *s)
 	sl = &rp_slots[s->slot];
 	err = run_stopping_hooks(s, sl);
 	pthread_mutex_lock(&rp_control_lock);
-	/* pairs with the writers' load_acquire of the state: a writer that
-	 * sees STOPPING skips the session (and stop's quiesce waits for the
-	 * ones that did not) */
-	rp_store_release(&sl->state, SLOT_STOPPING);
+	/* the flat write first, then: pairs with the writers' load_acquire
+	 * of the state: a writer that sees STOPPING skips the session (and
+	 * stop's quiesce waits for the ones that did not, flat ones too) */
 	rp_store_relaxed(&sl->flat_gen, RP_SLOT_NOT_FLAT);
+	rp_store_release(&sl->state, SLOT_STOPPING);
 	ncb = rp_enable_session(s->slot, &s->cfg, false, cbs, cfgs, 256);
 	rp_rundown_disable(s->slot);
 	pthread_mutex_unlock(&rp_control_lock);
