@@ -594,14 +594,16 @@ static __attribute__((noinline)) int write_flat(struct rp_event *ev, uint64_t ma
 	rec = (struct rp_shm_record *)(r->data + (pos & r->mask));
 	seq = ++t->seq[i];
 	/* the header in whole words (flat_word() and the static asserts at
-	 * its side): len (BUSY) with the event, then, stamped after the
-	 * reservation (see write_events()), the time; the thread and its
-	 * number; flags 0, the payload's length and the ring */
+	 * its side): len (BUSY) with the event; flags 0, the payload's length
+	 * and the ring; the payload; the thread and its number; last the
+	 * time, stamped after the reservation (see write_events()). In this
+	 * order the payload's pointer and length are done with before the
+	 * clock is read, and the compiler needs no stack slot */
 	flat_word(rec, 0, (uint64_t)ev->index << 32 | size | RP_REC_BUSY);
-	flat_word(rec, 8, rp_clock_rdtsc());
-	flat_word(rec, 16, (uint64_t)seq << 32 | t->tid);
 	flat_word(rec, 24, (uint64_t)r->index << 32 | (uint64_t)len << 16);
 	copy_small(rp_record_payload_at(rec, 0, 0), payload, len);
+	flat_word(rec, 16, (uint64_t)seq << 32 | t->tid);
+	flat_word(rec, 8, rp_clock_rdtsc());
 	/* rp_ring_commit_len() of a length already aligned: pairs with the
 	 * load_acquire of rec->len in rp_ring_peek() */
 	rp_store_release(&rec->len, (uint32_t)size);
