@@ -378,6 +378,21 @@ struct row {
 	bool skipped;
 };
 
+/* Repetition k of r: its wall time per event, and the writers' own CPU
+ * time of the same run_writers() */
+static void row_take(struct row *r, unsigned int k, double wall_ns)
+{
+	r->v[k] = wall_ns;
+	r->c[k] = last_cpu_ns;
+}
+
+/* r's medians, of the wall and of the CPU times */
+static void row_summarize(struct row *r)
+{
+	r->s = summarize(r->v, reps);
+	r->cs = summarize(r->c, reps);
+}
+
 static void print_row(struct row *r, const struct row *base, double target_ratio,
 		      double target_ns)
 {
@@ -413,13 +428,11 @@ static void rep_live(struct row *one, struct row *two, unsigned int k)
 	prefault(s, -1);
 	run_writers(W_RP, 1, attempted, NULL);
 	wait_drained(s, attempted, &st);
-	one->v[k] = run_writers(W_RP, 1, per_thread, NULL);
-	one->c[k] = last_cpu_ns;
+	row_take(one, k, run_writers(W_RP, 1, per_thread, NULL));
 	attempted += per_thread;
 	wait_drained(s, attempted, &st);
 	if (nr_cpus >= 2) {
-		two->v[k] = run_writers(W_RP, 2, per_thread, NULL);
-		two->c[k] = last_cpu_ns;
+		row_take(two, k, run_writers(W_RP, 2, per_thread, NULL));
 		attempted += 2 * per_thread;
 		wait_drained(s, attempted, &st);
 	}
@@ -445,8 +458,7 @@ static void rep_parked(struct row *r, int nthreads, unsigned int k)
 	s = session_start(256ull << 20, tmp_path("parked.nettrace"));
 	prefault(s, nthreads > 1 ? -1 : cpus[0]);
 	c0 = consumer_positions(s);
-	r->v[k] = run_writers(W_RP, nthreads, per_thread, NULL);
-	r->c[k] = last_cpu_ns;
+	row_take(r, k, run_writers(W_RP, nthreads, per_thread, NULL));
 	c1 = consumer_positions(s);
 	if (c1 != c0)
 		r->note = " (the drainer ran during a loop)";
@@ -465,8 +477,7 @@ static void rep_cold(struct row *r, unsigned int k)
 	struct rp_session_stats st = { .sz = sizeof(st) };
 	struct rp_session *s = session_start(256ull << 20, tmp_path("cold.nettrace"));
 
-	r->v[k] = run_writers(W_RP, 1, per_thread, NULL);
-	r->c[k] = last_cpu_ns;
+	row_take(r, k, run_writers(W_RP, 1, per_thread, NULL));
 	wait_drained(s, per_thread, &st);
 	r->drops += total_drops(&st);
 	if (rp_session_stop(s))
@@ -505,25 +516,19 @@ static void producer_rows(void)
 	run_writers(W_FLOOR, 1, per_thread, NULL);	/* warm-up */
 	/* every repetition runs every row, so machine noise hits them alike */
 	for (unsigned int k = 0; k < reps; k++) {
-		floor1.v[k] = run_writers(W_FLOOR, 1, per_thread, NULL);
-		floor1.c[k] = last_cpu_ns;
-		if (nr_cpus >= 2) {
-			floor2.v[k] = run_writers(W_FLOOR, 2, per_thread, NULL);
-			floor2.c[k] = last_cpu_ns;
-		}
-		dis.v[k] = run_writers(W_DISABLED, 1, disabled_calls, &refused);
-		dis.c[k] = last_cpu_ns;
-		guard.v[k] = run_writers(W_GUARDED, 1, disabled_calls, &refused);
-		guard.c[k] = last_cpu_ns;
+		row_take(&floor1, k, run_writers(W_FLOOR, 1, per_thread, NULL));
+		if (nr_cpus >= 2)
+			row_take(&floor2, k, run_writers(W_FLOOR, 2, per_thread, NULL));
+		row_take(&dis, k, run_writers(W_DISABLED, 1, disabled_calls, &refused));
+		row_take(&guard, k, run_writers(W_GUARDED, 1, disabled_calls, &refused));
 		rep_live(&en1, &en2, k);
 		rep_parked(&parked, 1, k);
 		if (nr_cpus >= 2)
 			rep_parked(&parked2, 2, k);
 		if (kv) {
-			if (nr_cpus >= 2) {
-				guard2.v[k] = run_writers(W_GUARDED, 2, disabled_calls, &refused);
-				guard2.c[k] = last_cpu_ns;
-			}
+			if (nr_cpus >= 2)
+				row_take(&guard2, k,
+					 run_writers(W_GUARDED, 2, disabled_calls, &refused));
 			continue;
 		}
 		rep_cold(&cold, k);
@@ -531,25 +536,16 @@ static void producer_rows(void)
 	for (unsigned int i = 0; i < nfrings; i++)
 		munmap(frings[i].data, FLOOR_RING);
 
-	floor1.s = summarize(floor1.v, reps);
-	floor1.cs = summarize(floor1.c, reps);
-	en1.s = summarize(en1.v, reps);
-	en1.cs = summarize(en1.c, reps);
-	parked.s = summarize(parked.v, reps);
-	parked.cs = summarize(parked.c, reps);
-	cold.s = summarize(cold.v, reps);
-	cold.cs = summarize(cold.c, reps);
-	dis.s = summarize(dis.v, reps);
-	dis.cs = summarize(dis.c, reps);
-	guard.s = summarize(guard.v, reps);
-	guard.cs = summarize(guard.c, reps);
+	row_summarize(&floor1);
+	row_summarize(&en1);
+	row_summarize(&parked);
+	row_summarize(&cold);
+	row_summarize(&dis);
+	row_summarize(&guard);
 	if (nr_cpus >= 2) {
-		floor2.s = summarize(floor2.v, reps);
-		floor2.cs = summarize(floor2.c, reps);
-		en2.s = summarize(en2.v, reps);
-		en2.cs = summarize(en2.c, reps);
-		parked2.s = summarize(parked2.v, reps);
-		parked2.cs = summarize(parked2.c, reps);
+		row_summarize(&floor2);
+		row_summarize(&en2);
+		row_summarize(&parked2);
 	} else {
 		floor2.skipped = en2.skipped = parked2.skipped = true;
 	}
