@@ -116,6 +116,7 @@ static void fork_child(void)
 	if (rp_wt) {
 		rp_wt->prev = NULL;
 		rp_wt->in_write = 0;
+		rp_wt->fv.bit = 0;	/* of a session of the parent's */
 		rp_wt->tid = (uint32_t)syscall(SYS_gettid);
 		rp_wt->next = wt_head;
 		rp_no_state.prev = rp_wt;
@@ -239,6 +240,7 @@ int rp_thread_begin_ending(int slot)
 	if (!t)
 		return -ENOMEM;
 	t->ending_slot = slot + 1;
+	t->fv.bit = 0;	/* its writes go the full way (write.c) */
 	return 0;
 }
 

@@ -17,17 +17,44 @@
 #define RP_SEQ_BASE 1u		/* a thread's number before its first attempt */
 
 struct rp_session;
+struct rp_shm_ring;
+
+/*
+ * The flat write's view of one session's ring on one CPU (write.c): what it
+ * would otherwise reach through the slot, the session's rings and the
+ * ring's header, one pointer after another. Valid only while gen is the
+ * slot's flat_gen, read after the write announced itself: a session that
+ * stops clears flat_gen before its memory goes, and a new session in the
+ * slot has another generation.
+ */
+struct flat_view {
+	uint64_t bit;		/* the session's bit in an event's mask; 0: none */
+	uint32_t gen;		/* the session's generation */
+	uint32_t cpu;		/* the CPU whose ring this is */
+	const uint32_t *pflat;	/* the slot's flat_gen */
+	uint32_t *pseq;		/* this thread's sequence number for the slot */
+	struct rp_shm_ring *hdr;	/* the ring's header (its positions) */
+	uint64_t size;		/* its data size (a power of two) */
+	uint64_t mask;		/* its offset mask, which keeps records 8-aligned
+				 * even from a scribbled position (ring.h) */
+	unsigned char *data;	/* its data */
+	uint64_t ring_word;	/* the ring's index, as the header's last word
+				 * holds it (write.c) */
+	const uint32_t *pidle;	/* the session's drainer_idle */
+	int slot;		/* the session's slot */
+};
 
 struct wthread {
 	uint32_t in_write;	/* atomic: inside a write (a count for rp_no_state) */
 	uint32_t tid;
+	struct flat_view fv;
+	void *rseq_area;	/* this thread's struct rseq (ring_local.h), kept
+				 * here so the flat write finds it with one load */
 	uint32_t gen[RP_MAX_SESSIONS];	/* slot generation the seq belongs to */
 	uint32_t seq[RP_MAX_SESSIONS];
 	uint32_t place_gen[RP_MAX_SESSIONS];	/* Block: the pass held (park.h) */
 	uint8_t place[RP_MAX_SESSIONS];	/* its place + 1; 0: none */
 	uintptr_t stack_lo, stack_hi;
-	void *rseq_area;	/* this thread's struct rseq (ring_local.h), kept
-				 * here so the flat write finds it with one load */
 	bool no_park;		/* the rundown thread and the like never park */
 	int ending_slot;	/* slot + 1 while this thread runs that session's
 				 * stopping callbacks; 0 otherwise */

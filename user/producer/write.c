@@ -500,22 +500,80 @@ static inline __attribute__((always_inline)) void flat_word(struct rp_shm_record
 
 /* The end of a fast write whose commit found the drainer idle: the wake
  * write_events() gives, then the announce withdrawn (the session's memory
- * is used until then). */
-static __attribute__((noinline)) int write_flat_wake(struct wthread *t, struct rp_shm *shm,
-						     struct rp_ring *r)
+ * is used until then). The record went to the ring of the thread's view. */
+static __attribute__((noinline)) int write_flat_wake(struct wthread *t)
 {
-	wake_idle_drainer(shm, r);
+	struct rp_shm *shm = rp_slots[t->fv.slot].shm;
+
+	wake_idle_drainer(shm, &shm->rings[t->fv.cpu]);
 	/* pairs with the load_acquire of in_write in rp_writers_quiesce() */
 	rp_store_release(&t->in_write, 0);
 	return 0;
 }
 
-/* A fast write that found it cannot finish: nothing was written or
- * counted, so the announce is withdrawn and the full path does it all. */
-static __attribute__((noinline)) int write_flat_retreat(struct wthread *t, struct rp_event *ev,
-							uint64_t mask, const void *payload,
-							size_t len)
+/* A fast write that found the ring of its view full, in a Drop session:
+ * the attempt, dropped and counted there, as write_events() does. */
+static __attribute__((noinline)) int write_flat_full(struct wthread *t)
 {
+	++*t->fv.pseq;
+	rp_ring_count_drop(&rp_slots[t->fv.slot].shm->rings[t->fv.cpu], RP_DROP_FULL);
+	/* pairs with the load_acquire of in_write in rp_writers_quiesce() */
+	rp_store_release(&t->in_write, 0);
+	return -ENOBUFS;
+}
+
+/* A fast write that found it cannot finish: nothing was written or
+ * counted, so the announce is withdrawn and the full path does it all.
+ * The event's mask was the view's bit. */
+static __attribute__((noinline)) int write_flat_retreat(struct wthread *t, struct rp_event *ev,
+							const void *payload, size_t len)
+{
+	uint64_t mask = t->fv.bit;
+
+	/* pairs with the load_acquire of in_write in rp_writers_quiesce() */
+	rp_store_release(&t->in_write, 0);
+	return write_flat_slow(ev, mask, payload, len);
+}
+
+/*
+ * A fast write that found no view of its session and CPU (t->fv): one is
+ * made, if the straight path may take this session, while the write is
+ * still announced (the session's memory is read); then the straight line
+ * of write_flat_slow() does this write, and the next ones take the view.
+ */
+static __attribute__((noinline)) int write_flat_view(struct wthread *t, struct rp_event *ev,
+						     uint64_t mask, const void *payload,
+						     size_t len)
+{
+	struct rseq *rs = t->rseq_area;
+	struct slot *sl;
+	struct rp_shm *shm;
+	struct rp_ring *r;
+	uint32_t gen, cpu;
+	int i;
+
+	/* the announce before the slot is read, as the straight path orders
+	 * it (this one came here before its membarrier check) */
+	announce_fence();
+	t->fv.bit = 0;
+	if (!(mask & (mask - 1)) && !(mask & RP_UE_BIT) && !t->ending_slot) {
+		i = __builtin_ctzll(mask);
+		sl = &rp_slots[i];
+		/* pairs with the store_release of flat_gen in rp_session_start() */
+		gen = rp_load_acquire(&sl->flat_gen);
+		cpu = rp_load_relaxed(&rs->cpu_id_start);
+		shm = sl->shm;
+		if (gen == t->gen[i] && gen != RP_SLOT_NOT_FLAT && cpu < shm->nr_rings) {
+			r = &shm->rings[cpu];
+			t->fv = (struct flat_view){
+				.bit = mask, .gen = gen, .cpu = cpu, .pflat = &sl->flat_gen,
+				.pseq = &t->seq[i], .hdr = r->hdr, .size = r->size, .mask = r->mask,
+				.data = r->data,
+				.ring_word = (uint64_t)r->index << 32,
+				.pidle = &shm->hdr->drainer_idle, .slot = i,
+			};
+		}
+	}
 	/* pairs with the load_acquire of in_write in rp_writers_quiesce() */
 	rp_store_release(&t->in_write, 0);
 	return write_flat_slow(ev, mask, payload, len);
@@ -532,7 +590,9 @@ static __attribute__((noinline)) int write_flat_retreat(struct wthread *t, struc
  * so this function needs no stack frame and keeps its few values in
  * registers (a frame and the spills of the full path cost several
  * nanoseconds a write; Documentation/performance.md). The steps and their
- * order are write_events()'s.
+ * order are write_events()'s. The ring is reached through the thread's
+ * view of it (t->fv), one load from the thread's own line for each
+ * pointer, not through the slot, the session and the ring in turn.
  */
 static __attribute__((noinline)) int write_flat(struct rp_event *ev, uint64_t mask,
 						const void *payload, size_t len)
@@ -540,59 +600,50 @@ static __attribute__((noinline)) int write_flat(struct rp_event *ev, uint64_t ma
 #ifdef RP_RSEQ_RESERVE
 	struct wthread *t = rp_wt;
 	struct rp_shm_record *rec;
-	struct rp_ring *r;
-	struct rp_shm *shm;
-	struct slot *sl;
 	struct rseq *rs;
 	uint32_t cpu, seq;
 	__u64 pos, size;
-	int i, rc;
+	int rc;
 
 	/* a payload of more than 64 bytes is copied by a call: the full
 	 * path's */
-	if (rp_unlikely(!t || (mask & (mask - 1)) || (mask & RP_UE_BIT) || t->ending_slot ||
-			len > RP_FLAT_MAX_PAYLOAD))
+	if (rp_unlikely(!t || len > RP_FLAT_MAX_PAYLOAD))
 		return write_flat_slow(ev, mask, payload, len);
-	i = __builtin_ctzll(mask);
-	sl = &rp_slots[i];
 	/* announce, as in write_events(); a compiler barrier orders it only
 	 * while membarrier works (fence.h), else the full path fences */
 	rp_store_relaxed(&t->in_write, 1);
-	if (rp_unlikely(!rp_load_relaxed(&rp_membarrier_ok)))
-		return write_flat_retreat(t, ev, mask, payload, len);
-	rp_compiler_barrier();
-	/* every check of the session at once: flat_gen is the session's
-	 * generation, which this thread's matches once it has written to it,
-	 * only while it is RUNNING, Drop, reserved locally, with a working
-	 * output and the TSC clock (slots.h). Pairs with the store_release of
-	 * flat_gen in rp_session_start(), as the state's load does in the
-	 * full path: the slot's rings are mapped before we use them */
-	if (rp_unlikely(t->gen[i] != rp_load_acquire(&sl->flat_gen) || rp_usdt_event_armed()))
-		return write_flat_retreat(t, ev, mask, payload, len);
-	shm = sl->shm;
-	/* one try at the reservation of rp_ring_reserve_here(); a restart,
-	 * a full ring or a CPU outside the rings is the full path's */
+	/* the view is of one session's bit (never of the user_events bit),
+	 * and of the CPU we run on */
 	rs = t->rseq_area;
 	cpu = rp_load_relaxed(&rs->cpu_id_start);
-	if (rp_unlikely(cpu >= shm->nr_rings))
-		return write_flat_retreat(t, ev, mask, payload, len);
-	r = &shm->rings[cpu];
+	if (rp_unlikely(mask != t->fv.bit || cpu != t->fv.cpu))
+		return write_flat_view(t, ev, mask, payload, len);
+	/* from here on mask is the view's bit, which the ways out reload
+	 * rather than keep in a register */
+	if (rp_unlikely(!rp_load_relaxed(&rp_membarrier_ok)))
+		return write_flat_retreat(t, ev, payload, len);
+	rp_compiler_barrier();
+	/* every check of the session at once: flat_gen is the session's
+	 * generation only while it is RUNNING, Drop, reserved locally, with a
+	 * working output and the TSC clock (slots.h); the view holds the
+	 * generation it was made for. Pairs with the store_release of
+	 * flat_gen in rp_session_start(), as the state's load does in the
+	 * full path: the slot's rings are mapped before we use them */
+	if (rp_unlikely(t->fv.gen != rp_load_acquire(t->fv.pflat)))
+		return write_flat_view(t, ev, t->fv.bit, payload, len);
+	if (rp_unlikely(rp_usdt_event_armed()))
+		return write_flat_retreat(t, ev, payload, len);
 	/* at most max_record: flat_gen says it holds 64 payload bytes */
 	size = rp_record_size(0, 0, (uint16_t)len);
-	rc = rp_rseq_bump(rs, cpu, &r->hdr->producer_pos, &r->hdr->consumer_pos, &r->size, size,
-			  &pos);
+	rc = rp_rseq_bump(rs, cpu, &t->fv.hdr->producer_pos, &t->fv.hdr->consumer_pos,
+			  &t->fv.size, size, &pos);
 	if (rp_unlikely(rc)) {
 		if (rc < 0)	/* preempted, migrated or signalled: again, in full */
-			return write_flat_retreat(t, ev, mask, payload, len);
-		/* full, in a Drop session: the attempt, dropped and counted */
-		t->seq[i]++;
-		rp_ring_count_drop(r, RP_DROP_FULL);
-		/* pairs with the load_acquire of in_write in rp_writers_quiesce() */
-		rp_store_release(&t->in_write, 0);
-		return -ENOBUFS;
+			return write_flat_retreat(t, ev, payload, len);
+		return write_flat_full(t);
 	}
-	rec = (struct rp_shm_record *)(r->data + (pos & r->mask));
-	seq = ++t->seq[i];
+	rec = (struct rp_shm_record *)(t->fv.data + (pos & t->fv.mask));
+	seq = ++*t->fv.pseq;
 	/* the header in whole words (flat_word() and the static asserts at
 	 * its side): len (BUSY) with the event; flags 0, the payload's length
 	 * and the ring; the payload; the thread and its number; last the
@@ -600,7 +651,7 @@ static __attribute__((noinline)) int write_flat(struct rp_event *ev, uint64_t ma
 	 * order the payload's pointer and length are done with before the
 	 * clock is read, and the compiler needs no stack slot */
 	flat_word(rec, 0, (uint64_t)ev->index << 32 | size | RP_REC_BUSY);
-	flat_word(rec, 24, (uint64_t)r->index << 32 | (uint64_t)len << 16);
+	flat_word(rec, 24, t->fv.ring_word | (uint64_t)len << 16);
 	copy_small(rp_record_payload_at(rec, 0, 0), payload, len);
 	flat_word(rec, 16, (uint64_t)seq << 32 | t->tid);
 	flat_word(rec, 8, rp_clock_rdtsc());
@@ -610,8 +661,8 @@ static __attribute__((noinline)) int write_flat(struct rp_event *ev, uint64_t ma
 	/* wake_drainer()'s look at the idle flag (membarrier works: the fence
 	 * is a compiler barrier); its wake is write_flat_wake()'s */
 	rp_compiler_barrier();
-	if (rp_unlikely(rp_load_relaxed(&shm->hdr->drainer_idle)))
-		return write_flat_wake(t, shm, r);
+	if (rp_unlikely(rp_load_relaxed(t->fv.pidle)))
+		return write_flat_wake(t);
 	/* pairs with the load_acquire of in_write in rp_writers_quiesce() */
 	rp_store_release(&t->in_write, 0);
 	return 0;
