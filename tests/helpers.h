@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -336,6 +337,8 @@ static inline void th_demo_start(struct th_demo *d, const char *dir, char *const
 
 		dup2(fo, 1);
 		dup2(fe, 2);
+		/* a test that fails before th_demo_stop() leaves no demo running */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		execv(th_demo_bin(), argv);
 		_exit(127);
 	}
