@@ -304,6 +304,9 @@ struct rp_session_stats {
 					 * could not be trusted (corrupt records or
 					 * positions, writers that never committed);
 					 * the events in them show as EventsLost */
+	uint64_t drainer_moves;		/* times the drainer left a CPU a writer
+					 * was using for one no writer was (the
+					 * scheduler had put it there) */
 };
 
 RP_API int rp_session_stats(const struct rp_session *s, struct rp_session_stats *st);

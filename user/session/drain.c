@@ -123,6 +123,10 @@ struct rqueue {
 	uint64_t pre_end;	/* where the walk stopped */
 	bool pre_oom;
 	uint64_t horizon;	/* nothing older than this is left unread */
+	/* the producer position at the last pass; it and the count of
+	 * writes the full ring dropped at the drainer's last look at its own
+	 * CPU (step_aside()) */
+	uint64_t last_prod, step_prod, step_full;
 	uint64_t stop_from;	/* the reader's position when stop began */
 };
 
@@ -197,6 +201,10 @@ struct drainer {
 		uint32_t seq;
 	} pend[EMIT_BATCH];
 	uint32_t nbatch;
+	/* step_aside(): the rings are one per CPU; the next look; the last
+	 * move, and the least time between two */
+	bool step_ok;
+	uint64_t step_next_ns, step_last_ns, step_gap_ns;
 };
 
 uint64_t rp_drain_throttle_ns;
@@ -946,6 +954,7 @@ static size_t collect(struct drainer *d)
 		/* pairs with the producers' CAS on producer_pos: a position
 		 * past this one was reserved after this load, after `look` */
 		prod = rp_load_acquire(&r->hdr->producer_pos);
+		q->last_prod = prod;
 		/* a position not within a ring of the reader's is no look at
 		 * all (the peek below repairs it); leaving a look out only
 		 * makes horizons earlier */
@@ -1266,6 +1275,62 @@ static bool stop_done(struct drainer *d, size_t got)
 	return true;
 }
 
+#define STEP_LOOK_NS 1000000ull		/* a look at the drainer's CPU, at most */
+#define STEP_GAP_MIN_NS 10000000ull	/* between two moves, at least */
+#define STEP_GAP_MAX_NS 1000000000ull
+
+/*
+ * The drainer off a writer's CPU. Schedulers that pack threads onto few
+ * CPUs (the kernels of some virtual machines do) can wake the drainer on
+ * the CPU of the writer that woke it, and keep it there while another CPU
+ * idles: the two then take turns, and the writer runs at the speed of
+ * half a CPU. Rings are one per CPU, so a ring whose producer position
+ * moved since the last look is a CPU with a writer on it. When the
+ * drainer runs on one of those, it moves to a CPU it may use whose ring
+ * was quiet (rp_thread_move_off()), if there is one. Moves closer
+ * together than twice the gap double the gap (writers everywhere: the
+ * drainer would only bounce), up to a second; a look that finds no writer
+ * on the drainer's CPU resets it.
+ */
+static void step_aside(struct drainer *d, uint64_t now)
+{
+	unsigned int cpu;
+	cpu_set_t busy;
+	bool mine;
+	uint32_t i;
+
+	if (!d->step_ok || now < d->step_next_ns)
+		return;
+	d->step_next_ns = now + STEP_LOOK_NS;
+	cpu = rp_ring_current_cpu();
+	CPU_ZERO(&busy);
+	for (i = 0; i < d->nr && i < CPU_SETSIZE; i++) {
+		struct rqueue *q = &d->rq[i];
+		/* a writer of a full ring moves its drop count instead; only
+		 * a sign, whatever a process mapping the ring writes there */
+		uint64_t full = rp_load_relaxed(&q->r->hdr->drops[RP_DROP_FULL]);
+
+		if (q->last_prod != q->step_prod || full != q->step_full)
+			CPU_SET(i, &busy);
+		q->step_prod = q->last_prod;
+		q->step_full = full;
+	}
+	mine = cpu < CPU_SETSIZE && CPU_ISSET(cpu, &busy);
+	if (!mine) {
+		d->step_gap_ns = STEP_GAP_MIN_NS;
+		return;
+	}
+	if (now - d->step_last_ns < d->step_gap_ns || !rp_thread_move_off(&busy))
+		return;
+	if (now - d->step_last_ns < 2 * d->step_gap_ns) {
+		d->step_gap_ns *= 2;
+		if (d->step_gap_ns > STEP_GAP_MAX_NS)
+			d->step_gap_ns = STEP_GAP_MAX_NS;
+	}
+	d->step_last_ns = now;
+	rp_add_relaxed(&d->s->stats.moves, 1);
+}
+
 static void sleep_idle(struct drainer *d, int64_t ns)
 {
 	struct rp_shm_session *h = rp_shm_header(d->s->shm);
@@ -1508,7 +1573,12 @@ static void *drainer_main(void *arg)
 		if (!merge_out(d, horizon) && windows_full(d))
 			force_out(d);
 		release(d);
-		maybe_sequence_point(d, rp_clock_mono_ns());
+		{
+			uint64_t now = rp_clock_mono_ns();
+
+			maybe_sequence_point(d, now);
+			step_aside(d, now);
+		}
 		/* pairs with the store_release in rp_session_rotate() */
 		if (rp_load_acquire(&s->rotate_req) && !stopping) {
 			rotate(d);
@@ -1598,6 +1668,9 @@ int rp_drainer_start(struct rp_session *s)
 		return -ENOMEM;
 	d->s = s;
 	d->nr = rp_shm_nr_rings(s->shm);
+	/* rings one per CPU: a ring's writers run on its CPU (step_aside()) */
+	d->step_ok = d->nr >= rp_shm_possible_cpus();
+	d->step_gap_ns = STEP_GAP_MIN_NS;
 	d->rq = calloc(d->nr, sizeof(*d->rq));
 	if (!d->rq) {
 		err = -ENOMEM;

@@ -568,6 +568,7 @@ RP_API int rp_session_stats(const struct rp_session *s, struct rp_session_stats 
 	st.late_events = rp_load_relaxed(&s->stats.late);
 	st.drainer_wakeups = rp_load_relaxed(&s->stats.wakeups);
 	st.sequence_points = rp_load_relaxed(&s->stats.sps);
+	st.drainer_moves = rp_load_relaxed(&s->stats.moves);
 	st.output_error = rp_load_relaxed(&s->output_error);
 	if (s->shm) {
 		uint64_t drops[RP_DROP_NR] = { 0 };

@@ -146,3 +146,19 @@ int rp_thread_start(pthread_t *th, const char *name, void *(*fn)(void *), void *
 		pthread_setname_np(*th, name);	/* a name is a convenience only */
 	return -e;
 }
+
+bool rp_thread_move_off(const cpu_set_t *avoid)
+{
+	cpu_set_t mask, elsewhere;
+
+	if (sched_getaffinity(0, sizeof(mask), &mask))
+		return false;
+	CPU_XOR(&elsewhere, &mask, avoid);
+	CPU_AND(&elsewhere, &elsewhere, &mask);	/* mask less avoid */
+	if (!CPU_COUNT(&elsewhere) || sched_setaffinity(0, sizeof(elsewhere), &elsewhere))
+		return false;
+	/* the mask as it was; should that fail the thread keeps the narrower
+	 * one, which is still a subset of what it was given */
+	sched_setaffinity(0, sizeof(mask), &mask);
+	return true;
+}

@@ -7,6 +7,7 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 /*
@@ -19,6 +20,15 @@
  * RINGPIPE_THREAD_CPUS is malformed or names no CPU the process may use.
  */
 int rp_thread_start(pthread_t *th, const char *name, void *(*fn)(void *), void *arg);
+
+/*
+ * Moves the calling thread off the CPUs in avoid, to another CPU its
+ * affinity allows: its affinity without them, then its affinity as it was,
+ * which leaves the thread where it went (the kernel moves a thread off a
+ * CPU its affinity drops before the call returns). False, and the thread
+ * stays, when it may run on no CPU outside avoid.
+ */
+bool rp_thread_move_off(const cpu_set_t *avoid);
 
 /* A CPU list ("0-3,8"): 0 and *set, or -EINVAL and why. */
 int rp_cpulist_parse(const char *s, cpu_set_t *set, char *why, size_t len);
