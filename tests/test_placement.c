@@ -166,6 +166,7 @@ Test(placement, the_drainer_leaves_a_busy_writers_cpu_for_an_idle_one, .timeout 
 		    "moved %" PRIu64 " times; the bursts lost %.1f %% of their wall time",
 		    w.cpu, on_writer, looks, st.drainer_moves,
 		    100.0 * (double)(w.wall_ns - w.cpu_ns) / (double)w.wall_ns);
+	cr_assert_geq(looks, BURSTS, "only %d looks during %d bursts", looks, BURSTS);
 	/* here: 3-8 % of the looks; left where the scheduler wakes it, a
 	 * third to two thirds in most runs (and 4 % in some) */
 	cr_assert_leq(on_writer * 6, looks,
