@@ -251,10 +251,13 @@ $(OUT)/tests/usdt_writer_static: tests/usdt_writer.c $(STATIC_LIB) | $(OUT)/test
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(STATIC_LIB) $(LDLIBS)
 
 # benchmarks link the tool's library (bench_bpf: the BPF loader) and the
-# demo's (bench_rundown: its method tables and CLR encoders)
+# demo's (bench_rundown: its method tables and CLR encoders). BENCH_MARCH=
+# (empty) builds them for any x86-64, as valgrind needs on CPUs whose
+# instructions it does not know (AVX-512).
+BENCH_MARCH ?= -march=native
 $(OUT)/bench/%: bench/%.c $(TOOL_LIB) $(DEMO_LIB) $(STATIC_LIB) | $(OUT)/bench $(BPF_SKELS)
 	$(call msg,BENCH,$@)
-	$(Q)$(CC) $(CFLAGS) $(BPF_CFLAGS) $(TOOL_INC) -Itools/demo -O2 -march=native $(LDFLAGS) -o $@ $< \
+	$(Q)$(CC) $(CFLAGS) $(BPF_CFLAGS) $(TOOL_INC) -Itools/demo -O2 $(BENCH_MARCH) $(LDFLAGS) -o $@ $< \
 		$(TOOL_LIB) $(DEMO_LIB) $(STATIC_LIB) $(BPF_LIBS) $(LDLIBS)
 
 # bench_usdt compares itself with usdt_off: the same program over a copy of
@@ -268,13 +271,13 @@ $(OUT)/bench/nousdt/%.o: user/%.c
 
 $(OUT)/bench/usdt_off: bench/bench_usdt.c $(NOUSDT_OBJS) | $(OUT)/bench
 	$(call msg,BENCH,$@)
-	$(Q)$(CC) $(CFLAGS) -O2 -march=native -DRP_NO_USDT $(LDFLAGS) -o $@ $< \
+	$(Q)$(CC) $(CFLAGS) -O2 $(BENCH_MARCH) -DRP_NO_USDT $(LDFLAGS) -o $@ $< \
 		$(NOUSDT_OBJS) $(LDLIBS)
 
 # The probe is linked in, as in a statically instrumented program.
 $(OUT)/bench/lttng_bench: bench/lttng_bench.c bench/lttng_tp.c bench/lttng_tp.h $(HDRS) | $(OUT)/bench
 	$(call msg,BENCH,$@)
-	$(Q)$(CC) $(CFLAGS) -O2 -march=native -Ibench $(LDFLAGS) -o $@ bench/lttng_bench.c \
+	$(Q)$(CC) $(CFLAGS) -O2 $(BENCH_MARCH) -Ibench $(LDFLAGS) -o $@ bench/lttng_bench.c \
 		bench/lttng_tp.c $$(pkg-config --libs lttng-ust) -ldl -lpthread
 
 $(EP_BENCH): $(EP_SRCS)

@@ -51,7 +51,9 @@
  * drainer's wall time. Under callgrind the counts start when the drainer
  * is let go (its held loop costs the writers' time, not the events'):
  *   valgrind --tool=callgrind --toggle-collect=drainer_main bench_session --drain-count N
- * and Ir / events is the drainer's cost per event.
+ * and Ir / events is the drainer's cost per event (on a CPU with AVX-512,
+ * build it with `make -B BENCH_MARCH= .output/default/bench/bench_session`
+ * first: valgrind stops at instructions it does not know).
  *
  * Memory rows: /proc/self/statm resident size around sessions of 1, 16, 64
  * and 256 MiB: after start, after every ring was written through once, and
