@@ -457,8 +457,9 @@ Test(write, reservations_survive_migration_and_preemption, .timeout = 120)
 	migrate_writers(RP_BUFFERING_BLOCK);
 }
 
-/* 8 x 200,000 records of 64 bytes: less than one ring of the 256 MiB
- * session holds, so nothing drops however the writers are spread */
+/* 8 x 200,000 records of 64 bytes, 102 MB in the 256 MiB session, spread
+ * over the rings of the CPUs the writers are moved through in turn: no
+ * ring fills, even with the drainer far behind, so nothing drops */
 Test(write, flat_writes_survive_migration_and_preemption, .timeout = 120)
 {
 	migrate_writers(RP_BUFFERING_DROP);
