@@ -9,6 +9,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -606,8 +607,10 @@ Test(agent, hostile_peers_cannot_crash_hang_or_mislead_it, .timeout = 120,
 		     (unsigned long long)(th_now_ms() - end));
 	c = count_ticks(file_of(&e, pid, 1), pid);
 	cr_assert_eq(c.err, 0);
-	cr_assert_eq(c.ticks, w);
-	cr_assert_eq((uint64_t)c.lost, d);
+	cr_assert_eq(c.ticks, w, "%" PRIu64 " ticks in the trace, %" PRIu64 " written",
+		     (uint64_t)c.ticks, w);
+	cr_assert_eq((uint64_t)c.lost, d, "the trace's EventsLost %" PRId64 ", the producer's "
+		     "refused writes %" PRIu64 " (%" PRIu64 " written)", (int64_t)c.lost, d, w);
 	env_fini(&e);
 }
 
