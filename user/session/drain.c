@@ -123,10 +123,9 @@ struct rqueue {
 	uint64_t pre_end;	/* where the walk stopped */
 	bool pre_oom;
 	uint64_t horizon;	/* nothing older than this is left unread */
-	/* the producer position at the last pass; it and the count of
-	 * writes the full ring dropped at the drainer's last look at its own
-	 * CPU (step_aside()) */
-	uint64_t last_prod, step_prod, step_full;
+	/* the producer position and the count of writes the full ring
+	 * dropped, at the drainer's last look at its own CPU (step_aside()) */
+	uint64_t step_prod, step_full;
 	uint64_t stop_from;	/* the reader's position when stop began */
 };
 
@@ -954,7 +953,6 @@ static size_t collect(struct drainer *d)
 		/* pairs with the producers' CAS on producer_pos: a position
 		 * past this one was reserved after this load, after `look` */
 		prod = rp_load_acquire(&r->hdr->producer_pos);
-		q->last_prod = prod;
 		/* a position not within a ring of the reader's is no look at
 		 * all (the peek below repairs it); leaving a look out only
 		 * makes horizons earlier */
@@ -1306,13 +1304,15 @@ static void step_aside(struct drainer *d, uint64_t now)
 	CPU_ZERO(&busy);
 	for (i = 0; i < d->nr && i < CPU_SETSIZE; i++) {
 		struct rqueue *q = &d->rq[i];
-		/* a writer of a full ring moves its drop count instead; only
-		 * a sign, whatever a process mapping the ring writes there */
+		/* a writer of a full ring moves its drop count instead; both
+		 * only a sign, whatever a process mapping the ring writes
+		 * there (relaxed: nothing is read on their word) */
+		uint64_t prod = rp_load_relaxed(&q->r->hdr->producer_pos);
 		uint64_t full = rp_load_relaxed(&q->r->hdr->drops[RP_DROP_FULL]);
 
-		if (q->last_prod != q->step_prod || full != q->step_full)
+		if (prod != q->step_prod || full != q->step_full)
 			CPU_SET(i, &busy);
-		q->step_prod = q->last_prod;
+		q->step_prod = prod;
 		q->step_full = full;
 	}
 	mine = cpu < CPU_SETSIZE && CPU_ISSET(cpu, &busy);
