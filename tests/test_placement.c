@@ -167,8 +167,9 @@ Test(placement, the_drainer_leaves_a_busy_writers_cpu_for_an_idle_one, .timeout 
 		    w.cpu, on_writer, looks, st.drainer_moves,
 		    100.0 * (double)(w.wall_ns - w.cpu_ns) / (double)w.wall_ns);
 	cr_assert_geq(looks, BURSTS, "only %d looks during %d bursts", looks, BURSTS);
-	/* here: 3-8 % of the looks; left where the scheduler wakes it, a
-	 * third to two thirds in most runs (and 4 % in some) */
+	/* here: 0-15 % of the looks (0-8 % in most runs); left where the
+	 * scheduler wakes it, a third to two thirds in most runs (and 4 %
+	 * in some) */
 	cr_assert_leq(on_writer * 6, looks,
 		      "the drainer ran on the busy writer's CPU in %d of %d looks (moved %" PRIu64
 		      " times)", on_writer, looks, st.drainer_moves);
