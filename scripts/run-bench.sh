@@ -199,6 +199,15 @@ END {
 		       (rp > 0 && fl > 0 ? sprintf("%.2fx", rp / fl) : "—"),
 		       cost_ratio(rp, lt), cost_ratio(rp, ep), tg
 	}
+	# bursts past the half of a ring: the drainer no longer holds back
+	# and takes its share of the CPUs the writers use (no target: the cost of a
+	# drainer that must keep up, beside the row above)
+	if (has("rp.en2_long")) {
+		rp = why("rp") == "" ? num("rp.en2_long") : -1; fl = num("rp.floor2")
+		printf "| producer, enabled, 2 threads, bursts of 3/4 of a ring: the drainer drains among the writers (ns/event) | %s (writer thread CPU time %.2f) | %s | — | — | %s | — | — | — |\n",
+		       ns("rp", "en2_long"), v["rp.en2_long_cpu"], ns("rp", "floor2"),
+		       (rp > 0 && fl > 0 ? sprintf("%.2fx", rp / fl) : "—")
+	}
 	# the write path alone: on 2 CPUs with 2 writers, a drainer that has
 	# work takes its share of them, which is the gap to the row above
 	for (t = 1; t <= 2; t++) {

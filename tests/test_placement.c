@@ -175,3 +175,208 @@ Test(placement, the_drainer_leaves_a_busy_writers_cpu_for_an_idle_one, .timeout 
 		      " times)", on_writer, looks, st.drainer_moves);
 	cr_assert_eq(rp_session_stop(s), 0);
 }
+
+/* ---- a drainer that holds back while writers fill every CPU ------------- */
+
+#define MAX_FILLERS 16
+#define FILL_ROUNDS 5
+
+struct fill_round {
+	struct rp_session *s;
+	struct rp_event *ev;
+	uint64_t target;		/* bytes each writer puts in its ring */
+	uint64_t gap_ns;		/* between two writes: 0, or a trickle */
+	pthread_barrier_t bar;
+	int first_done;			/* atomic: a writer reached its target */
+	uint64_t read_at_first;		/* bytes the drainer had read then */
+	uint64_t read_at_start;
+	uint64_t written;		/* atomic: events written in the round */
+};
+
+struct filler {
+	struct fill_round *fr;
+	int cpu;
+};
+
+/* Bytes the drainer has handed back in every ring: what it read. */
+static uint64_t rings_read(struct rp_session *s)
+{
+	uint64_t sum = 0;
+
+	for (uint32_t i = 0; i < rp_shm_nr_rings(s->shm); i++)
+		sum += rp_load_relaxed(&rp_shm_ring(s->shm, i)->hdr->consumer_pos);
+	return sum;
+}
+
+/* Pinned to its CPU: writes into that CPU's ring until it holds `target`
+ * more bytes; the first writer there notes what the drainer read. */
+static void *filler_main(void *arg)
+{
+	struct filler *f = arg;
+	struct fill_round *fr = f->fr;
+	const struct rp_shm_ring *h = rp_shm_ring(fr->s->shm, (uint32_t)f->cpu)->hdr;
+	struct small sm = { 0, (uint32_t)f->cpu };
+	uint64_t p0, n = 0;
+	cpu_set_t one;
+
+	CPU_ZERO(&one);
+	CPU_SET(f->cpu, &one);
+	cr_assert_eq(sched_setaffinity(0, sizeof(one), &one), 0);
+	pthread_barrier_wait(&fr->bar);
+	p0 = rp_load_relaxed(&h->producer_pos);
+	do {
+		for (int i = 0; i < 256; i++) {
+			sm.counter++;
+			cr_assert_eq(rp_event_write(fr->ev, &sm, sizeof(sm)), 0);
+			n++;
+			if (fr->gap_ns) {
+				uint64_t t = rp_clock_mono_ns() + fr->gap_ns;
+
+				while (rp_clock_mono_ns() < t)
+					;
+			}
+		}
+	} while (rp_load_relaxed(&h->producer_pos) - p0 < fr->target);
+	if (!rp_xchg_acq_rel(&fr->first_done, 1))
+		fr->read_at_first = rings_read(fr->s) - fr->read_at_start;
+	rp_add_relaxed(&fr->written, n);
+	return NULL;
+}
+
+/* One burst of a writer pinned to each CPU in `all`, each putting
+ * `fraction` of its ring in it; returns the bytes the drainer had read when
+ * the first writer finished, after waiting for the drainer to write every
+ * event out and go back to sleep. */
+static uint64_t fill_round(struct rp_session *s, struct rp_event *ev, const cpu_set_t *all,
+			   double fraction, uint64_t gap_ns, uint64_t *written)
+{
+	struct fill_round fr = { .s = s, .ev = ev, .gap_ns = gap_ns };
+	struct rp_session_stats st = { .sz = sizeof(st) };
+	struct filler f[MAX_FILLERS];
+	pthread_t th[MAX_FILLERS];
+	int n = 0;
+
+	fr.target = (uint64_t)((double)rp_shm_ring(s->shm, 0)->size * fraction);
+	for (int cpu = 0; cpu < CPU_SETSIZE && n < MAX_FILLERS; cpu++)
+		if (CPU_ISSET(cpu, all))
+			f[n++] = (struct filler){ .fr = &fr, .cpu = cpu };
+	cr_assert_eq(pthread_barrier_init(&fr.bar, NULL, (unsigned int)n), 0);
+	fr.read_at_start = rings_read(s);
+	for (int i = 0; i < n; i++)
+		cr_assert_eq(pthread_create(&th[i], NULL, filler_main, &f[i]), 0);
+	for (int i = 0; i < n; i++)
+		pthread_join(th[i], NULL);
+	pthread_barrier_destroy(&fr.bar);
+	*written += fr.written;
+	/* everything out, then long enough for an idle sleep */
+	for (int i = 0; i < 5000; i++) {
+		cr_assert_eq(rp_session_stats(s, &st), 0);
+		if (st.events_written >= *written)
+			break;
+		usleep(1000);
+	}
+	cr_assert_eq(st.events_written, *written, "the drainer wrote %" PRIu64 " of %" PRIu64
+		     " events", st.events_written, *written);
+	usleep(50000);
+	return fr.read_at_first;
+}
+
+/* Every CPU this process may use, each with a writer; skipped where that
+ * would be more than MAX_FILLERS. */
+static struct rp_session *fill_session(cpu_set_t *all, struct rp_event **ev, uint64_t ring_bytes)
+{
+	struct rp_provider_config pc = { .name = "Test-Defer" };
+	struct rp_session_opts so = { .sz = sizeof(so), .providers = &pc, .nproviders = 1,
+				      .path = "/dev/null", .fd = -1 };
+	struct rp_session *s;
+
+	two_cpus_or_skip(all);
+	if (CPU_COUNT(all) > MAX_FILLERS)
+		cr_skip_test("the test puts a writer on each of this process's %d CPUs, at most %d",
+			     CPU_COUNT(all), MAX_FILLERS);
+	so.buffer_bytes = ring_bytes * rp_shm_possible_cpus();
+	*ev = small_event("Test-Defer");
+	s = rp_session_start(&so);
+	cr_assert_not_null(s, "%s", rp_last_error());
+	cr_assert_eq(rp_shm_ring(s->shm, 0)->size, ring_bytes);
+	return s;
+}
+
+/* With a writer on every CPU, a drainer woken by a burst the rings can hold
+ * would only take CPU time from the writers: it holds back until the burst
+ * ends (defer_for() in drain.c). Each writer puts 3/8 of its ring in it,
+ * past the quarter at which writers wake the drainer: a drainer that drains
+ * at once has read part of the burst when the first writer finishes. */
+Test(placement, the_drainer_holds_back_while_writers_fill_every_cpu, .timeout = 60)
+{
+	struct rp_session_stats st = { .sz = sizeof(st) };
+	struct rp_event *ev;
+	cpu_set_t all;
+	struct rp_session *s = fill_session(&all, &ev, 32u << 20);
+	uint64_t written = 0, read[FILL_ROUNDS];
+	int held = 0;
+
+	for (int r = 0; r < FILL_ROUNDS; r++) {
+		read[r] = fill_round(s, ev, &all, 3.0 / 8, 0, &written);
+		held += read[r] == 0;
+	}
+	cr_assert_eq(rp_session_stats(s, &st), 0);
+	cr_log_info("bytes the drainer read before the first writer finished: %" PRIu64 " %" PRIu64
+		    " %" PRIu64 " %" PRIu64 " %" PRIu64 "; %" PRIu64 " deferrals",
+		    read[0], read[1], read[2], read[3], read[4], st.drainer_deferrals);
+	for (int i = 0; i < RP_DROP_REASON_NR; i++)
+		cr_assert_eq(st.dropped[i], 0, "%" PRIu64 " drops (reason %d)", st.dropped[i], i);
+	/* a writer descheduled for a whole nap ends a deferral early (its
+	 * CPU looks quiet): one round in five may */
+	cr_assert_geq(held, FILL_ROUNDS - 1, "the drainer read during %d of %d bursts (%" PRIu64
+		      " deferrals)", FILL_ROUNDS - held, FILL_ROUNDS, st.drainer_deferrals);
+	cr_assert_geq(st.drainer_deferrals, (uint64_t)held);
+	cr_assert_eq(rp_session_stop(s), 0);
+}
+
+/* Holding back never costs an event a ring could hold: bursts of 7/8 of
+ * every ring, which take a drainer that held back past the half of its
+ * rings, lose nothing (naps end as a ring nears half full). */
+Test(placement, holding_back_loses_nothing_the_rings_can_hold, .timeout = 60)
+{
+	struct rp_session_stats st = { .sz = sizeof(st) };
+	struct rp_event *ev;
+	cpu_set_t all;
+	struct rp_session *s = fill_session(&all, &ev, 32u << 20);
+	uint64_t written = 0;
+	int drained = 0;
+
+	for (int r = 0; r < FILL_ROUNDS; r++)
+		drained += fill_round(s, ev, &all, 7.0 / 8, 0, &written) > 0;
+	cr_assert_eq(rp_session_stats(s, &st), 0);
+	cr_log_info("the drainer read part of the burst before the first writer finished in "
+		    "%d of %d bursts; %" PRIu64 " deferrals", drained, FILL_ROUNDS,
+		    st.drainer_deferrals);
+	for (int i = 0; i < RP_DROP_REASON_NR; i++)
+		cr_assert_eq(st.dropped[i], 0, "%" PRIu64 " drops (reason %d)", st.dropped[i], i);
+	/* it did hold back: in most rounds (a writer that starts late, or is
+	 * descheduled for a nap, leaves a quiet CPU, which ends a deferral) */
+	cr_assert_geq(st.drainer_deferrals, FILL_ROUNDS / 2 + 1);
+	cr_assert_eq(rp_session_stop(s), 0);
+}
+
+/* A trickle on every CPU never fills a ring: only the bound on a
+ * deferral's length (10 ms) gets its events out. Writers that each write
+ * one event every 50 us for 3/8 of a 32 MiB ring's worth would keep a drainer
+ * that held back for as long as they wrote away for the whole round. */
+Test(placement, holding_back_ends_within_its_bound, .timeout = 120)
+{
+	struct rp_session_stats st = { .sz = sizeof(st) };
+	struct rp_event *ev;
+	cpu_set_t all;
+	struct rp_session *s = fill_session(&all, &ev, 32u << 20);
+	uint64_t written = 0, read;
+
+	/* 1/512 of the ring: about 1,400 writes of 48 bytes, 70 ms */
+	read = fill_round(s, ev, &all, 1.0 / 512, 50000, &written);
+	cr_assert_eq(rp_session_stats(s, &st), 0);
+	cr_log_info("the drainer read %" PRIu64 " bytes before the first writer finished, "
+		    "%" PRIu64 " deferrals", read, st.drainer_deferrals);
+	cr_assert_gt(read, 0, "the drainer read nothing of 70 ms of writes on every CPU");
+	cr_assert_eq(rp_session_stop(s), 0);
+}

@@ -307,6 +307,10 @@ struct rp_session_stats {
 	uint64_t drainer_moves;		/* times the drainer left a CPU a writer
 					 * was using for one no writer was (the
 					 * scheduler had put it there) */
+	uint64_t drainer_deferrals;	/* times a Drop session's drainer, woken
+					 * with writers on every CPU it may use,
+					 * let the rings hold their burst instead
+					 * of taking CPU time from them */
 };
 
 RP_API int rp_session_stats(const struct rp_session *s, struct rp_session_stats *st);

@@ -126,6 +126,8 @@ struct rqueue {
 	/* the producer position and the count of writes the full ring
 	 * dropped, at the drainer's last look at its own CPU (step_aside()) */
 	uint64_t step_prod, step_full;
+	/* the same at defer_for()'s last look (at the idle sleep, first) */
+	uint64_t defer_prod, defer_full;
 	uint64_t stop_from;	/* the reader's position when stop began */
 };
 
@@ -204,6 +206,11 @@ struct drainer {
 	 * move, and the least time between two */
 	bool step_ok;
 	uint64_t step_next_ns, step_last_ns, step_gap_ns;
+	/* defer_for(): the session may hold back; armed by an idle sleep
+	 * (the drainer had caught up), disarmed by the first pass after it;
+	 * when the deferral began (0: not yet) */
+	bool defer_ok, defer_armed, defer_napped;
+	uint64_t defer_since_ns;
 };
 
 uint64_t rp_drain_throttle_ns;
@@ -1331,6 +1338,66 @@ static void step_aside(struct drainer *d, uint64_t now)
 	rp_add_relaxed(&d->s->stats.moves, 1);
 }
 
+/*
+ * Holding back while writers fill every CPU (defer_for(), Drop sessions).
+ * Woken after an idle sleep, a drainer whose every CPU runs a writer would
+ * only take CPU time from them, and rings with room left hold their burst
+ * as well as an early pass would. So it naps, without the idle flag (no
+ * writer pays a wake), until a CPU it may use is quiet (the burst ended, or
+ * a CPU has time to spare), a ring holds half its size, or DEFER_MAX_NS
+ * passed; then it drains as before, and holds back again only after it has
+ * caught up. A nap lasts no longer than the ring with least room would take
+ * to reach half full at DEFER_FILL_BYTES_PER_NS: filling the ring within a
+ * nap takes writers twice as fast, 32 bytes a ns from one CPU, more than
+ * its stores reach in memory larger than its caches (a ring whose room
+ * would fit in those gets naps shorter than DEFER_NAP_MIN_NS, which end the
+ * deferral). Their measured rate is not trusted for it: writers descheduled
+ * during one look come back at full speed in the next.
+ */
+#define DEFER_MAX_NS 10000000ull	/* a deferral lasts this long at most */
+#define DEFER_NAP_MIN_NS 50000ull
+#define DEFER_NAP_MAX_NS 1000000ull
+#define DEFER_FILL_BYTES_PER_NS 16u
+
+/* How long to nap before the next look; 0: drain now. */
+static uint64_t defer_for(struct drainer *d, uint64_t now)
+{
+	uint64_t nap = DEFER_NAP_MAX_NS;
+	cpu_set_t mine;
+	uint32_t i;
+
+	if (!d->defer_since_ns)
+		d->defer_since_ns = now;
+	else if (now - d->defer_since_ns >= DEFER_MAX_NS)
+		return 0;
+	if (sched_getaffinity(0, sizeof(mine), &mine))
+		return 0;
+	for (i = 0; i < d->nr; i++) {
+		struct rqueue *q = &d->rq[i];
+		const struct rp_ring *r = q->r;
+		/* only signs and sizes, whatever a mapper writes there: a
+		 * scribbled position ends the deferral (relaxed: nothing is
+		 * read on their word) */
+		uint64_t prod = rp_load_relaxed(&r->hdr->producer_pos);
+		uint64_t full = rp_load_relaxed(&r->hdr->drops[RP_DROP_FULL]);
+		uint64_t used = prod - r->published, half = r->size / 2, t;
+		bool quiet = prod == q->defer_prod && full == q->defer_full;
+
+		q->defer_prod = prod;
+		q->defer_full = full;
+		if (used >= half)
+			return 0;
+		if (quiet && i < CPU_SETSIZE && CPU_ISSET(i, &mine))
+			return 0;	/* a CPU no writer used: drain there */
+		t = (half - used) / DEFER_FILL_BYTES_PER_NS;
+		if (t < nap)
+			nap = t;
+	}
+	if (now + nap - d->defer_since_ns > DEFER_MAX_NS)
+		nap = d->defer_since_ns + DEFER_MAX_NS - now;
+	return nap >= DEFER_NAP_MIN_NS ? nap : 0;
+}
+
 static void sleep_idle(struct drainer *d, int64_t ns)
 {
 	struct rp_shm_session *h = rp_shm_header(d->s->shm);
@@ -1347,8 +1414,23 @@ static void sleep_idle(struct drainer *d, int64_t ns)
 		rp_fence_heavy();
 	else
 		rp_smp_mb();
-	if (rings_empty(d) && !rp_load_relaxed(&d->s->stop_requested))
+	if (rings_empty(d) && !rp_load_relaxed(&d->s->stop_requested)) {
+		/* caught up: the positions defer_for() compares its first look
+		 * with */
+		if (d->defer_ok) {
+			uint32_t i;
+
+			for (i = 0; i < d->nr; i++) {
+				d->rq[i].defer_prod = rp_load_relaxed(&d->rq[i].r->hdr->producer_pos);
+				d->rq[i].defer_full =
+					rp_load_relaxed(&d->rq[i].r->hdr->drops[RP_DROP_FULL]);
+			}
+			d->defer_armed = true;
+			d->defer_napped = false;
+			d->defer_since_ns = 0;
+		}
 		rp_futex_wait(&h->drainer_wake, word, (uint64_t)ns);
+	}
 	rp_store_relaxed(&h->drainer_idle, 0);
 	rp_add_relaxed(&d->s->stats.wakeups, 1);
 }
@@ -1560,6 +1642,22 @@ static void *drainer_main(void *arg)
 			nanosleep(&ts, NULL);
 			continue;
 		}
+		if (d->defer_armed) {
+			uint64_t nap = stopping || rp_load_relaxed(&s->rotate_req) ? 0 :
+				       defer_for(d, rp_clock_mono_ns());
+
+			if (nap) {
+				struct timespec ts = { 0, (long)nap };
+
+				if (!d->defer_napped)
+					rp_add_relaxed(&s->stats.deferrals, 1);
+				d->defer_napped = true;
+				heartbeat(d);
+				nanosleep(&ts, NULL);
+				continue;
+			}
+			d->defer_armed = false;
+		}
 		/* before the rings are read (see ext_horizon in session.h):
 		 * pairs with the external writer's store_release of it */
 		uint64_t ext = rp_load_acquire(&s->ext_horizon);
@@ -1671,6 +1769,11 @@ int rp_drainer_start(struct rp_session *s)
 	/* rings one per CPU: a ring's writers run on its CPU (step_aside()) */
 	d->step_ok = d->nr >= rp_shm_possible_cpus();
 	d->step_gap_ns = STEP_GAP_MIN_NS;
+	/* a Block session's writers wait for this drainer once a ring is
+	 * full, so holding back would only slow them; a remote session's
+	 * rings are not this process's CPUs' */
+	d->defer_ok = d->step_ok && s->slot >= 0 &&
+		      (rp_shm_header(s->shm)->flags & RP_SHM_F_MODE_MASK) == RP_SHM_MODE_DROP;
 	d->rq = calloc(d->nr, sizeof(*d->rq));
 	if (!d->rq) {
 		err = -ENOMEM;

@@ -569,6 +569,7 @@ RP_API int rp_session_stats(const struct rp_session *s, struct rp_session_stats 
 	st.drainer_wakeups = rp_load_relaxed(&s->stats.wakeups);
 	st.sequence_points = rp_load_relaxed(&s->stats.sps);
 	st.drainer_moves = rp_load_relaxed(&s->stats.moves);
+	st.drainer_deferrals = rp_load_relaxed(&s->stats.deferrals);
 	st.output_error = rp_load_relaxed(&s->output_error);
 	if (s->shm) {
 		uint64_t drops[RP_DROP_NR] = { 0 };

@@ -151,6 +151,7 @@ struct rp_session {
 		uint64_t late;
 		uint64_t wakeups;
 		uint64_t moves;		/* step_aside() in drain.c */
+		uint64_t deferrals;	/* defer_for() in drain.c */
 		uint64_t sps;
 		uint64_t output_lost;	/* events the drainer could not get out
 					 * after its output failed */
