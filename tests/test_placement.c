@@ -302,6 +302,13 @@ static struct rp_session *fill_session(cpu_set_t *all, struct rp_event **ev, uin
 	return s;
 }
 
+/* The session's stats, which must count no drop. */
+static void assert_no_drops(const struct rp_session_stats *st)
+{
+	for (int i = 0; i < RP_DROP_REASON_NR; i++)
+		cr_assert_eq(st->dropped[i], 0, "%" PRIu64 " drops (reason %d)", st->dropped[i], i);
+}
+
 /* With a writer on every CPU, a drainer woken by a burst the rings can hold
  * would only take CPU time from the writers: it holds back until the burst
  * ends (defer_for() in drain.c). Each writer puts 3/8 of its ring in it,
@@ -324,8 +331,7 @@ Test(placement, the_drainer_holds_back_while_writers_fill_every_cpu, .timeout = 
 	cr_log_info("bytes the drainer read before the first writer finished: %" PRIu64 " %" PRIu64
 		    " %" PRIu64 " %" PRIu64 " %" PRIu64 "; %" PRIu64 " deferrals",
 		    read[0], read[1], read[2], read[3], read[4], st.drainer_deferrals);
-	for (int i = 0; i < RP_DROP_REASON_NR; i++)
-		cr_assert_eq(st.dropped[i], 0, "%" PRIu64 " drops (reason %d)", st.dropped[i], i);
+	assert_no_drops(&st);
 	/* a writer descheduled for a whole nap ends a deferral early (its
 	 * CPU looks quiet): one round in five may */
 	cr_assert_geq(held, FILL_ROUNDS - 1, "the drainer read during %d of %d bursts (%" PRIu64
@@ -352,18 +358,18 @@ Test(placement, holding_back_loses_nothing_the_rings_can_hold, .timeout = 60)
 	cr_log_info("the drainer read part of the burst before the first writer finished in "
 		    "%d of %d bursts; %" PRIu64 " deferrals", drained, FILL_ROUNDS,
 		    st.drainer_deferrals);
-	for (int i = 0; i < RP_DROP_REASON_NR; i++)
-		cr_assert_eq(st.dropped[i], 0, "%" PRIu64 " drops (reason %d)", st.dropped[i], i);
+	assert_no_drops(&st);
 	/* it did hold back: in most rounds (a writer that starts late, or is
 	 * descheduled for a nap, leaves a quiet CPU, which ends a deferral) */
 	cr_assert_geq(st.drainer_deferrals, FILL_ROUNDS / 2 + 1);
 	cr_assert_eq(rp_session_stop(s), 0);
 }
 
-/* A trickle on every CPU never fills a ring: only the bound on a
- * deferral's length (10 ms) gets its events out. Writers that each write
- * one event every 50 us for 3/8 of a 32 MiB ring's worth would keep a drainer
- * that held back for as long as they wrote away for the whole round. */
+/* A trickle on every CPU never nears half a ring: only the bound on a
+ * deferral's length (10 ms) gets its events out while it lasts. Writers
+ * that each write an event every 50 us, 1/512 of a 32 MiB ring's worth,
+ * would keep a drainer that held back for as long as they wrote away for
+ * the whole round. */
 Test(placement, holding_back_ends_within_its_bound, .timeout = 120)
 {
 	struct rp_session_stats st = { .sz = sizeof(st) };
