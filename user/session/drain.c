@@ -101,6 +101,15 @@ struct bound {
 	uint64_t pos, t;	/* every record at pos or later has ts >= t */
 };
 
+/*
+ * A look at whether a ring's writers moved it: its producer position and,
+ * as a writer of a full ring moves its drop count instead, that count. Only
+ * signs, whatever a process mapping the ring writes there.
+ */
+struct ring_look {
+	uint64_t prod, full;
+};
+
 struct rqueue {
 	struct rp_ring *r;	/* the ring read (rp_shm_ring(), looked up once) */
 	/* records read and held, in timestamp order: a circular window */
@@ -123,11 +132,9 @@ struct rqueue {
 	uint64_t pre_end;	/* where the walk stopped */
 	bool pre_oom;
 	uint64_t horizon;	/* nothing older than this is left unread */
-	/* the producer position and the count of writes the full ring
-	 * dropped, at the drainer's last look at its own CPU (step_aside()) */
-	uint64_t step_prod, step_full;
-	/* the same at defer_for()'s last look (at the idle sleep, first) */
-	uint64_t defer_prod, defer_full;
+	/* the ring at the drainer's last look at its own CPU (step_aside()),
+	 * and at defer_for()'s last look (at the idle sleep, first) */
+	struct ring_look step, defer;
 	uint64_t stop_from;	/* the reader's position when stop began */
 };
 
@@ -208,8 +215,8 @@ struct drainer {
 	uint64_t step_next_ns, step_last_ns, step_gap_ns;
 	/* defer_for(): the session may hold back; armed by an idle sleep
 	 * (the drainer had caught up), disarmed by the first pass after it;
-	 * when the deferral began (0: not yet) */
-	bool defer_ok, defer_armed, defer_napped;
+	 * the first look after the sleep (0: not yet) */
+	bool defer_ok, defer_armed;
 	uint64_t defer_since_ns;
 };
 
@@ -1280,6 +1287,20 @@ static bool stop_done(struct drainer *d, size_t got)
 	return true;
 }
 
+/* A new look at r into *l: whether the ring moved since the one before
+ * (relaxed: nothing is read on their word). */
+static bool ring_look_moved(const struct rp_ring *r, struct ring_look *l)
+{
+	struct ring_look now = {
+		.prod = rp_load_relaxed(&r->hdr->producer_pos),
+		.full = rp_load_relaxed(&r->hdr->drops[RP_DROP_FULL]),
+	};
+	bool moved = now.prod != l->prod || now.full != l->full;
+
+	*l = now;
+	return moved;
+}
+
 #define STEP_LOOK_NS 1000000ull		/* a look at the drainer's CPU, at most */
 #define STEP_GAP_MIN_NS 10000000ull	/* between two moves, at least */
 #define STEP_GAP_MAX_NS 1000000000ull
@@ -1309,19 +1330,9 @@ static void step_aside(struct drainer *d, uint64_t now)
 	d->step_next_ns = now + STEP_LOOK_NS;
 	cpu = rp_ring_current_cpu();
 	CPU_ZERO(&busy);
-	for (i = 0; i < d->nr && i < CPU_SETSIZE; i++) {
-		struct rqueue *q = &d->rq[i];
-		/* a writer of a full ring moves its drop count instead; both
-		 * only a sign, whatever a process mapping the ring writes
-		 * there (relaxed: nothing is read on their word) */
-		uint64_t prod = rp_load_relaxed(&q->r->hdr->producer_pos);
-		uint64_t full = rp_load_relaxed(&q->r->hdr->drops[RP_DROP_FULL]);
-
-		if (prod != q->step_prod || full != q->step_full)
+	for (i = 0; i < d->nr && i < CPU_SETSIZE; i++)
+		if (ring_look_moved(d->rq[i].r, &d->rq[i].step))
 			CPU_SET(i, &busy);
-		q->step_prod = prod;
-		q->step_full = full;
-	}
 	mine = cpu < CPU_SETSIZE && CPU_ISSET(cpu, &busy);
 	if (!mine) {
 		d->step_gap_ns = STEP_GAP_MIN_NS;
@@ -1375,16 +1386,10 @@ static uint64_t defer_for(struct drainer *d, uint64_t now)
 	for (i = 0; i < d->nr; i++) {
 		struct rqueue *q = &d->rq[i];
 		const struct rp_ring *r = q->r;
-		/* only signs and sizes, whatever a mapper writes there: a
-		 * scribbled position ends the deferral (relaxed: nothing is
-		 * read on their word) */
-		uint64_t prod = rp_load_relaxed(&r->hdr->producer_pos);
-		uint64_t full = rp_load_relaxed(&r->hdr->drops[RP_DROP_FULL]);
-		uint64_t used = prod - r->published, half = r->size / 2, t;
-		bool quiet = prod == q->defer_prod && full == q->defer_full;
+		bool quiet = !ring_look_moved(r, &q->defer);
+		/* a scribbled position ends the deferral */
+		uint64_t used = q->defer.prod - r->published, half = r->size / 2, t;
 
-		q->defer_prod = prod;
-		q->defer_full = full;
 		if (used >= half)
 			return 0;
 		if (quiet && i < CPU_SETSIZE && CPU_ISSET(i, &mine))
@@ -1420,13 +1425,9 @@ static void sleep_idle(struct drainer *d, int64_t ns)
 		if (d->defer_ok) {
 			uint32_t i;
 
-			for (i = 0; i < d->nr; i++) {
-				d->rq[i].defer_prod = rp_load_relaxed(&d->rq[i].r->hdr->producer_pos);
-				d->rq[i].defer_full =
-					rp_load_relaxed(&d->rq[i].r->hdr->drops[RP_DROP_FULL]);
-			}
+			for (i = 0; i < d->nr; i++)
+				(void)ring_look_moved(d->rq[i].r, &d->rq[i].defer);
 			d->defer_armed = true;
-			d->defer_napped = false;
 			d->defer_since_ns = 0;
 		}
 		rp_futex_wait(&h->drainer_wake, word, (uint64_t)ns);
@@ -1643,15 +1644,17 @@ static void *drainer_main(void *arg)
 			continue;
 		}
 		if (d->defer_armed) {
+			/* a look that finds no cause for a nap disarms, so a
+			 * deferral's naps begin with its first look */
+			bool first = !d->defer_since_ns;
 			uint64_t nap = stopping || rp_load_relaxed(&s->rotate_req) ? 0 :
 				       defer_for(d, rp_clock_mono_ns());
 
 			if (nap) {
 				struct timespec ts = { 0, (long)nap };
 
-				if (!d->defer_napped)
+				if (first)
 					rp_add_relaxed(&s->stats.deferrals, 1);
-				d->defer_napped = true;
 				heartbeat(d);
 				nanosleep(&ts, NULL);
 				continue;
