@@ -1181,6 +1181,134 @@ Test(corrupt, random_garbage_fuzz, .timeout = 60)
 	rp_shm_destroy(s);
 }
 
+/* One step of the xorshift generator the fuzz tests share. */
+static uint64_t xs_next(uint64_t *x)
+{
+	*x ^= *x << 13;
+	*x ^= *x >> 7;
+	*x ^= *x << 17;
+	return *x;
+}
+
+/* The same bytes in both rings: a run of records at the reader's position
+ * (mostly plain ones, some with parts, some discarded, some with a length
+ * or payload size that does not add up, some still BUSY), then garbage. */
+static void twin_fill(struct rp_ring *a, struct rp_ring *b, uint64_t *x)
+{
+	uint64_t size = a->size, at = a->cons, n = xs_next(x) % 24;
+	unsigned char *buf = malloc(size);
+
+	cr_assert_not_null(buf, "malloc of %" PRIu64 " bytes", size);
+	for (uint64_t i = 0; i < size; i += 8) {
+		uint64_t v = xs_next(x);
+
+		memcpy(buf + i, &v, 8);
+	}
+	for (uint64_t k = 0; k < n; k++) {
+		uint64_t v = xs_next(x);
+		uint16_t plen = (uint16_t)(v & 127);
+		uint16_t fl = (v >> 8) % 4 ? 0 : (uint16_t)((v >> 12) & RP_REC_F_KNOWN);
+		uint32_t nr = (fl & RP_REC_F_STACK) ? (uint32_t)((v >> 16) & 7) : 0;
+		uint32_t len = (uint32_t)rp_record_size(fl, nr, plen);
+		struct rp_shm_record *rec = (struct rp_shm_record *)(buf + (at & a->mask));
+
+		if ((at & a->mask) + len > size)
+			break;
+		rp_record_fill(rec, 1, v >> 40, 3, (uint32_t)k, fl, plen, 0);
+		if (fl & RP_REC_F_STACK)
+			((struct rp_shm_stack *)((char *)rec + rp_record_stack_off(fl)))->nr = nr;
+		switch ((v >> 24) % 16) {
+		case 0: rec->len = len | RP_REC_DISCARD; break;
+		case 1: rec->len = len | RP_REC_BUSY; break;
+		case 2: rec->len = len + 8; break;		/* longer than its parts */
+		case 3: rec->payload_len = (uint16_t)(plen + 9); rec->len = len; break;
+		case 4: rec->flags = 0x80; rec->len = len; break;
+		default: rec->len = len; break;
+		}
+		at += len;
+	}
+	memcpy(a->data, buf, size);
+	memcpy(b->data, buf, size);
+	free(buf);
+	/* the producer at the run's end, a little before or after it, or
+	 * anywhere at all */
+	switch (xs_next(x) % 4) {
+	case 0: at = xs_next(x); break;
+	case 1: at -= xs_next(x) % 64 * 8; break;
+	case 2: at += xs_next(x) % 64 * 8; break;
+	default: break;
+	}
+	__atomic_store_n(&a->hdr->producer_pos, at, __ATOMIC_RELAXED);
+	__atomic_store_n(&b->hdr->producer_pos, at, __ATOMIC_RELAXED);
+}
+
+/* rp_ring_peek_fast() is rp_ring_peek(): two rings with the same bytes, one
+ * read with each, give the same answers, records and counters throughout. */
+Test(corrupt, fast_peek_answers_as_the_full_one, .timeout = 60)
+{
+	const uint64_t size = 8 * KIB;
+	struct rp_shm *s = mk_shm(2, size);
+	struct rp_ring *a = rp_shm_ring(s, 0), *b = rp_shm_ring(s, 1);
+	uint64_t x = 0x2545f4914f6cdd1dull, plain = 0, other = 0;
+
+	rp_shm_set_stale_timeout(s, 0);
+	for (int iter = 0; iter < 4000; iter++) {
+		twin_fill(a, b, &x);
+		for (int k = 0; k < 64; k++) {
+			struct rp_ring_item ia, ib;
+			int ea, eb;
+
+			memset(&ia, 0, sizeof(ia));
+			memset(&ib, 0, sizeof(ib));
+			ea = rp_ring_peek(a, &ia);
+			eb = rp_ring_peek_fast(b, &ib);
+			cr_assert_eq(ea, eb, "iter %d, peek %d: rp_ring_peek() %d, the fast one %d",
+				     iter, k, ea, eb);
+			cr_assert_eq(a->cons, b->cons, "iter %d, peek %d: reader at %" PRIu64 " and %" PRIu64,
+				     iter, k, a->cons, b->cons);
+			if (ea == -EAGAIN)
+				break;
+			if (ea)
+				continue;
+			cr_assert(ia.pos == ib.pos && ia.len == ib.len && ia.stack_nr == ib.stack_nr &&
+				  !memcmp(&ia.hdr, &ib.hdr, sizeof(ia.hdr)) &&
+				  (const unsigned char *)ia.rec - a->data ==
+				  (const unsigned char *)ib.rec - b->data &&
+				  (const unsigned char *)ia.payload - a->data ==
+				  (const unsigned char *)ib.payload - b->data &&
+				  !ia.activity == !ib.activity && !ia.stack == !ib.stack,
+				  "iter %d, peek %d: the records differ (pos %" PRIu64 "/%" PRIu64
+				  ", len %u/%u)", iter, k, ia.pos, ib.pos, ia.len, ib.len);
+			if (ia.hdr.flags)
+				other++;
+			else
+				plain++;
+			rp_ring_advance(a);
+			rp_ring_advance(b);
+		}
+		rp_ring_release(a);
+		rp_ring_release(b);
+	}
+	cr_assert_eq(rp_ring_corrupt_count(a), rp_ring_corrupt_count(b),
+		     "corrupt counts: %" PRIu64 " and %" PRIu64, rp_ring_corrupt_count(a),
+		     rp_ring_corrupt_count(b));
+	cr_assert_eq(rp_ring_stale_count(a), rp_ring_stale_count(b),
+		     "stale counts: %" PRIu64 " and %" PRIu64, rp_ring_stale_count(a),
+		     rp_ring_stale_count(b));
+	cr_assert_eq(rp_ring_skipped_bytes(a), rp_ring_skipped_bytes(b),
+		     "skipped bytes: %" PRIu64 " and %" PRIu64, rp_ring_skipped_bytes(a),
+		     rp_ring_skipped_bytes(b));
+	/* both kinds went through, and the bad ones were seen */
+	cr_assert_gt(plain, 1000, "plain records read: %" PRIu64, plain);
+	cr_assert_gt(other, 100, "records with parts read: %" PRIu64, other);
+	cr_assert_gt(rp_ring_corrupt_count(a), 100, "corrupt records seen: %" PRIu64,
+		     rp_ring_corrupt_count(a));
+	cr_log_info("fast peek: %" PRIu64 " plain and %" PRIu64 " other records, %" PRIu64
+		    " corrupt, %" PRIu64 " stale, alike", plain, other, rp_ring_corrupt_count(a),
+		    rp_ring_stale_count(a));
+	rp_shm_destroy(s);
+}
+
 /* ---- dead producers: BUSY (or never-marked) heads are skipped in time -- */
 
 Test(stale, busy_head_blocks_then_is_skipped)

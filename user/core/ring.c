@@ -411,12 +411,6 @@ int rp_ring_peek(struct rp_ring *r, struct rp_ring_item *it)
 	return -EAGAIN;
 }
 
-void rp_ring_advance(struct rp_ring *r)
-{
-	r->cons += r->peek_len;
-	r->peek_len = 0;
-}
-
 void rp_ring_release(struct rp_ring *r)
 {
 	rp_ring_release_to(r, r->cons);

@@ -193,7 +193,6 @@ uint32_t rp_shm_possible_cpus(void);
 
 /* ring.c: consumer */
 int rp_ring_peek(struct rp_ring *r, struct rp_ring_item *it);
-void rp_ring_advance(struct rp_ring *r);
 void rp_ring_release(struct rp_ring *r);
 /*
  * For a consumer that reads records in place and hands them back later
@@ -444,6 +443,56 @@ static inline void rp_ring_discard(struct rp_shm_record *rec)
 static inline void rp_ring_count_drop(struct rp_ring *r, unsigned int reason)
 {
 	rp_add_relaxed(&r->hdr->drops[reason & (RP_DROP_SLOTS - 1)], 1);
+}
+
+/* Steps past the record the last peek returned (inline: a reader's loop
+ * calls it once a record). */
+static inline void rp_ring_advance(struct rp_ring *r)
+{
+	r->cons += r->peek_len;
+	r->peek_len = 0;
+}
+
+/*
+ * rp_ring_peek() for the record nearly every peek of a busy ring finds:
+ * committed, plain (no flag), of the length its payload implies, within
+ * what the reader already accepted of the producer position. Inline, so a
+ * reader's loop pays neither a call nor the full checks' frame; anything
+ * else (nothing to read, a record with parts, a length that does not add
+ * up) goes to rp_ring_peek(), which decides and reports as always. A record
+ * taken here passes every check of rp_ring_peek() (a length that is the
+ * size of a header and a payload is at least a header and aligned), so
+ * either way *it is the same.
+ */
+static inline int rp_ring_peek_fast(struct rp_ring *r, struct rp_ring_item *it)
+{
+	uint64_t avail = r->prod_seen - r->cons;
+	const unsigned char *rec = r->data + (r->cons & r->mask);
+	uint32_t lenw;
+
+	if (__builtin_expect(avail - 1 >= r->size, 0))	/* none, or implausible */
+		return rp_ring_peek(r, it);
+	/* pairs with the store_release in rp_ring_commit() and
+	 * rp_ring_commit_len(): the header is visible once len is */
+	lenw = rp_load_acquire((const uint32_t *)rec);
+	if (__builtin_expect(!lenw || (lenw & (RP_REC_BUSY | RP_REC_DISCARD)) ||
+			     lenw > r->max_record || lenw > avail, 0))
+		return rp_ring_peek(r, it);
+	memcpy(&it->hdr, rec, sizeof(it->hdr));
+	/* the copy is what is checked and used: the shared bytes may change */
+	if (__builtin_expect(it->hdr.flags ||
+			     rp_record_size(0, 0, it->hdr.payload_len) != lenw, 0))
+		return rp_ring_peek(r, it);
+	r->stuck_since_ns = 0;
+	r->peek_len = lenw;
+	it->rec = (const struct rp_shm_record *)rec;
+	it->pos = r->cons;
+	it->len = lenw;
+	it->stack_nr = 0;
+	it->activity = NULL;
+	it->stack = NULL;
+	it->payload = rec + rp_record_payload_off(0, 0);
+	return 0;
 }
 
 /* Advance past the peeked record and publish right away. */

@@ -991,7 +991,7 @@ static size_t collect(struct drainer *d)
 			uint64_t ts;
 			uint32_t k;
 
-			err = rp_ring_peek(r, &it);
+			err = rp_ring_peek_fast(r, &it);
 			if (rp_unlikely(err)) {
 				if (err != -EBADMSG && err != -ESTALE)
 					break;	/* -EAGAIN: nothing committed next */
