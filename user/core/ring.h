@@ -414,8 +414,9 @@ static inline void *rp_record_payload(struct rp_shm_record *rec, uint32_t stack_
  */
 static inline void rp_ring_commit_len(struct rp_shm_record *rec, uint32_t len)
 {
-	/* pairs with the load_acquire of rec->len in rp_ring_peek(): the
-	 * record body is visible before the consumer sees it committed */
+	/* pairs with the load_acquire of rec->len in rp_ring_peek() and
+	 * rp_ring_peek_fast(): the record body is visible before the
+	 * consumer sees it committed */
 	rp_store_release(&rec->len, (len + RP_REC_ALIGN - 1) & ~(uint32_t)(RP_REC_ALIGN - 1));
 }
 
@@ -425,8 +426,9 @@ static inline void rp_ring_commit(struct rp_shm_record *rec)
 {
 	uint32_t len = rp_load_relaxed(&rec->len) & RP_REC_LEN_MASK;
 
-	/* pairs with the load_acquire of rec->len in rp_ring_peek(): the
-	 * record body is visible before the consumer sees it committed */
+	/* pairs with the load_acquire of rec->len in rp_ring_peek() and
+	 * rp_ring_peek_fast(): the record body is visible before the
+	 * consumer sees it committed */
 	rp_store_release(&rec->len, len);
 }
 
@@ -435,7 +437,8 @@ static inline void rp_ring_discard(struct rp_shm_record *rec)
 {
 	uint32_t len = rp_load_relaxed(&rec->len) & RP_REC_LEN_MASK;
 
-	/* pairs with the load_acquire of rec->len in rp_ring_peek() */
+	/* pairs with the load_acquire of rec->len in rp_ring_peek() (which
+	 * rp_ring_peek_fast() leaves a discarded record to) */
 	rp_store_release(&rec->len, len | RP_REC_DISCARD);
 }
 
@@ -472,8 +475,9 @@ static inline int rp_ring_peek_fast(struct rp_ring *r, struct rp_ring_item *it)
 
 	if (__builtin_expect(avail - 1 >= r->size, 0))	/* none, or implausible */
 		return rp_ring_peek(r, it);
-	/* pairs with the store_release in rp_ring_commit() and
-	 * rp_ring_commit_len(): the header is visible once len is */
+	/* pairs with the store_release in rp_ring_commit(),
+	 * rp_ring_commit_len() and the flat write (write.c): the header is
+	 * visible once len is */
 	lenw = rp_load_acquire((const uint32_t *)rec);
 	if (__builtin_expect(!lenw || (lenw & (RP_REC_BUSY | RP_REC_DISCARD)) ||
 			     lenw > r->max_record || lenw > avail, 0))

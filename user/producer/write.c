@@ -656,7 +656,7 @@ static __attribute__((noinline)) int write_flat(struct rp_event *ev, uint64_t ma
 	flat_word(rec, 16, (uint64_t)seq << 32 | t->tid);
 	flat_word(rec, 8, rp_clock_rdtsc());
 	/* rp_ring_commit_len() of a length already aligned: pairs with the
-	 * load_acquire of rec->len in rp_ring_peek() */
+	 * load_acquire of rec->len in rp_ring_peek() and rp_ring_peek_fast() */
 	rp_store_release(&rec->len, (uint32_t)size);
 	/* wake_drainer()'s look at the idle flag (membarrier works: the fence
 	 * is a compiler barrier); its wake is write_flat_wake()'s */
