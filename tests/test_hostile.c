@@ -1051,9 +1051,12 @@ static void forge_one(struct rp_session *s, uint32_t meta, uint32_t tid, uint32_
  * Forged thread ids and sequence numbers are refused; a real thread whose
  * id they use loses nothing to them (or one record, to a forged restart),
  * EventsLost stays what the reader can account for, and drop counters set
- * to absurd values are not reported.
+ * to absurd values are not reported. one_pass: the drainer is paused from
+ * the first forged record to the last real one, so that it reads them all
+ * in one pass (as a drainer kept off its CPU for a while does), where the
+ * refusals and the records that claim the loss they leave meet.
  */
-Test(hostile, forged_numbers_cost_a_thread_at_most_one_record, .timeout = 60)
+static void forged_numbers(bool one_pass)
 {
 	char *dir = th_tmpdir(), *path;
 	struct rp_provider_opts po = { .sz = sizeof(po), .name = "Test-Hostile-Seq" };
@@ -1076,6 +1079,8 @@ Test(hostile, forged_numbers_cost_a_thread_at_most_one_record, .timeout = 60)
 	for (k = 0; k < 10; k++, pl.counter++)
 		cr_assert_eq(rp_event_write(ev, &pl, sizeof(pl)), 0);
 	usleep(30000);
+	if (one_pass)
+		__atomic_store_n(&rp_drain_pause, 1, __ATOMIC_RELAXED);
 	/* seq of my next write: 2 + the 10 written */
 	forge_one(s, ev->index, 0, 12);			/* thread 0 */
 	forge_one(s, ev->index, 5000000, 12);		/* no such thread id */
@@ -1098,6 +1103,7 @@ Test(hostile, forged_numbers_cost_a_thread_at_most_one_record, .timeout = 60)
 	usleep(30000);
 	for (k = 0; k < 10; k++, pl.counter++)
 		cr_assert_eq(rp_event_write(ev, &pl, sizeof(pl)), 0);
+	__atomic_store_n(&rp_drain_pause, 0, __ATOMIC_RELAXED);
 	for (k = 0; k < 400; k++) {	/* 29 real and the forged restart written */
 		cr_assert_eq(rp_session_stats(s, &st), 0);
 		if (st.events_written >= 30 && st.corrupt_records >= 6)
@@ -1121,4 +1127,14 @@ Test(hostile, forged_numbers_cost_a_thread_at_most_one_record, .timeout = 60)
 	}
 	free(path);
 	th_rmdir(dir);
+}
+
+Test(hostile, forged_numbers_cost_a_thread_at_most_one_record, .timeout = 60)
+{
+	forged_numbers(false);
+}
+
+Test(hostile, forged_numbers_read_in_one_pass_cost_the_same, .timeout = 60)
+{
+	forged_numbers(true);
 }

@@ -593,10 +593,15 @@ static bool seq_final(struct drainer *d, uint32_t tid, uint32_t raw, uint32_t *o
 	return g != 0;
 }
 
-/* A record the drainer read and will not write: corrupt. */
+/* A record the drainer read and will not write: corrupt. It enters the loss
+ * bound at once, not at the next refresh_losses() (which counts it as well
+ * and keeps the larger bound): a pass that reads a refused record and the
+ * record that confirms it (seq_accept_slow()) would otherwise claim the
+ * lost one from a budget without it, and the trace would not show it. */
 static void refuse(struct drainer *d)
 {
 	d->rejected++;
+	d->loss_bound++;
 	rp_add_relaxed(&d->s->stats.corrupt, 1);
 }
 
