@@ -1079,8 +1079,10 @@ static void forged_numbers(bool one_pass)
 	for (k = 0; k < 10; k++, pl.counter++)
 		cr_assert_eq(rp_event_write(ev, &pl, sizeof(pl)), 0);
 	usleep(30000);
-	if (one_pass)
+	if (one_pass) {
 		__atomic_store_n(&rp_drain_pause, 1, __ATOMIC_RELAXED);
+		usleep(2000);	/* a pass under way ends; the next one waits */
+	}
 	/* seq of my next write: 2 + the 10 written */
 	forge_one(s, ev->index, 0, 12);			/* thread 0 */
 	forge_one(s, ev->index, 5000000, 12);		/* no such thread id */

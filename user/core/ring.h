@@ -464,8 +464,9 @@ static inline void rp_ring_advance(struct rp_ring *r)
  * else (nothing to read, a record with parts, a length that does not add
  * up) goes to rp_ring_peek(), which decides and reports as always. A record
  * taken here passes every check of rp_ring_peek() (a length that is the
- * size of a header and a payload is at least a header and aligned), so
- * either way *it is the same.
+ * size of a header and a payload is at least a header and aligned), so a
+ * record handed out is the same either way (on an error *it means nothing,
+ * with either).
  */
 static inline int rp_ring_peek_fast(struct rp_ring *r, struct rp_ring_item *it)
 {
@@ -483,7 +484,10 @@ static inline int rp_ring_peek_fast(struct rp_ring *r, struct rp_ring_item *it)
 			     lenw > r->max_record || lenw > avail, 0))
 		return rp_ring_peek(r, it);
 	memcpy(&it->hdr, rec, sizeof(it->hdr));
-	/* the copy is what is checked and used: the shared bytes may change */
+	/* the copy is what is checked and used: the shared bytes may change,
+	 * and inline, without the barrier, the compiler could read a field
+	 * again from the ring where the caller uses the copy */
+	rp_compiler_barrier();
 	if (__builtin_expect(it->hdr.flags ||
 			     rp_record_size(0, 0, it->hdr.payload_len) != lenw, 0))
 		return rp_ring_peek(r, it);

@@ -190,9 +190,10 @@ struct drainer {
 				 * the shared drainer_tid is for other readers) */
 	bool failed;
 	/* sequence numbers: an upper bound on the attempts lost so far
-	 * (validated drops, records this reader threw away; refreshed after
-	 * a pass read its records, at least every millisecond), and how much
-	 * of it gaps in the trace claim */
+	 * (validated drops and ring losses, refreshed after a pass read its
+	 * records and at least every millisecond; records this reader threw
+	 * away, as it refuses them), and how much of it gaps in the trace
+	 * claim */
 	struct seqtab seqs;
 	uint64_t rejected;	/* records read and refused by emit() */
 	uint64_t loss_bound;
