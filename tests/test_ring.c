@@ -1086,6 +1086,15 @@ Test(corrupt, bad_positions)
 	rp_shm_destroy(s);
 }
 
+/* One step of the xorshift generator the fuzz tests share. */
+static uint64_t xs_next(uint64_t *x)
+{
+	*x ^= *x << 13;
+	*x ^= *x >> 7;
+	*x ^= *x << 17;
+	return *x;
+}
+
 /* Random garbage everywhere: the consumer must neither crash, hang nor
  * hand out a record outside the mapping, and must work afterwards. */
 Test(corrupt, random_garbage_fuzz, .timeout = 60)
@@ -1102,8 +1111,7 @@ Test(corrupt, random_garbage_fuzz, .timeout = 60)
 		uint64_t base = r->cons;
 
 		for (uint64_t i = 0; i < size; i += 8) {
-			rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
-			uint64_t v = rng;
+			uint64_t v = xs_next(&rng);
 
 			/* mix in plausible len words so deeper checks run too */
 			if ((rng >> 60) < 6)
@@ -1129,7 +1137,7 @@ Test(corrupt, random_garbage_fuzz, .timeout = 60)
 				at += len;
 			}
 		}
-		rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
+		xs_next(&rng);
 		switch (rng & 3) {
 		case 0: __atomic_store_n(&r->hdr->producer_pos, rng, __ATOMIC_RELAXED); break;
 		case 1: __atomic_store_n(&r->hdr->producer_pos, base + (rng >> 8) % size, __ATOMIC_RELAXED); break;
@@ -1179,15 +1187,6 @@ Test(corrupt, random_garbage_fuzz, .timeout = 60)
 		rp_ring_consume(r);
 	}
 	rp_shm_destroy(s);
-}
-
-/* One step of the xorshift generator the fuzz tests share. */
-static uint64_t xs_next(uint64_t *x)
-{
-	*x ^= *x << 13;
-	*x ^= *x >> 7;
-	*x ^= *x << 17;
-	return *x;
 }
 
 /* The same bytes in both rings: a run of records at the reader's position
