@@ -561,10 +561,16 @@ struct sweep_run {
 	bool complete;			/* every event once, per thread, EventsLost 0 */
 	bool accounted;			/* found + EventsLost == attempted */
 	uint64_t nvcsw, nivcsw;		/* context switches, whole process */
+	double cpu_ms;			/* user + system time, whole process */
 	uint64_t parks, park_failed;
 	bool park_overflow;
 	uint64_t p50, p99, p999, pmax;	/* park ns */
 };
+
+static double tv_ms(const struct timeval *tv)
+{
+	return (double)tv->tv_sec * 1e3 + (double)tv->tv_usec / 1e3;
+}
 
 /* the k-th smallest of n sorted values for per-mille pm, nearest rank */
 static uint64_t rank_permille(const uint64_t *v, uint64_t n, unsigned int pm)
@@ -649,6 +655,8 @@ static struct sweep_run sweep_once(int mode, int buf, uint32_t nt)
 	res.write_ms = (double)(tw - t0) / 1e6;
 	res.nvcsw = (uint64_t)(ru1.ru_nvcsw - ru0.ru_nvcsw);
 	res.nivcsw = (uint64_t)(ru1.ru_nivcsw - ru0.ru_nivcsw);
+	res.cpu_ms = tv_ms(&ru1.ru_utime) + tv_ms(&ru1.ru_stime) - tv_ms(&ru0.ru_utime) -
+		     tv_ms(&ru0.ru_stime);
 	res.parks = rp_load_relaxed(&park_n);
 	res.park_failed = rp_load_relaxed(&park_failed);
 	res.park_overflow = res.parks > SWEEP_TOTAL;
@@ -677,10 +685,12 @@ static struct sweep_run sweep_once(int mode, int buf, uint32_t nt)
 				       c.counter_sum[t] == a[t].n * (a[t].n + 1) / 2;
 	}
 	if (verbose)
-		fprintf(stderr, "bench_block: sweep %s %s T=%u: %.3f s, %" PRIu64 " of %" PRIu64
+		fprintf(stderr, "bench_block: sweep %s %s T=%u: %.3f s (last write at %.1f ms, "
+			"CPU %.1f ms), %" PRIu64 " of %" PRIu64
 			" in the trace, EventsLost %" PRId64 ", %" PRIu64 " voluntary switches, %"
 			PRIu64 " parks\n", sweep_modes[mode].name, sweep_bufs[buf].name, nt,
-			res.secs, res.found, res.attempted, res.lost, res.nvcsw, res.parks);
+			res.secs, res.write_ms, res.cpu_ms, res.found, res.attempted, res.lost,
+			res.nvcsw, res.parks);
 	return res;
 }
 

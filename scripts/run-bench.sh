@@ -22,8 +22,12 @@
 # 1, 2, 8, 32, 128 unpinned writers, 1,000,000 events in all, 1 MiB and
 # 16 MiB, Block and Drop / blocking and discard) runs after the rounds:
 # SWEEP_REPS (5; 3 with --quick) repetitions, ringpipe and LTTng-UST
-# alternating, one repetition of every case each time; its figures are the
-# medians over them, its ratios are computed here. Progress goes to
+# alternating, one repetition of every case each time (ringpipe's three,
+# SWEEP_RP_RUNS: its 20 cases take about a second, LTTng-UST's about half
+# a minute, so its figures cost little to take from three times as many
+# runs, and a ratio of two medians of this host's runs, which spread by
+# a third, needs them); its figures are the medians over them, its ratios
+# are computed here. Progress goes to
 # stderr, so stdout is the tables alone. A contender that cannot run gets
 # its reason in its cells, never a number.
 set -uo pipefail
@@ -46,6 +50,7 @@ rounds=${ROUNDS:-5}
 [ $quick = 1 ] && rounds=1
 sweep_reps=${SWEEP_REPS:-5}
 [ $quick = 1 ] && sweep_reps=3
+sweep_rp_runs=${SWEEP_RP_RUNS:-3}
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/ringpipe-bench.XXXXXX") || exit 1
 trap 'rm -rf "$work"' EXIT
@@ -78,8 +83,12 @@ done
 phase="sweep repetition" nphase=$sweep_reps
 t_sweep=$(date +%s)
 load_sweep=$(cut -d' ' -f1 /proc/loadavg)
-for r in $(seq "$sweep_reps"); do
-	run rps "$OUT/bench/bench_block" --sweep --kv --reps 1
+for rep in $(seq "$sweep_reps"); do
+	for i in $(seq "$sweep_rp_runs"); do	# each run its own file: merge() takes the median of all
+		r=$rep.$i
+		run rps "$OUT/bench/bench_block" --sweep --kv --reps 1
+	done
+	r=$rep
 	if [ -x "$OUT/bench/lttng_bench" ]; then
 		run lts scripts/bench-lttng.sh "$OUT/bench/lttng_bench" 1 "$work/lttng-sweep" --sweep 1
 	else
@@ -258,7 +267,7 @@ END {
 }' "$OUTPUT/bench-last.kv"
 
 # ---- the thread sweep: one row per buffer, T and contender
-awk -v cpus="$(nproc)" -v reps="$sweep_reps" -v secs="$secs_sweep" -v load="$load_sweep" \
+awk -v cpus="$(nproc)" -v reps="$sweep_reps" -v rpruns="$sweep_rp_runs" -v secs="$secs_sweep" -v load="$load_sweep" \
 	-v kernel="$(uname -r)" -v date="$(date -u +%Y-%m-%d)" -v cmd="make bench${*:+ BENCH_ARGS=$*}" '
 { k = $1; $1 = ""; v[k] = substr($0, 2) }
 function has(k) { return (k in v) && v[k] != "" }
@@ -303,7 +312,7 @@ END {
 	printf "ringpipe (`bench_block --sweep`): rp_event_write() into a streaming session of 1 MiB or 16 MiB (one ring per CPU), Block or Drop, timed from the first write until rp_session_stop() returned; delivered and loss from the trace read back with the library'"'"'s reader. "
 	printf "%s (`bench-lttng.sh --sweep`): 4 sub-buffers per CPU adding up to the same total, blocking mode (`--blocking-timeout=inf`, `LTTNG_UST_ALLOW_BLOCKING=1`) or discard mode, timed until `lttng stop` returned; loss = the channel'"'"'s Discarded events. ", ltv
 	printf "Context switches: the writer process'"'"'s voluntary ones (getrusage ru_nvcsw) over the timed span, per 1,000 events. Park times: every park of a ringpipe Block run (rp_bench_park_hook), that run'"'"'s percentiles (medians over the runs that parked). "
-	printf "Every figure the median over %d repetitions, the two tracers alternating; compare within this run only.\n\n", reps
+	printf "Every figure the median over %d repetitions, the two tracers alternating (ringpipe: %d runs of every case in each, %d in all); compare within this run only.\n\n", reps, rpruns, reps * rpruns
 	print "| buffer | T | tracer, mode | M events/s attempted | M events/s delivered | loss (median; worst run) | voluntary cs / 1,000 events | park p50 (ms) | park p99 (ms) | park p99.9 (ms) | park max (ms) | ringpipe Block vs its T=2 |"
 	print "|---|---|---|---|---|---|---|---|---|---|---|---|"
 	for (b = 1; b <= 2; b++)
