@@ -59,8 +59,9 @@
  * park times rp_bench_park_hook reports (p50/p99/p99.9/max of each run,
  * recorded into a preallocated array). 5 repetitions of every case in turn
  * (3 with --quick, N with --reps); a table, or with --kv "key value" lines
- * (medians; run-bench.sh runs --kv --reps 1 once per repetition, alternating
- * with LTTng-UST's side).
+ * (medians; run-bench.sh runs --kv --reps 1 three times per repetition,
+ * alternating with LTTng-UST's side). With --verbose, one line per run on
+ * stderr: its time, its last write, the process's CPU time, the trace check.
  *
  * --idle-writers (with --sweep): each writer, after its last write, stays
  * alive and idle (asleep on a futex) until rp_session_stop() returned, as a
