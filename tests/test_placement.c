@@ -180,6 +180,7 @@ Test(placement, the_drainer_leaves_a_busy_writers_cpu_for_an_idle_one, .timeout 
 
 #define MAX_FILLERS 16
 #define FILL_ROUNDS 5
+#define FILL_RING_BYTES (32u << 20)	/* each CPU's ring */
 
 struct fill_round {
 	struct rp_session *s;
@@ -291,7 +292,7 @@ static uint64_t fill_round(struct rp_session *s, struct rp_event *ev, const cpu_
 
 /* Every CPU this process may use, each with a writer; skipped where that
  * would be more than MAX_FILLERS. */
-static struct rp_session *fill_session(cpu_set_t *all, struct rp_event **ev, uint64_t ring_bytes)
+static struct rp_session *fill_session(cpu_set_t *all, struct rp_event **ev)
 {
 	struct rp_provider_config pc = { .name = "Test-Defer" };
 	struct rp_session_opts so = { .sz = sizeof(so), .providers = &pc, .nproviders = 1,
@@ -302,11 +303,11 @@ static struct rp_session *fill_session(cpu_set_t *all, struct rp_event **ev, uin
 	if (CPU_COUNT(all) > MAX_FILLERS)
 		cr_skip_test("the test puts a writer on each of this process's %d CPUs, at most %d",
 			     CPU_COUNT(all), MAX_FILLERS);
-	so.buffer_bytes = ring_bytes * rp_shm_possible_cpus();
+	so.buffer_bytes = (uint64_t)FILL_RING_BYTES * rp_shm_possible_cpus();
 	*ev = small_event("Test-Defer");
 	s = rp_session_start(&so);
 	cr_assert_not_null(s, "%s", rp_last_error());
-	cr_assert_eq(rp_shm_ring(s->shm, 0)->size, ring_bytes);
+	cr_assert_eq(rp_shm_ring(s->shm, 0)->size, FILL_RING_BYTES);
 	return s;
 }
 
@@ -327,7 +328,7 @@ Test(placement, the_drainer_holds_back_while_writers_fill_every_cpu, .timeout = 
 	struct rp_session_stats st = { .sz = sizeof(st) };
 	struct rp_event *ev;
 	cpu_set_t all;
-	struct rp_session *s = fill_session(&all, &ev, 32u << 20);
+	struct rp_session *s = fill_session(&all, &ev);
 	uint64_t written = 0, read[FILL_ROUNDS], took[FILL_ROUNDS];
 	int held = 0, brief = 0;
 
@@ -367,7 +368,7 @@ Test(placement, holding_back_loses_nothing_the_rings_can_hold, .timeout = 60)
 	struct rp_session_stats st = { .sz = sizeof(st) };
 	struct rp_event *ev;
 	cpu_set_t all;
-	struct rp_session *s = fill_session(&all, &ev, 32u << 20);
+	struct rp_session *s = fill_session(&all, &ev);
 	uint64_t written = 0;
 	int drained = 0;
 
@@ -394,7 +395,7 @@ Test(placement, holding_back_ends_within_its_bound, .timeout = 120)
 	struct rp_session_stats st = { .sz = sizeof(st) };
 	struct rp_event *ev;
 	cpu_set_t all;
-	struct rp_session *s = fill_session(&all, &ev, 32u << 20);
+	struct rp_session *s = fill_session(&all, &ev);
 	uint64_t written = 0, read;
 
 	/* 1/512 of the ring: about 1,400 writes of 48 bytes, 70 ms */
