@@ -22,12 +22,28 @@
 #include <unistd.h>
 
 #include "bytebuf.h"
+#include "ringpipe/ringpipe.h"
 
 static inline const char *th_env(const char *name, const char *dflt)
 {
 	const char *v = getenv(name);
 
 	return v && *v ? v : dflt;
+}
+
+/* Until the drainer of s has written at least `want` events, or timeout_ms
+ * passed (a look every millisecond); *st holds the last stats read, for the
+ * caller to judge. */
+static inline void th_wait_written(struct rp_session *s, uint64_t want, unsigned int timeout_ms,
+				   struct rp_session_stats *st)
+{
+	st->sz = sizeof(*st);
+	for (unsigned int ms = 0;; ms++) {
+		cr_assert_eq(rp_session_stats(s, st), 0);
+		if (st->events_written >= want || ms >= timeout_ms)
+			return;
+		usleep(1000);
+	}
 }
 
 /* A fresh directory under $TMPDIR, removed by th_rmdir(). */

@@ -844,15 +844,11 @@ Test(hostile, forged_records_and_counters_stay_plausible, .timeout = 120)
 /* Until the drainer has written n events (at most 5 s). */
 static void wait_written(struct rp_session *s, uint64_t n)
 {
-	struct rp_session_stats st = { .sz = sizeof(st) };
+	struct rp_session_stats st;
 
-	for (int i = 0; i < 1000; i++) {
-		cr_assert_eq(rp_session_stats(s, &st), 0);
-		if (st.events_written >= n)
-			return;
-		usleep(5000);
-	}
-	cr_assert_fail("the drainer wrote %" PRIu64 " of %" PRIu64 " events", st.events_written, n);
+	th_wait_written(s, n, 5000, &st);
+	cr_assert_geq(st.events_written, n, "the drainer wrote %" PRIu64 " of %" PRIu64 " events",
+		      st.events_written, n);
 }
 
 /*

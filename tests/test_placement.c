@@ -258,7 +258,7 @@ static uint64_t fill_round(struct rp_session *s, struct rp_event *ev, const cpu_
 			   double fraction, uint64_t gap_ns, uint64_t *written, uint64_t *took_ns)
 {
 	struct fill_round fr = { .s = s, .ev = ev, .gap_ns = gap_ns };
-	struct rp_session_stats st = { .sz = sizeof(st) };
+	struct rp_session_stats st;
 	struct filler f[MAX_FILLERS];
 	pthread_t th[MAX_FILLERS];
 	int n = 0;
@@ -278,12 +278,7 @@ static uint64_t fill_round(struct rp_session *s, struct rp_event *ev, const cpu_
 	if (took_ns)
 		*took_ns = fr.first_ns - fr.start_ns;
 	/* everything out, then long enough for an idle sleep */
-	for (int i = 0; i < 5000; i++) {
-		cr_assert_eq(rp_session_stats(s, &st), 0);
-		if (st.events_written >= *written)
-			break;
-		usleep(1000);
-	}
+	th_wait_written(s, *written, 5000, &st);
 	cr_assert_eq(st.events_written, *written, "the drainer wrote %" PRIu64 " of %" PRIu64
 		     " events", st.events_written, *written);
 	usleep(50000);

@@ -587,15 +587,9 @@ Test(session, corrupted_ring_is_reported_and_skipped, .timeout = 120)
 /* Waits until the drainer serialized `want` events; returns its late count. */
 static uint64_t wait_written(struct rp_session *s, uint64_t want)
 {
-	struct rp_session_stats st = { .sz = sizeof(st) };
-	int i;
+	struct rp_session_stats st;
 
-	for (i = 0; i < 6000; i++) {
-		cr_assert_eq(rp_session_stats(s, &st), 0);
-		if (st.events_written >= want)
-			break;
-		usleep(10000);
-	}
+	th_wait_written(s, want, 60000, &st);
 	cr_assert_eq(st.events_written, want, "the drainer serialized %" PRIu64 " of %" PRIu64,
 		     st.events_written, want);
 	return st.late_events;
