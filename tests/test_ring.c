@@ -1106,7 +1106,7 @@ Test(corrupt, random_garbage_fuzz, .timeout = 60)
 	uint64_t rng = 0x9e3779b97f4a7c15ull, records = 0, bad = 0;
 	unsigned char *end = r->data + 2 * size;
 
-	rp_shm_set_stale_timeout(s, 0);		/* exercise the stale path too */
+	rp_shm_skip_uncommitted(s);		/* exercise the stale path too */
 	for (int iter = 0; iter < 3000; iter++) {
 		uint64_t base = r->cons;
 
@@ -1250,7 +1250,7 @@ Test(corrupt, fast_peek_answers_as_the_full_one, .timeout = 60)
 	struct rp_ring *a = rp_shm_ring(s, 0), *b = rp_shm_ring(s, 1);
 	uint64_t x = 0x2545f4914f6cdd1dull, plain = 0, other = 0;
 
-	rp_shm_set_stale_timeout(s, 0);
+	rp_shm_skip_uncommitted(s);
 	for (int iter = 0; iter < 4000; iter++) {
 		twin_fill(a, b, &x);
 		for (int k = 0; k < 64; k++) {
@@ -1308,28 +1308,58 @@ Test(corrupt, fast_peek_answers_as_the_full_one, .timeout = 60)
 	rp_shm_destroy(s);
 }
 
-/* ---- dead producers: BUSY (or never-marked) heads are skipped in time -- */
+/* ---- dead producers: BUSY (or never-marked) heads are skipped on a fact -- */
 
-Test(stale, busy_head_blocks_then_is_skipped)
+/* The judge of these tests: what the thread registry would say of the
+ * record's writer, as the test sets it; counts how often it was asked. */
+struct judge {
+	bool gone;
+	unsigned int asked;
+};
+
+static bool judge_says(void *ctx, uint64_t *token)
+{
+	struct judge *j = ctx;
+
+	j->asked++;
+	*token = 1;
+	return j->gone;
+}
+
+/* Past the ring's look delay (RP_RING_STALE_LOOK_NS): the judge is asked
+ * at the next peek. Not a verdict: the ring only asks after it. */
+static void past_look_delay(void)
+{
+	usleep(RP_RING_STALE_LOOK_NS / 1000 * 2);
+}
+
+Test(stale, busy_head_waits_for_its_writer_then_is_skipped_when_it_is_gone)
 {
 	struct rp_shm *s = mk_shm(1, 16 * KIB);
 	struct rp_ring *r = rp_shm_ring(s, 0);
 	struct report_log log = { 0 };
+	struct judge j = { .gone = false };
 	struct rp_shm_record *dead;
 	struct rp_ring_item it;
-	int err;
+	int err, i;
 
 	rp_shm_set_reporter(s, on_report, &log);
-	rp_shm_set_stale_timeout(s, 200000000ull);	/* 200 ms */
-	dead = rp_ring_reserve(r, 96);			/* its writer "dies" here */
+	rp_shm_set_stale_judge(s, judge_says, &j);
+	dead = rp_ring_reserve(r, 96);			/* its writer stops here */
 	cr_assert_not_null(dead, "reserve");
-	cr_assert_not_null(put(r, 1, 7, 8), "put behind the dead record");
+	cr_assert_not_null(put(r, 1, 7, 8), "put behind the uncommitted record");
 	cr_assert_eq(rp_ring_peek(r, &it), -EAGAIN, "BUSY head must block consumption");
-	cr_assert_eq(rp_ring_peek(r, &it), -EAGAIN, "still within the time bound: expected -EAGAIN");
-	cr_assert_eq(rp_ring_stale_count(r), 0, "nothing skipped yet");
-	usleep(250000);
+	/* however long its writer is inside the write, the head waits */
+	for (i = 0; i < 5; i++) {
+		past_look_delay();
+		cr_assert_eq(rp_ring_peek(r, &it), -EAGAIN,
+			     "look %d: the writer can still commit: expected -EAGAIN", i);
+	}
+	cr_assert_geq(j.asked, 5, "the judge was asked %u times in 5 looks", j.asked);
+	cr_assert_eq(rp_ring_stale_count(r), 0, "nothing skipped while the writer lives");
+	j.gone = true;	/* the registry saw every writer leave */
 	err = rp_ring_peek(r, &it);
-	cr_assert_eq(err, -ESTALE, "after 250 ms: expected -ESTALE, seen %d", err);
+	cr_assert_eq(err, -ESTALE, "the writer is gone: expected -ESTALE, seen %d", err);
 	cr_assert_eq(rp_ring_stale_count(r), 1, "stale counter: expected 1, seen %" PRIu64, rp_ring_stale_count(r));
 	cr_assert_eq(r->hdr->skipped_bytes, 96, "skipped bytes: expected 96, seen %" PRIu64,
 		     (uint64_t)r->hdr->skipped_bytes);
@@ -1341,19 +1371,81 @@ Test(stale, busy_head_blocks_then_is_skipped)
 	rp_shm_destroy(s);
 }
 
-Test(stale, never_marked_head_skips_to_producer)
+/* A writer that commits and leaves just before the judge looks: the judge
+ * finds every writer gone, the record is read all the same. */
+struct late_commit {
+	struct rp_shm_record *rec;
+	uint32_t len;
+};
+
+static bool judge_after_commit(void *ctx, uint64_t *token)
+{
+	struct late_commit *lc = ctx;
+
+	(void)token;
+	rp_record_fill(lc->rec, 1, rp_clock_now(), 1234, 9, 0, 8, 0);
+	rp_ring_commit_len(lc->rec, lc->len);
+	return true;
+}
+
+Test(stale, a_head_committed_before_the_verdict_is_read)
+{
+	struct rp_shm *s = mk_shm(1, 16 * KIB);
+	struct rp_ring *r = rp_shm_ring(s, 0);
+	struct late_commit lc = { .len = 40 };
+	struct rp_ring_item it;
+	int err;
+
+	rp_shm_set_stale_judge(s, judge_after_commit, &lc);
+	lc.rec = rp_ring_reserve(r, lc.len);
+	cr_assert_not_null(lc.rec, "reserve");
+	cr_assert_eq(rp_ring_peek(r, &it), -EAGAIN, "BUSY head must block consumption");
+	past_look_delay();
+	err = rp_ring_peek(r, &it);
+	if (err == -EAGAIN)	/* the judge's look, then the record read anew */
+		err = rp_ring_peek(r, &it);
+	cr_assert_eq(err, 0, "committed: read, not skipped (%d, %s)", err, rp_ring_last_error(r));
+	cr_assert_eq(it.hdr.seq, 9, "the late record: seq 9, seen %u", it.hdr.seq);
+	cr_assert_eq(rp_ring_stale_count(r), 0, "nothing skipped");
+	rp_shm_destroy(s);
+}
+
+/* Without a judge (another process's writers) a head waits until the
+ * owner says every writer is out. */
+Test(stale, without_a_judge_a_head_waits_until_every_writer_is_out)
 {
 	struct rp_shm *s = mk_shm(1, 16 * KIB);
 	struct rp_ring *r = rp_shm_ring(s, 0);
 	struct rp_ring_item it;
+	int i;
+
+	cr_assert_not_null(rp_ring_reserve(r, 96), "reserve");
+	cr_assert_not_null(put(r, 1, 7, 8), "put behind it");
+	for (i = 0; i < 3; i++) {
+		past_look_delay();
+		cr_assert_eq(rp_ring_peek(r, &it), -EAGAIN, "look %d: expected -EAGAIN", i);
+	}
+	rp_shm_skip_uncommitted(s);
+	cr_assert_eq(rp_ring_peek(r, &it), -ESTALE, "every writer is out: skipped");
+	cr_assert_eq(rp_ring_peek(r, &it), 0, "the record behind it");
+	cr_assert_eq(it.hdr.seq, 7);
+	rp_shm_destroy(s);
+}
+
+Test(stale, never_marked_head_skips_to_producer)
+{
+	struct rp_shm *s = mk_shm(1, 16 * KIB);
+	struct rp_ring *r = rp_shm_ring(s, 0);
+	struct judge j = { .gone = true };
+	struct rp_ring_item it;
 	int err;
 
-	rp_shm_set_stale_timeout(s, 20000000ull);
+	rp_shm_set_stale_judge(s, judge_says, &j);
 	/* a writer killed between the CAS and its BUSY store: len word 0 */
 	__atomic_store_n(&r->hdr->producer_pos, 64, __ATOMIC_RELAXED);
 	cr_assert_not_null(put(r, 1, 3, 8), "put behind it");
 	cr_assert_eq(rp_ring_peek(r, &it), -EAGAIN, "zero len word: not committed yet");
-	usleep(40000);
+	past_look_delay();
 	err = rp_ring_peek(r, &it);
 	cr_assert_eq(err, -ESTALE, "expected -ESTALE, seen %d", err);
 	cr_assert_eq(r->cons, prod_pos(r), "unknown length: skip to the producer position");
@@ -1503,13 +1595,11 @@ Test(trust, stale_skip_goes_to_the_latest_producer_pos)
 	struct rp_ring *r = rp_shm_ring(s, 0);
 	struct rp_ring_item it;
 
-	rp_shm_set_stale_timeout(s, 20000000ull);
+	rp_shm_skip_uncommitted(s);
 	__atomic_store_n(&r->hdr->producer_pos, 64, __ATOMIC_RELAXED);	/* len word 0 */
 	cr_assert_not_null(put(r, 1, 3, 8));
-	cr_assert_eq(rp_ring_peek(r, &it), -EAGAIN);
 	for (uint32_t i = 0; i < 5; i++)
 		cr_assert_not_null(put(r, 1, 4 + i, 8), "put behind it");
-	usleep(40000);
 	cr_assert_eq(rp_ring_peek(r, &it), -ESTALE);
 	cr_assert_eq(r->cons, prod_pos(r), "skipped to %" PRIu64 ", the producer is at %" PRIu64,
 		     r->cons, prod_pos(r));

@@ -61,10 +61,11 @@
 #define RP_DROP_FULL		0u	/* no space in the ring */
 #define RP_DROP_TOO_BIG		1u	/* record larger than the ring's max */
 #define RP_DROP_NO_SESSION	2u	/* session gone while writing */
-#define RP_DROP_ABORTED		3u	/* Block session aborted (teardown / dead drainer) */
+#define RP_DROP_ABORTED		3u	/* Block: the session stopped, or its agent went away */
 #define RP_DROP_ALLOC_FAIL	4u	/* allocation failure (never parks) */
 #define RP_DROP_OUTPUT		5u	/* the session's output failed */
-#define RP_DROP_NR		6u
+#define RP_DROP_TIMEOUT		6u	/* Block: a wait passed the session's own bound */
+#define RP_DROP_NR		7u
 
 /* space_watch: the watcher sleeps on space_freed and wants a wake from the
  * drainer when it frees space (its process has waiters), or from a producer

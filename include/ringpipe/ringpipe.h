@@ -173,6 +173,15 @@ static inline bool rp_event_enabled(const struct rp_event *ev)
  * context, such as CPU samples captured by BPF. Wins over RP_WRITE_STACK. */
 #define RP_WRITE_STACK_GIVEN 0x2u
 #define RP_WRITE_MAX_GIVEN_FRAMES 256u
+/* A write that no session took returns RP_WRITE_NO_SESSION instead of 0, so
+ * that a producer can keep its own ledger: 0 is then "in the trace of every
+ * session that took it", never "nobody took it" (see rp_event_writev). */
+#define RP_WRITE_REPORT_NO_SESSION 0x4u
+
+/* What a write with RP_WRITE_REPORT_NO_SESSION returns when no session took
+ * it: the event is enabled by none, or only by sessions that were stopping
+ * (a positive value: not an error, and not a capture). */
+#define RP_WRITE_NO_SESSION 1
 
 struct rp_write_opts {
 	size_t sz;			/* sizeof(struct rp_write_opts) */
@@ -195,7 +204,19 @@ struct rp_write_opts {
  * rp_session_stats(); readers see it as EventsLost), the session's output
  * error (negative errno, such as -ENOSPC or -EPIPE) when a session whose
  * output failed dropped it (counted as RP_DROP_REASON_OUTPUT), -EINVAL for
- * a payload over 65535 bytes.
+ * a payload over 65535 bytes. With RP_WRITE_REPORT_NO_SESSION in
+ * opts->flags, a write no session took returns RP_WRITE_NO_SESSION instead
+ * of 0 (rp_event_write() has no options: it returns 0 for both).
+ *
+ * At a session's edges: a write is the session's when, once the write has
+ * begun, it finds the session running; rp_session_stop() first stops taking
+ * new writes (every later one is not the session's: it is not counted there
+ * and, alone, returns RP_WRITE_NO_SESSION), then waits for the writes that
+ * are the session's, so each of those is in its trace or counted in its
+ * drops (rp_session_stats(), EventsLost), never neither. The same holds for
+ * a stop through the diagnostics IPC (StopTracing) and for the host agent's
+ * stop. A write that began before rp_session_start() returned may or may not
+ * be the session's; its return value says which.
  *
  * Every payload of 0 to 65535 bytes fits a session's rings, also with
  * activity ids and a stack of up to RP_WRITE_MAX_GIVEN_FRAMES frames (the
@@ -232,7 +253,9 @@ enum rp_drop_reason {
 	RP_DROP_REASON_OUTPUT = 5,	/* the session's output failed (disk full,
 					 * reader gone): every later attempt, and
 					 * what had not reached the output yet */
-	RP_DROP_REASON_NR = 6,
+	RP_DROP_REASON_TIMEOUT = 6,	/* Block: the write waited block_timeout_ms,
+					 * the bound its session was given */
+	RP_DROP_REASON_NR = 7,
 };
 
 struct rp_provider_config {
@@ -256,12 +279,18 @@ struct rp_session_opts {
 	uint64_t rundown_keywords;	/* != 0: rundown at stop (see rp_session_stopping_fn) */
 	uint32_t sp_interval_ms;	/* sequence point interval; 0: 1000 */
 	int kind;			/* enum rp_session_kind */
-	uint32_t drainer_timeout_ms;	/* Block: a drainer silent this long is dead
-					 * and producers stop waiting; 0: 1000 */
+	uint32_t drainer_timeout_ms;	/* ignored since 0.3: a drainer is never
+					 * taken for dead because it was silent
+					 * (see block_timeout_ms) */
 	uint32_t process_id;		/* the process the trace describes, in its
 					 * header (readers give every event this
 					 * pid); 0: this process. A recorder that
 					 * traces another process names it here */
+	uint32_t block_timeout_ms;	/* Block: the longest one write waits for
+					 * room; past it that write is dropped
+					 * (RP_DROP_REASON_TIMEOUT) and the session
+					 * stays Block. 0: no bound, a write waits
+					 * as long as the session runs */
 };
 
 struct rp_session;
@@ -277,9 +306,12 @@ struct rp_session;
  *
  * Block mode: a writer that finds its ring full waits, in strict FIFO order
  * with the other waiting writers, until the drainer frees space; nothing is
- * dropped while the session runs and its drainer is alive. Stop wakes every
- * waiter, which then drops (counted as aborted). A drainer silent for
- * drainer_timeout_ms is taken for dead and writers drop instead of waiting.
+ * dropped while the session runs and its output works, however slowly it is
+ * read: a stopped, frozen or throttled process and a reader that pauses are
+ * waited for. A writer gives up only on a fact: the session stops (counted
+ * as aborted), its output fails (counted as output), the host agent that
+ * drained it exits (aborted), or, only when the session was given one,
+ * block_timeout_ms passes for that write (timeout).
  */
 RP_API struct rp_session *rp_session_start(const struct rp_session_opts *opts);
 /*
@@ -292,7 +324,10 @@ RP_API int rp_session_id(const struct rp_session *s);
 
 struct rp_session_stats {
 	size_t sz;			/* sizeof(struct rp_session_stats) */
-	uint64_t events_written;	/* serialized to the output */
+	uint64_t events_written;	/* in event blocks the output accepted;
+					 * never goes down (an event still in an
+					 * open block counts once its block is out,
+					 * within about 20 ms) */
 	uint64_t bytes_written;
 	uint64_t dropped[RP_DROP_REASON_NR];
 	uint64_t corrupt_records;	/* skipped by the drainer's checks */

@@ -33,7 +33,8 @@
  * Each of T threads writes RATE Tick events per second and, around every
  * tenth tick, a Work/Start - Work/Stop pair. Runs for --duration seconds
  * (0: until SIGINT/SIGTERM), then prints "ticks N traced M": the Tick events written, and of
- * them those a session took (rp_event_write() returned 0).
+ * them those a session took and has (the write, with RP_WRITE_REPORT_NO_SESSION, returned 0):
+ * with one session, exactly the Tick events in its trace.
  *
  * --work-threads N threads burn CPU in managed code with a known split:
  * Demo.Worker.Run calls Compute, Hash and Parse, which run the same loop 5,
@@ -118,6 +119,10 @@ static const char demo_usage[] =
 static int demo_stop;				/* atomic: set by signals and main */
 static uint64_t demo_ticks;			/* atomic: Tick events written */
 static uint64_t demo_traced;			/* atomic: of which a session took */
+/* a Tick write that no session took says so (not 0) */
+static const struct rp_write_opts tick_opts = {
+	.sz = sizeof(tick_opts), .flags = RP_WRITE_REPORT_NO_SESSION,
+};
 
 static struct rp_event *ev_tick, *ev_work_start, *ev_work_stop;
 static struct rp_event *ev_counter_mean, *ev_counter_sum, *ev_session_end;
@@ -484,8 +489,15 @@ SAMPLER_MANAGED(writer_run) static void *writer_main(void *arg)
 			bb_append_u32(&p, t->index);
 			snprintf(text, sizeof(text), "tick %" PRIu64 " of thread %u", n + 1, t->index);
 			utf8_to_utf16z(&p, text);
-			if (rp_event_enabled(ev_tick) && !p.oom && !rp_event_write(ev_tick, p.p, p.len))
-				rp_add_relaxed(&demo_traced, 1);
+			/* traced: a session took the write and has it (0); not one
+			 * that no session took at the edge of a stop
+			 * (RP_WRITE_NO_SESSION), nor a drop (negative) */
+			if (rp_event_enabled(ev_tick) && !p.oom) {
+				struct iovec iov = { p.p, p.len };
+
+				if (!rp_event_writev(ev_tick, &iov, 1, &tick_opts))
+					rp_add_relaxed(&demo_traced, 1);
+			}
 			rp_add_relaxed(&demo_ticks, 1);
 			if (pair) {
 				if (rp_event_enabled(ev_work_stop))

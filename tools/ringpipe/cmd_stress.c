@@ -489,14 +489,15 @@ int cmd_stress(int argc, char **argv)
 
 	printf("{\"attempted\":%" PRIu64 ",\"written\":%" PRIu64 ",\"dropped\":{\"full\":%" PRIu64
 	       ",\"too_big\":%" PRIu64 ",\"no_session\":%" PRIu64 ",\"aborted\":%" PRIu64
-	       ",\"alloc\":%" PRIu64 ",\"output\":%" PRIu64 "},\"elapsed_s\":%.6f,\"ns_per_event\":%.2f,"
+	       ",\"alloc\":%" PRIu64 ",\"output\":%" PRIu64 ",\"timeout\":%" PRIu64 "},"
+	       "\"elapsed_s\":%.6f,\"ns_per_event\":%.2f,"
 	       "\"events_per_s\":%.0f,\"bytes\":%" PRIu64 ",\"late\":%" PRIu64 ",\"corrupt\":%"
 	       PRIu64 ",\"wakeups\":%" PRIu64 ",\"mode\":\"%s\",\"format\":\"v%d\","
 	       "\"total_s\":%.6f}\n",
 	       attempted, written, st.dropped[RP_DROP_REASON_FULL],
 	       st.dropped[RP_DROP_REASON_TOO_BIG], st.dropped[RP_DROP_REASON_NO_SESSION],
 	       st.dropped[RP_DROP_REASON_ABORTED], st.dropped[RP_DROP_REASON_ALLOC],
-	       st.dropped[RP_DROP_REASON_OUTPUT], elapsed,
+	       st.dropped[RP_DROP_REASON_OUTPUT], st.dropped[RP_DROP_REASON_TIMEOUT], elapsed,
 	       ns_sum / c.threads, elapsed > 0 ? (double)attempted / elapsed : 0.0, bytes,
 	       st.late_events, st.corrupt_records, st.drainer_wakeups,
 	       c.mode == RP_BUFFERING_BLOCK ? "block" : "drop", c.format,

@@ -318,23 +318,48 @@ static const char *ring_check_body(const unsigned char *rec, uint32_t len,
 
 /*
  * The head record is reserved but not committed (len word 0 or BUSY).
- * Normally its writer is between reserve and commit; if it stays that way
- * longer than shm->stale_ns the writer is presumed dead (killed process)
- * and the record is skipped: by its BUSY length when that is sane, else
- * up to the producer position.
+ * Normally its writer is between reserve and commit, and it is waited for,
+ * however long it takes: a writer stopped, frozen or starved in the middle
+ * of a write commits when it runs again. The record is skipped only on a
+ * fact: every writer is out (rp_shm_skip_uncommitted(): a stop, a process
+ * that died), or the judge says no writer can still commit it (a writer
+ * that died, or a record another process forged). Skipped by its BUSY
+ * length when that is sane, else up to the producer position.
  */
 static int ring_not_committed(struct rp_ring *r, uint32_t lenw, uint64_t prod, uint64_t avail)
 {
+	struct rp_shm *shm = r->shm;
 	uint64_t now = ring_mono_ns(), pos = r->cons, target;
 	uint32_t len = lenw & RP_REC_LEN_MASK;
+	const char *why;
 
 	if (!r->stuck_since_ns || r->stuck_pos != pos) {
 		r->stuck_pos = pos;
 		r->stuck_since_ns = now ? now : 1;
-		return -EAGAIN;
+		r->stuck_token = 0;
+		if (!rp_load_relaxed(&shm->skip_uncommitted))
+			return -EAGAIN;
 	}
-	if (now - r->stuck_since_ns < rp_load_relaxed(&r->shm->stale_ns))
-		return -EAGAIN;
+	if (rp_load_relaxed(&shm->skip_uncommitted)) {
+		why = "every writer is out";
+	} else {
+		/* time decides only when to ask: a head is usually committed
+		 * within a pass, and asking costs a barrier */
+		if (!shm->stale_judge || now - r->stuck_since_ns < RP_RING_STALE_LOOK_NS ||
+		    !shm->stale_judge(shm->stale_ctx, &r->stuck_token))
+			return -EAGAIN;
+		/* its writer may have committed it and left just before the
+		 * judge looked: pairs with the store_release of the len word
+		 * in the commit (seen after the writer's exit, as the judge
+		 * saw it) */
+		lenw = rp_load_acquire((const uint32_t *)(r->data + (pos & r->mask)));
+		if (lenw && !(lenw & RP_REC_BUSY)) {
+			r->stuck_since_ns = 0;
+			return -EAGAIN;
+		}
+		len = lenw & RP_REC_LEN_MASK;
+		why = "no writer can commit it";
+	}
 
 	if ((lenw & RP_REC_BUSY) && ring_len_ok(r, len, avail)) {
 		target = pos + len;
@@ -346,10 +371,9 @@ static int ring_not_committed(struct rp_ring *r, uint32_t lenw, uint64_t prod, u
 	ring_bump(&r->n_skipped_bytes, target - pos);
 	ring_mirror(r);
 	ring_report(r, pos,
-		    "ring %u: record at position %" PRIu64 " (offset %" PRIu64 ") not committed for "
-		    "%" PRIu64 " ms (len word 0x%08x), writer presumed dead; skipping %" PRIu64 " bytes",
-		    r->index, pos, pos & r->mask, (now - r->stuck_since_ns) / 1000000u, lenw,
-		    target - pos);
+		    "ring %u: record at position %" PRIu64 " (offset %" PRIu64 ") not committed "
+		    "(len word 0x%08x) and %s; skipping %" PRIu64 " bytes",
+		    r->index, pos, pos & r->mask, lenw, why, target - pos);
 	r->cons = target;
 	r->stuck_since_ns = 0;
 	return -ESTALE;

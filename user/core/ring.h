@@ -53,8 +53,9 @@
 #include "atomics.h"
 
 #define RP_SHM_DEFAULT_DATA_SIZE	(1u << 20)
-#define RP_SHM_DEFAULT_DRAINER_TIMEOUT_NS 2000000000ull
-#define RP_RING_DEFAULT_STALE_NS	1000000000ull
+/* A head found uncommitted this long is asked about (rp_stale_judge_fn):
+ * time only decides when to ask, never the answer */
+#define RP_RING_STALE_LOOK_NS		1000000ull
 
 /*
  * The largest record a write makes: header, activity ids, thread block,
@@ -78,6 +79,17 @@ _Static_assert(RP_REC_MAX_SIZE >= RP_RING_LARGEST_RECORD,
 struct rp_ring;
 struct rp_shm;
 
+/*
+ * Whether the writer of an uncommitted head can still commit it. Asked by
+ * the consumer about a head that stays uncommitted, again on each later
+ * look while it does; *token starts at 0 for each such head and is the
+ * judge's to keep between calls. True: the record is nobody's, and is
+ * skipped. The in-process drainer answers from the thread registry
+ * (rp_writers_mark() in threads.h); without a judge a head waits for its
+ * writer until rp_shm_skip_uncommitted().
+ */
+typedef bool (*rp_stale_judge_fn)(void *ctx, uint64_t *token);
+
 /* Called for every corruption or stale-record skip a consumer reports.
  * msg names the ring, the CPU, the position and offset, and the reason. */
 typedef void (*rp_ring_report_fn)(void *ctx, const struct rp_ring *r, uint64_t pos,
@@ -89,7 +101,7 @@ struct rp_shm_opts {
 	uint32_t mode;			/* RP_SHM_MODE_DROP (default) or _BLOCK */
 	uint64_t data_size;		/* per ring, power of two; 0: 1 MiB */
 	uint64_t session_id;		/* 0: random */
-	uint64_t drainer_timeout_ns;	/* 0: 2 s */
+	uint64_t __unused_ns;		/* was a drainer timeout; ignored */
 	uint32_t wake_watermark;	/* bytes; 0: data_size / 2 */
 	uint32_t __pad;
 };
@@ -130,10 +142,11 @@ struct rp_ring {
 	uint32_t __pad;
 	uint64_t stuck_pos;		/* head position that is not committed */
 	uint64_t stuck_since_ns;	/* CLOCK_MONOTONIC when first seen, 0: none */
+	uint64_t stuck_token;		/* the judge's, for this head */
 	/* the reader's own figures, written by the consumer only, read by
 	 * anyone (relaxed atomics); mirrored into the shared header */
 	uint64_t n_corrupt;		/* -EBADMSG: corrupt records or positions */
-	uint64_t n_stale;		/* -ESTALE: heads left uncommitted too long */
+	uint64_t n_stale;		/* -ESTALE: uncommitted heads nobody owned */
 	uint64_t n_skipped_bytes;	/* ring bytes given up by those two */
 	uint64_t n_prod_repairs;	/* producer_pos found implausible, reset */
 	uint64_t n_cons_repairs;	/* consumer_pos found scribbled, rewritten */
@@ -161,7 +174,9 @@ struct rp_shm {
 	size_t map_len;
 	rp_ring_report_fn report;
 	void *report_ctx;
-	uint64_t stale_ns;		/* BUSY longer than this: skip it (atomic) */
+	rp_stale_judge_fn stale_judge;	/* set before any consumer runs */
+	void *stale_ctx;
+	int skip_uncommitted;		/* atomic: every writer is out, skip at once */
 	/* drop sampling (rp_shm_drops()) */
 	pthread_mutex_t drops_lock __attribute__((aligned(64)));
 } __attribute__((aligned(64)));
@@ -188,7 +203,13 @@ struct rp_ring *rp_shm_ring(struct rp_shm *s, uint32_t index);
 uint32_t rp_shm_nr_rings(const struct rp_shm *s);
 struct rp_shm_session *rp_shm_header(const struct rp_shm *s);
 void rp_shm_set_reporter(struct rp_shm *s, rp_ring_report_fn fn, void *ctx);
-void rp_shm_set_stale_timeout(struct rp_shm *s, uint64_t ns);
+/* Who judges uncommitted heads (before any consumer runs); see
+ * rp_stale_judge_fn. */
+void rp_shm_set_stale_judge(struct rp_shm *s, rp_stale_judge_fn fn, void *ctx);
+/* From now on an uncommitted head is skipped at once: the caller knows that
+ * every writer is out (a stop after the writers' quiesce, a process that
+ * died). Any thread. */
+void rp_shm_skip_uncommitted(struct rp_shm *s);
 uint32_t rp_shm_possible_cpus(void);
 
 /* ring.c: consumer */

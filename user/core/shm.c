@@ -235,7 +235,6 @@ static struct rp_shm *shm_new(void)
 		return NULL;
 	memset(s, 0, sizeof(*s));
 	s->fd = -1;
-	s->stale_ns = RP_RING_DEFAULT_STALE_NS;
 	pthread_mutex_init(&s->drops_lock, NULL);
 	return s;
 }
@@ -325,9 +324,8 @@ struct rp_shm *rp_shm_create(const struct rp_shm_opts *opts)
 	h->max_record = g.max_record;
 	h->record_hdr_size = sizeof(struct rp_shm_record);
 	h->total_size = g.file_size;
-	h->drainer_timeout_ns = SHM_OPT(opts, struct rp_shm_opts, drainer_timeout_ns, 0);
-	if (!h->drainer_timeout_ns)
-		h->drainer_timeout_ns = RP_SHM_DEFAULT_DRAINER_TIMEOUT_NS;
+	/* unused since ABI 5: no reader takes a drainer for dead by time */
+	h->drainer_timeout_ns = 0;
 	h->wake_watermark = watermark;
 	h->creator_pid = (uint32_t)getpid();
 	for (uint32_t i = 0; i < g.nr_rings; i++) {
@@ -551,8 +549,15 @@ void rp_shm_set_reporter(struct rp_shm *s, rp_ring_report_fn fn, void *ctx)
 	s->report_ctx = ctx;
 }
 
-void rp_shm_set_stale_timeout(struct rp_shm *s, uint64_t ns)
+void rp_shm_set_stale_judge(struct rp_shm *s, rp_stale_judge_fn fn, void *ctx)
 {
-	/* read by the consumer, which may run on another thread */
-	rp_store_relaxed(&s->stale_ns, ns);
+	s->stale_judge = fn;
+	s->stale_ctx = ctx;
+}
+
+void rp_shm_skip_uncommitted(struct rp_shm *s)
+{
+	/* read by the consumer, which may run on another thread; it orders
+	 * nothing else */
+	rp_store_relaxed(&s->skip_uncommitted, 1);
 }

@@ -20,15 +20,14 @@
  * also admit itself when its ring has room for a quantum: an idle drainer
  * frees nothing and so would admit nobody.
  *
- * Bounds. Each sleep is at most PARK_POLL_NS; between sleeps a waiter checks
- * the private abort flag and whether the drainer is dead: no heartbeat for
- * the session's timeout (the private one of an in-process drainer, else the
- * shared one, which only an untrusted process could fake; for such a
- * drainer no progress at all for PARK_MAX_TIMEOUTS timeouts also counts as
- * dead). A dead drainer aborts the queue: everyone drops, counted. With a
- * live in-process drainer, a write that sees nothing move for
- * PARK_MAX_TIMEOUTS timeouts (someone scribbles on the rings) gives up by
- * itself, counted as full, and the session stays usable.
+ * What ends a wait. Only facts: the private abort flag (the session stops,
+ * or the host agent that drained it went away: agent_join.c raises it), a
+ * failed output (the slot's output_error), and the session's own bound on
+ * one wait when its user gave one (block_timeout_ns, off by default). How
+ * long the drainer was silent decides nothing: a stopped, frozen or
+ * throttled process, a reader that pauses and an agent that is stopped are
+ * alive, and their waiters wait. Each sleep is at most PARK_POLL_NS, which
+ * only bounds how late a missed wake is noticed.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -53,9 +52,8 @@ void (*rp_bench_park_hook)(uint64_t park_ns, int admitted);
 uint64_t rp_waiter_wake_ns;
 uint64_t rp_drain_waiter_wakeups;
 
-#define PARK_POLL_NS 20000000ull	/* recheck abort and liveness every 20 ms */
+#define PARK_POLL_NS 20000000ull	/* a waiter looks again every 20 ms */
 #define ROOM_POLL_NS 1000000ull		/* an admitted producer rechecks its ring */
-#define PARK_MAX_TIMEOUTS 4u		/* no progress for 4 timeouts: dead */
 #define PLACE_IDLE_NS 50000ull	/* a holder asleep this long has stopped */
 #define PLACE_STALLED_NS 5000000ull	/* any holder silent this long has */
 #define HEAD_POLL_NS RP_BLOCK_IDLE_POLL_NS	/* the next ticket looks for them */
@@ -88,13 +86,13 @@ static uint32_t passes_at_once(uint32_t nr_rings)
 	return n;
 }
 
-void rp_block_reset(int slot, uint64_t timeout_ns, uint64_t ring_size, uint32_t nr_rings)
+void rp_block_reset(int slot, uint64_t block_timeout_ns, uint64_t ring_size, uint32_t nr_rings)
 {
 	struct rp_block_queue *q = &rp_block_queues[slot];
 	uint64_t quantum;
 
 	memset(q, 0, sizeof(*q));
-	q->timeout_ns = timeout_ns;
+	q->block_timeout_ns = block_timeout_ns;
 	q->concurrency = passes_at_once(nr_rings);
 	/* the passes held at once share half a ring: a holder writes
 	 * thousands of events per pass, and the drainer keeps half of every
@@ -233,6 +231,28 @@ static void wake_ticket(struct rp_block_queue *q, uint32_t t)
 }
 
 /*
+ * A waiter that leaves before its ticket is admitted (its own time bound,
+ * or the output failed) notes the ticket, so that its admission takes no
+ * place among the passes. Tickets RP_BQ_LEFT apart share a note: a second
+ * one overwrites the first, whose place is then counted until the
+ * three-quarters rules move the queue past it (the count is a hint).
+ */
+static void ticket_abandon(struct rp_block_queue *q, uint32_t t)
+{
+	/* pairs with the xchg in ticket_abandoned() */
+	rp_store_release(&q->left[t % RP_BQ_LEFT], t + 1);
+}
+
+static bool ticket_abandoned(struct rp_block_queue *q, uint32_t t)
+{
+	uint32_t *w = &q->left[t % RP_BQ_LEFT];
+
+	/* a note for this very ticket is taken once (relaxed look first: a
+	 * note is rare); pairs with the store_release in ticket_abandon() */
+	return rp_unlikely(rp_load_relaxed(w) == t + 1) && rp_xchg_acq_rel(w, 0) == t + 1;
+}
+
+/*
  * Admits tickets [from, to) if admit is still from; the caller then wakes
  * them. acq_rel: pairs with the load_acquire of admit by the admitted.
  */
@@ -255,9 +275,11 @@ static bool admit_range(struct rp_block_queue *q, uint32_t from, uint32_t to)
 		return false;
 	}
 	/* an admitted ticket holds its place from now on, also while it waits
-	 * for room: the next admissions count it (park.h, "passes") */
-	rp_add_relaxed(&q->passes, (int32_t)(to - from));
+	 * for room: the next admissions count it (park.h, "passes"); one whose
+	 * waiter left before its turn holds nothing */
 	for (t = from; t != to; t++) {
+		if (!ticket_abandoned(q, t))
+			rp_add_relaxed(&q->passes, 1);
 		if (hooked)
 			hook(t);
 		wake_ticket(q, t);
@@ -267,42 +289,39 @@ static bool admit_range(struct rp_block_queue *q, uint32_t from, uint32_t to)
 	return true;
 }
 
-void rp_block_heartbeat(int slot)
-{
-	rp_store_relaxed(&rp_block_queues[slot].heartbeat_ns, rp_clock_mono_ns());
-}
-
-enum park_verdict { PARK_WAIT, PARK_DEAD, PARK_GIVE_UP };
-
 /*
- * Whether a waiter waits on. since_ns: when it last saw the queue or the
- * room word move. PARK_DEAD: the drainer is dead (the process that drains
- * it died or hangs), every waiter drops and nobody parks again. PARK_GIVE_UP:
- * the in-process drainer lives, yet nothing moved for PARK_MAX_TIMEOUTS
- * timeouts (someone scribbles on the rings): this write drops, counted as
- * full, and the session stays usable for the writes after it.
+ * The session's own bound on one write's wait, when its user gave one:
+ * whether the wait that began at start_ns is over, and else how long it
+ * may still sleep at most (*sleep_ns, lowered to what is left).
  */
-static enum park_verdict park_verdict(const struct rp_block_queue *q,
-				      const struct rp_shm_session *h, uint64_t now,
-				      uint64_t since_ns)
+static bool wait_timed_out(const struct rp_block_queue *q, uint64_t start_ns, uint64_t *sleep_ns)
 {
-	uint64_t beat = rp_load_relaxed(&q->heartbeat_ns);
-	bool stalled = now - since_ns > PARK_MAX_TIMEOUTS * q->timeout_ns;
+	uint64_t limit = q->block_timeout_ns, waited;
 
-	if (beat)
-		return now > beat && now - beat > q->timeout_ns ? PARK_DEAD :
-		       stalled ? PARK_GIVE_UP : PARK_WAIT;
-	/* drained from another process: its heartbeat word is only a hint */
-	beat = rp_load_relaxed(&h->drainer_heartbeat_ns);
-	if ((beat && now > beat && now - beat > q->timeout_ns) || stalled)
-		return PARK_DEAD;
-	return PARK_WAIT;
+	if (rp_likely(!limit))
+		return false;
+	waited = rp_clock_mono_ns() - start_ns;
+	if (waited >= limit)
+		return true;
+	if (*sleep_ns > limit - waited)
+		*sleep_ns = limit - waited;
+	return false;
 }
 
-static bool drainer_dead(const struct rp_block_queue *q, const struct rp_shm_session *h,
-			 uint64_t now)
+/* The calling thread holds no reservation while it waits (stale heads,
+ * rp_writers_inside() in threads.c); cleared, with a full fence, before
+ * each attempt to reserve. */
+static inline void waiting_begin(struct wthread *t)
 {
-	return park_verdict(q, h, now, now) == PARK_DEAD;
+	rp_store_relaxed(&t->waiting, 1);
+}
+
+static inline void waiting_end(struct wthread *t)
+{
+	rp_store_relaxed(&t->waiting, 0);
+	/* pairs with the rp_fence_heavy() before the drainer's look at it: a
+	 * reservation this thread makes after it is seen with waiting 0 */
+	rp_smp_mb();
 }
 
 static void abort_all(struct rp_block_queue *q)
@@ -390,23 +409,22 @@ void rp_pass_end(struct wthread *t, int slot)
 
 /* An admitted producer gets its record: its ring may still be full (others
  * admitted with it wrote first), then it waits for the drainer to free room. */
-static struct rp_shm_record *reserve_admitted(struct rp_block_queue *q, int slot,
-					      struct rp_shm *shm, struct rp_ring **rp, uint32_t size,
-					      uint64_t *since, unsigned int *reason)
+static struct rp_shm_record *reserve_admitted(struct wthread *t, struct rp_block_queue *q,
+					      int slot, struct rp_shm *shm, struct rp_ring **rp,
+					      uint32_t size, uint64_t start_ns, unsigned int *reason)
 {
-	uint32_t last_word = rp_load_relaxed(&q->room);
-
 	for (;;) {
 		/* read before the ring: a wake after this makes the wait return
 		 * (pairs with the fetch_add_release of room by the drainer) */
 		uint32_t word = rp_load_acquire(&q->room);
-		enum park_verdict v;
-		struct rp_shm_record *rec = rp_ring_reserve_here(shm, rp_slots[slot].local_rings,
-								 rp, size);
-		uint64_t now;
+		uint64_t sleep_ns = ROOM_POLL_NS;
+		struct rp_shm_record *rec;
 
+		waiting_end(t);
+		rec = rp_ring_reserve_here(shm, rp_slots[slot].local_rings, rp, size);
 		if (rec)
 			return rec;
+		waiting_begin(t);
 		/* pairs with the store_release of abort in abort_all() */
 		if (rp_load_acquire(&q->abort))
 			return NULL;
@@ -414,22 +432,14 @@ static struct rp_shm_record *reserve_admitted(struct rp_block_queue *q, int slot
 			*reason = RP_DROP_OUTPUT;
 			return NULL;
 		}
-		now = rp_clock_mono_ns();
-		if (word != last_word) {
-			last_word = word;
-			*since = now;	/* the drainer frees room: it lives */
-		}
-		v = park_verdict(q, shm->hdr, now, *since);
-		if (v == PARK_DEAD)
-			abort_all(q);
-		if (v != PARK_WAIT) {
-			*reason = v == PARK_DEAD ? RP_DROP_ABORTED : RP_DROP_FULL;
+		if (wait_timed_out(q, start_ns, &sleep_ns)) {
+			*reason = RP_DROP_TIMEOUT;
 			return NULL;
 		}
 		if (rp_load_relaxed(&shm->hdr->drainer_idle))
 			rp_drainer_wake_idle(shm->hdr);
 		rp_add_relaxed(&q->room_waiters, 1);
-		rp_futex_wait(&q->room, word, ROOM_POLL_NS);
+		rp_futex_wait(&q->room, word, sleep_ns);
 		rp_add_relaxed(&q->room_waiters, -1);
 	}
 }
@@ -440,25 +450,20 @@ static struct rp_shm_record *park(struct wthread *t, int slot, struct rp_shm *sh
 	struct rp_block_queue *q = &rp_block_queues[slot];
 	struct rp_shm_session *h = shm->hdr;
 	struct rp_shm_record *rec;
-	uint32_t ticket, seen;
-	uint64_t since = rp_clock_mono_ns();
+	uint64_t start_ns = q->block_timeout_ns ? rp_clock_mono_ns() : 0;
+	uint32_t ticket;
 
 	*reason = RP_DROP_ABORTED;
 	rp_pass_end(t, slot);
 	/* pairs with the store_release of abort in abort_all() */
 	if (rp_load_acquire(&q->abort))
 		return NULL;
-	if (drainer_dead(q, h, since)) {
-		abort_all(q);
-		return NULL;
-	}
 	/* the ticket; relaxed: admission reads admit, never tail, to decide */
 	ticket = rp_fetch_add_relaxed(&q->tail, 1);
 	/* pairs with the rp_smp_mb() in rp_pass_ended(): a pass that ends now
 	 * either sees this ticket and hands it its place, or its end is seen
 	 * below (passes) and this ticket admits itself */
 	rp_smp_mb();
-	seen = rp_load_relaxed(&q->admit);
 	for (;;) {
 		uint32_t *w = &q->words[ticket % RP_BQ_WORDS];
 		/* read the word before the conditions: a wake between this load
@@ -467,36 +472,33 @@ static struct rp_shm_record *park(struct wthread *t, int slot, struct rp_shm *sh
 		uint32_t word = rp_load_acquire(w);
 		/* pairs with the CAS of admit in admit_range() */
 		uint32_t admit = rp_load_acquire(&q->admit);
-		uint64_t now;
+		uint64_t sleep_ns;
 
 		if ((int32_t)(admit - ticket) > 0)
 			break;
 		/* pairs with the store_release of abort in abort_all() */
 		if (rp_load_acquire(&q->abort))
 			return NULL;
-		if (rp_load_relaxed(&rp_slots[slot].output_error)) {
-			*reason = RP_DROP_OUTPUT;	/* nothing will get out */
-			return NULL;
-		}
-		now = rp_clock_mono_ns();
-		if (admit != seen) {
-			seen = admit;
-			since = now;	/* the queue moves: the drainer lives */
-		}
-		{
-			enum park_verdict v = park_verdict(q, h, now, since);
-
-			if (v == PARK_DEAD)
-				abort_all(q);
-			if (v == PARK_GIVE_UP && admit_range(q, ticket, ticket + 1))
-				/* leaving as the next in line: the tickets after
-				 * it must not wait for one that is gone, and the
-				 * place it was admitted to goes to the next */
+		sleep_ns = admit == ticket ? HEAD_POLL_NS : PARK_POLL_NS;
+		if (rp_load_relaxed(&rp_slots[slot].output_error) ||
+		    wait_timed_out(q, start_ns, &sleep_ns)) {
+			*reason = rp_load_relaxed(&rp_slots[slot].output_error) ? RP_DROP_OUTPUT :
+										    RP_DROP_TIMEOUT;
+			/* leaving: as the next in line, the tickets after it
+			 * must not wait for one that is gone, and the place it
+			 * is admitted to goes to the next; further back, its
+			 * admission will take no place */
+			if (admit == ticket && admit_range(q, ticket, ticket + 1)) {
 				rp_pass_ended(slot);
-			if (v != PARK_WAIT) {
-				*reason = v == PARK_DEAD ? RP_DROP_ABORTED : RP_DROP_FULL;
-				return NULL;
+			} else {
+				ticket_abandon(q, ticket);
+				/* admitted meanwhile, before its admitter saw
+				 * the note: the place it was given goes on */
+				if ((int32_t)(rp_load_acquire(&q->admit) - ticket) > 0 &&
+				    ticket_abandoned(q, ticket))
+					rp_pass_ended(slot);
 			}
+			return NULL;
 		}
 		/* the next ticket, with room and no pass out that could use it
 		 * (or a ring mostly empty): the drainer may be asleep */
@@ -523,9 +525,9 @@ static struct rp_shm_record *park(struct wthread *t, int slot, struct rp_shm *sh
 			rp_add_relaxed(&h->space_freed, 1);
 			rp_futex_wake(&h->space_freed, 1);
 		}
-		rp_futex_wait(w, word, admit == ticket ? HEAD_POLL_NS : PARK_POLL_NS);
+		rp_futex_wait(w, word, sleep_ns);
 	}
-	rec = reserve_admitted(q, slot, shm, rp, size, &since, reason);
+	rec = reserve_admitted(t, q, slot, shm, rp, size, start_ns, reason);
 	if (!rec) {
 		rp_pass_ended(slot);	/* the place it was admitted to */
 		return NULL;
@@ -542,8 +544,12 @@ struct rp_shm_record *rp_park(struct wthread *t, int slot, struct rp_shm *shm,
 			      struct rp_ring **rp, uint32_t size, unsigned int *reason)
 {
 	uint64_t t0 = rp_bench_park_hook ? rp_clock_mono_ns() : 0;
-	struct rp_shm_record *rec = park(t, slot, shm, rp, size, reason);
+	struct rp_shm_record *rec;
 
+	waiting_begin(t);
+	rec = park(t, slot, shm, rp, size, reason);
+	/* holding its record, or leaving the write */
+	rp_store_relaxed(&t->waiting, 0);
 	if (rp_bench_park_hook)
 		rp_bench_park_hook(rp_clock_mono_ns() - t0, rec != NULL);
 	return rec;
@@ -587,23 +593,23 @@ void rp_block_space_freed(int slot, uint64_t free_bytes)
 
 /* The stopping thread does not join the queue, whose producers stop may
  * abort; waiting cannot deadlock, since the drainer waits on nothing it
- * holds. Gives up (a counted drop) only when the drainer is dead or failed. */
-struct rp_shm_record *rp_wait_room(struct rp_session *s, struct rp_shm *shm,
+ * holds. Gives up (a counted drop) only when the output failed or the
+ * queue was aborted (the agent that drained the session went away). */
+struct rp_shm_record *rp_wait_room(struct wthread *t, struct rp_session *s, struct rp_shm *shm,
 				   struct rp_ring **rp, uint32_t size)
 {
 	struct rp_shm_session *h = shm->hdr;
 	struct rp_block_queue *q = &rp_block_queues[s->slot];
-	uint64_t since = rp_clock_mono_ns();
 	struct rp_shm_record *rec;
 
 	for (;;) {
+		waiting_end(t);
 		rec = rp_ring_reserve_here(shm, rp_slots[s->slot].local_rings, rp, size);
-		if (rec || rp_load_relaxed(&s->output_error))
+		if (rec || rp_load_relaxed(&s->output_error) ||
+		    /* pairs with the store_release of abort in abort_all() */
+		    rp_load_acquire(&q->abort))
 			return rec;
-		if (rp_load_relaxed(&q->timeout_ns) ?
-		    park_verdict(q, h, rp_clock_mono_ns(), since) != PARK_WAIT :
-		    rp_clock_mono_ns() - since > 10000000000ull)
-			return NULL;
+		waiting_begin(t);
 		if (rp_load_relaxed(&h->drainer_idle))
 			rp_drainer_wake_idle(h);
 		rp_clock_sleep_ns(50000);

@@ -16,10 +16,12 @@
  * and nobody is overtaken by a producer that arrived after it.
  *
  * All of it is process-private: a process that maps the session's memory
- * can scribble over every shared word and still neither keep a producer
- * asleep nor end the session. What producers read from shared memory (the
- * ring positions, an out-of-process drainer's heartbeat) are hints that
- * bound nothing: every park is bounded by the session's own timeout.
+ * can scribble over every shared word and still neither end the session nor
+ * make a producer give up. What producers read from shared memory (the ring
+ * positions, the space_freed word) are hints. A waiter gives up only on a
+ * fact (Documentation/sessions.md, "Block mode"): the session stops, its
+ * output fails, the agent draining it goes away, or the session's explicit
+ * bound on one wait (block_timeout_ms, off by default) passes.
  */
 #ifndef RINGPIPE_PARK_H
 #define RINGPIPE_PARK_H
@@ -36,6 +38,7 @@ struct wthread;
 
 #define RP_BQ_WORDS 64u		/* futex words; tickets 64 apart share one */
 #define RP_BQ_PLACES 16u	/* passes that can be held at once */
+#define RP_BQ_LEFT 64u		/* notes of tickets whose waiters left */
 
 /*
  * A pass, held by one thread. gen is odd while held and even while free;
@@ -60,12 +63,13 @@ struct rp_block_queue {
 	int32_t passes;			/* tickets admitted whose pass has not
 					 * ended, waiting for room or writing (a
 					 * hint: a holder may have stopped writing) */
-	uint32_t abort;			/* teardown or a dead drainer: drop */
+	uint32_t abort;			/* teardown, or the agent draining the
+					 * session went away: drop */
 	uint32_t room;			/* futex: bumped when space is freed */
 	uint32_t room_waiters;		/* admitted producers waiting for room */
 	uint8_t __pad1[44];
-	uint64_t heartbeat_ns;		/* the in-process drainer's, or 0 */
-	uint64_t timeout_ns;		/* a drainer silent this long is dead */
+	uint64_t block_timeout_ns;	/* the user's bound on one wait; 0: none */
+	uint64_t __pad_ns;
 	uint32_t quantum;		/* bytes a pass lets its holder write */
 	uint32_t concurrency;		/* passes the drainer keeps handed out */
 	uint64_t idle_ticks;		/* a holder asleep that wrote nothing
@@ -77,15 +81,17 @@ struct rp_block_queue {
 	struct rp_bq_place places[RP_BQ_PLACES];
 	uint64_t seen_running[RP_BQ_PLACES];	/* when an admitter last found a
 						 * place's holder able to run */
+	uint32_t left[RP_BQ_LEFT];	/* ticket + 1 of a waiter that left
+					 * before its admission (park.c) */
 };
 
 _Static_assert(sizeof(struct rp_bq_place) == 64, "a place is one cache line");
 
 extern struct rp_block_queue rp_block_queues[RP_MAX_SESSIONS];
 
-/* Before a Block session's slot goes RUNNING: an empty queue, a private copy
- * of the drainer timeout, passes sized for rings of ring_size bytes. */
-void rp_block_reset(int slot, uint64_t timeout_ns, uint64_t ring_size, uint32_t nr_rings);
+/* Before a session's slot goes RUNNING: an empty queue, the session's bound
+ * on one wait (0: none), passes sized for rings of ring_size bytes. */
+void rp_block_reset(int slot, uint64_t block_timeout_ns, uint64_t ring_size, uint32_t nr_rings);
 
 /* True when a producer without a pass must queue: others are waiting. */
 static inline int rp_block_must_queue(int slot)
@@ -107,8 +113,8 @@ static inline bool rp_block_waiting(int slot)
 /*
  * Queues the producer and returns its record once it is admitted and its
  * ring has room (*rp: that ring), with a pass for the writes that follow; or
- * NULL when the session was aborted or its drainer is dead (*reason says
- * which drop to count).
+ * NULL when the session was aborted, its output failed or this wait passed
+ * the session's bound (*reason says which drop to count).
  */
 struct rp_shm_record *rp_park(struct wthread *t, int slot, struct rp_shm *shm,
 			      struct rp_ring **rp, uint32_t size, unsigned int *reason);
@@ -128,13 +134,10 @@ void rp_pass_ended(int slot);
  * The thread running a session's stopping callbacks found its ring full: it
  * waits for room outside the queue (nobody else writes to the session any
  * more, and the drainer waits on nothing it holds). NULL only when the
- * drainer is dead or failed.
+ * output failed or the agent draining the session went away.
  */
-struct rp_shm_record *rp_wait_room(struct rp_session *s, struct rp_shm *shm,
+struct rp_shm_record *rp_wait_room(struct wthread *t, struct rp_session *s, struct rp_shm *shm,
 				   struct rp_ring **rp, uint32_t size);
-
-/* The in-process drainer of slot is alive (a private heartbeat). */
-void rp_block_heartbeat(int slot);
 
 /* The drainer freed space in a ring of slot (free_bytes now free there):
  * wakes producers waiting for room and admits the next batch of tickets. */
@@ -150,7 +153,8 @@ void rp_block_space_freed(int slot, uint64_t free_bytes);
  * wait: the drainer then sleeps at most RP_BLOCK_IDLE_POLL_NS. */
 bool rp_block_drainer_idle(int slot);
 
-/* Teardown: every waiter of slot gives up and drops (counted). */
+/* Teardown, or the agent draining the session went away: every waiter of
+ * slot gives up and drops (counted as aborted), and nobody parks again. */
 void rp_block_abort(int slot);
 
 /*

@@ -116,6 +116,8 @@ static void fork_child(void)
 	if (rp_wt) {
 		rp_wt->prev = NULL;
 		rp_wt->in_write = 0;
+		rp_wt->waiting = 0;
+		rp_wt->inside_mark = 0;
 		rp_wt->fv.bit = 0;	/* of a session of the parent's */
 		rp_wt->tid = (uint32_t)syscall(SYS_gettid);
 		rp_wt->next = wt_head;
@@ -198,6 +200,68 @@ void rp_writers_quiesce(void)
 			sched_yield();
 	}
 	pthread_mutex_unlock(&wt_lock);
+}
+
+/*
+ * Uncommitted heads (ring.c): a record left reserved but not committed is
+ * its writer's while that writer is inside the write that reserved it, and
+ * nobody's once every thread that could be has been seen outside a write.
+ * Facts, not time: a writer stopped, frozen or starved in the middle of a
+ * write is inside it, however long that lasts.
+ *
+ * rp_writers_mark() takes a mark: each thread inside a write now, and not
+ * waiting (a waiter holds no reservation: park.c), keeps the oldest mark
+ * that found it so. rp_writers_left(mark) looks again: a thread found
+ * outside (or waiting) drops its mark; true once no thread keeps one at or
+ * before `mark`. A thread seen inside again keeps its mark: the looks go on
+ * until each has been seen outside once, which a thread that writes all the
+ * time still is, between two writes. Both take the registry lock; a drainer
+ * calls them only for a head that stays uncommitted.
+ */
+static uint64_t wt_marks;	/* the last mark taken; under wt_lock */
+
+static bool wt_inside(struct wthread *t)
+{
+	/* pairs with the store_release of in_write at the end of a write:
+	 * seen 0, the write's commit is seen too */
+	return rp_load_acquire(&t->in_write) && !rp_load_relaxed(&t->waiting);
+}
+
+uint64_t rp_writers_mark(void)
+{
+	struct wthread *t;
+	uint64_t m;
+
+	/* pairs with rp_fence_light() after a writer's announce (as in
+	 * rp_writers_quiesce()) and with the full fence of waiting_end() in
+	 * park.c: a writer whose reservation the caller saw before this is
+	 * seen inside (or not waiting) below */
+	rp_fence_heavy();
+	pthread_mutex_lock(&wt_lock);
+	m = ++wt_marks;
+	for (t = wt_head; t; t = t->next)
+		if (t != &rp_no_state && !t->inside_mark && wt_inside(t))
+			t->inside_mark = m;
+	pthread_mutex_unlock(&wt_lock);
+	return m;
+}
+
+bool rp_writers_left(uint64_t mark)
+{
+	struct wthread *t;
+	bool left = true;
+
+	pthread_mutex_lock(&wt_lock);
+	for (t = wt_head; t; t = t->next) {
+		if (!t->inside_mark)
+			continue;
+		if (!wt_inside(t))
+			t->inside_mark = 0;
+		else if (t->inside_mark <= mark)
+			left = false;
+	}
+	pthread_mutex_unlock(&wt_lock);
+	return left;
 }
 
 void rp_session_add_final(struct rp_session *s, uint32_t tid, uint32_t seq)

@@ -56,6 +56,14 @@ struct wthread {
 	uint8_t place[RP_MAX_SESSIONS];	/* its place + 1; 0: none */
 	uintptr_t stack_lo, stack_hi;
 	bool no_park;		/* the rundown thread and the like never park */
+	uint32_t waiting;	/* atomic: inside a write but holding no
+				 * reservation (Block's queue, a stopping
+				 * thread waiting for room): what the ring's
+				 * reader asks of an uncommitted head */
+	uint64_t inside_mark;	/* the oldest mark of rp_writers_inside()
+				 * that found it inside a write and has not
+				 * seen it leave; 0: none. Under the registry
+				 * lock */
 	int ending_slot;	/* slot + 1 while this thread runs that session's
 				 * stopping callbacks; 0 otherwise */
 	struct wthread *next, *prev;
@@ -86,6 +94,15 @@ void rp_writers_attach(struct rp_session *s);
 /* Appends every live thread's final sequence number for a slot/gen. */
 void rp_writers_collect_finals(struct rp_session *s);
 void rp_session_add_final(struct rp_session *s, uint32_t tid, uint32_t seq);
+
+/*
+ * Whether the writer of an uncommitted record can still commit it (threads.c):
+ * a mark, taken after the record was seen uncommitted, then looks until
+ * every thread that was inside a write at the mark has been seen outside
+ * (true: the record is nobody's).
+ */
+uint64_t rp_writers_mark(void);
+bool rp_writers_left(uint64_t mark);
 
 /* The calling thread never parks (rundown, drainer-side writers). */
 void rp_thread_set_no_park(bool no_park);

@@ -142,26 +142,52 @@ static inline void announce_fence(void)
 }
 
 /*
- * No thread state could be allocated: a drop in every session (counted),
- * never a park. Such writers announce themselves on a shared registry entry
- * whose in_write is a count, so stop still waits for them.
+ * The sessions of mask that take a write beginning now: those RUNNING, and
+ * for the thread running a session's stopping callbacks, that session while
+ * it is ENDING. Read after the writer announced itself: a session found
+ * RUNNING waits in its stop for this write to end (rp_writers_quiesce()),
+ * so the write is that session's whatever its state becomes meanwhile: in
+ * its trace or counted in its drops (ringpipe.h, "At a session's edges").
  */
-static int drop_alloc(uint64_t mask)
+static inline uint64_t sessions_taking(uint64_t mask, int ending_slot)
 {
-	rp_add_relaxed(&rp_no_state.in_write, 1);
-	announce_fence();
+	uint64_t taken = 0;
+
 	while (mask) {
 		int i = __builtin_ctzll(mask);
-		struct slot *sl = &rp_slots[i];
+		/* pairs with the store_release of RUNNING in rp_session_start():
+		 * the slot's rings are mapped before we use them */
+		uint32_t st = rp_load_acquire(&rp_slots[i].state);
 
+		if (st == SLOT_RUNNING || (st == SLOT_ENDING && ending_slot == i + 1))
+			taken |= 1ull << i;
 		mask &= mask - 1;
-		/* pairs with the store_release of RUNNING in rp_session_start() */
-		if (rp_load_acquire(&sl->state) == SLOT_RUNNING)
-			rp_ring_count_drop(rp_shm_current_ring(sl->shm), RP_DROP_ALLOC_FAIL);
 	}
+	return taken;
+}
+
+/*
+ * No thread state could be allocated: a drop in every session that takes
+ * the write (counted), never a park. Such writers announce themselves on a
+ * shared registry entry whose in_write is a count, so stop still waits for
+ * them.
+ */
+static int drop_alloc(struct rp_event *ev, const struct iovec *iov, int iovcnt, size_t len,
+		      uint64_t mask, bool tell_none)
+{
+	uint64_t taken;
+
+	rp_add_relaxed(&rp_no_state.in_write, 1);
+	announce_fence();
+	taken = sessions_taking(mask, 0);
+	if (taken)
+		RP_USDT_EVENT(ev, iov, iovcnt, len, taken);
+	for (mask = taken; mask; mask &= mask - 1)
+		rp_ring_count_drop(rp_shm_current_ring(rp_slots[__builtin_ctzll(mask)].shm),
+				   RP_DROP_ALLOC_FAIL);
 	/* pairs with the load_acquire of in_write in rp_writers_quiesce() */
 	(void)rp_fetch_sub_release(&rp_no_state.in_write, 1);
-	return -ENOMEM;
+	return taken ? -ENOMEM : tell_none ? RP_WRITE_NO_SESSION : 0;
 }
 
 /*
@@ -175,32 +201,31 @@ write_events(struct rp_event *ev, uint64_t mask, const struct iovec *iov, int io
 	     size_t len, const struct rp_write_opts *o, const struct rp_write_origin *org)
 {
 	struct wthread *t = rp_wt;
-	uint64_t ips[MAX_FRAMES], ts;
+	uint64_t ips[MAX_FRAMES], ts, ue = 0;
 	const uint64_t *sips = ips;
-
+	/* constant false in the copies without options (the flat ones) */
+	bool tell_none = o && (o->flags & RP_WRITE_REPORT_NO_SESSION);
 	uint32_t nips = 0, about = 0;
 	uint16_t flags = 0;
 	int rc = 0;
 
-	/* once per attempt, before any session sees it (usdt.h) */
-	RP_USDT_EVENT(ev, iov, iovcnt, len, mask);
 	if (rp_unlikely(mask & RP_UE_BIT) && ev->ue) {
 		/* a tracer enabled the event's user_events tracepoint (with no
 		 * tracepoint registered, bit 63 is session slot 63) */
-		rp_ue_write(ev, iov, iovcnt, len);
+		ue = RP_UE_BIT;
 		mask &= ~RP_UE_BIT;
 	}
 	if (rp_unlikely(!t)) {
 		t = rp_wthread_get();
-		if (!t)
-			return drop_alloc(mask);
+		if (!t) {
+			if (ue)
+				rp_ue_write(ev, iov, iovcnt, len);
+			return drop_alloc(ev, iov, iovcnt, len, mask, tell_none);
+		}
 	}
-	if (rp_unlikely(t->ending_slot)) {
+	if (rp_unlikely(t->ending_slot))
 		/* end-of-session data goes to the stopping session only */
 		mask &= 1ull << (t->ending_slot - 1);
-		if (!mask)
-			return 0;
-	}
 	if (o) {
 		if (o->activity_id || o->related_activity_id)
 			flags |= RP_REC_F_ACTIVITY;
@@ -235,6 +260,21 @@ write_events(struct rp_event *ev, uint64_t mask, const struct iovec *iov, int io
 	 * session.h); without membarrier, a full fence does it here */
 	rp_store_relaxed(&t->in_write, 1);
 	announce_fence();
+	/* which sessions the write is for, decided once: an ENDING session
+	 * takes events from its stopping thread only, and its rings stay
+	 * mapped until that thread returns from the stop */
+	mask = sessions_taking(mask, t->ending_slot);
+	/* once per attempt, before any session sees it, and only for one that
+	 * some session takes (usdt.h) */
+	if (mask | ue)
+		RP_USDT_EVENT(ev, iov, iovcnt, len, mask | ue);
+	if (ue)
+		rp_ue_write(ev, iov, iovcnt, len);
+	if (!mask) {
+		/* pairs with the load_acquire of in_write in rp_writers_quiesce() */
+		rp_store_release(&t->in_write, 0);
+		return tell_none ? RP_WRITE_NO_SESSION : 0;
+	}
 
 	while (mask) {
 		int i = __builtin_ctzll(mask);
@@ -247,13 +287,6 @@ write_events(struct rp_event *ev, uint64_t mask, const struct iovec *iov, int io
 		int k;
 
 		mask &= mask - 1;
-		/* pairs with the store_release of RUNNING in rp_session_start():
-		 * the slot's rings are mapped before we use them. An ENDING
-		 * session takes events from its stopping thread only; its rings
-		 * stay mapped until that thread returns from the stop. */
-		if (rp_load_acquire(&sl->state) != SLOT_RUNNING &&
-		    t->ending_slot != i + 1)
-			continue;
 		gen = rp_load_relaxed(&sl->gen);
 		if (t->gen[i] != gen) {
 			t->gen[i] = gen;
@@ -282,7 +315,7 @@ write_events(struct rp_event *ev, uint64_t mask, const struct iovec *iov, int io
 			unsigned int reason = size > r->max_record ? RP_DROP_TOO_BIG : RP_DROP_FULL;
 
 			if (t->ending_slot == i + 1 && reason == RP_DROP_FULL)
-				rec = rp_wait_room(sl->session, shm, &r, size);
+				rec = rp_wait_room(t, sl->session, shm, &r, size);
 			else if (sl->block && !t->no_park && reason == RP_DROP_FULL)
 				rec = rp_park(t, i, shm, &r, size, &reason);
 			if (!rec) {
@@ -358,7 +391,8 @@ writev_checked(struct rp_event *ev, const struct iovec *iov, int iovcnt,
 	int k;
 
 	if (rp_likely(!mask))
-		return 0;
+		return opts && opts->sz >= offsetof(struct rp_write_opts, flags) + sizeof(opts->flags) &&
+		       (opts->flags & RP_WRITE_REPORT_NO_SESSION) ? RP_WRITE_NO_SESSION : 0;
 	if (iovcnt < 0 || (iovcnt && !iov))
 		return -EINVAL;
 	for (k = 0; k < iovcnt; k++)

@@ -11,9 +11,12 @@
  *
  * The thread also stands in for the drainer of a Block session: parked
  * producers wait in this process's queue (park.c), so when the agent hands
- * ring space back (it bumps space_freed) the thread admits them. If the
- * agent dies, its heartbeat stops and the waiters give up within their
- * bound, as for any dead drainer; the thread then ends the session, and
+ * ring space back (it bumps space_freed) the thread admits them. Whether
+ * the agent lives is what the kernel says: its end of the socket hangs up
+ * when it exits, and its pidfd (where its pid is visible here) becomes
+ * readable. A stopped, frozen or slow agent is alive, and the waiters wait
+ * for it. Once it is gone the thread aborts the queue (waiters drop,
+ * counted as aborted, and nobody parks again), ends the session, and
  * looks for the next agent.
  */
 #include <errno.h>
@@ -25,6 +28,7 @@
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -254,13 +258,31 @@ static int start_session(const struct rp_am_config *c, const char *spec)
 	return join.session ? 0 : -errno;
 }
 
+/*
+ * A pidfd of the agent at the other end of sock (SO_PEERCRED's pid, as this
+ * process's pid namespace sees it), or -1: an agent whose pid is not
+ * visible here (another pid namespace) is watched through its socket only.
+ */
+static int agent_pidfd(int sock)
+{
+	struct ucred cr;
+	socklen_t len = sizeof(cr);
+	long fd;
+
+	if (getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cr, &len) || cr.pid <= 0)
+		return -1;
+	fd = syscall(SYS_pidfd_open, cr.pid, 0);
+	return fd < 0 ? -1 : (int)fd;
+}
+
 /* One connection: 0 when it ended because the process exits. */
 static int converse(int sock)
 {
 	struct rp_am_hello hello = { .h = rp_agent_hdr(RP_AM_HELLO, sizeof(hello), 0) };
 	uint8_t *buf = malloc(RP_AGENT_MAX_MSG);
 	struct rp_am_config *c = (struct rp_am_config *)buf;
-	bool quitting = false, refused = false;
+	bool quitting = false, refused = false, gone = false;
+	int pidfd = -1;
 	ssize_t n;
 
 	if (!buf)
@@ -283,16 +305,19 @@ static int converse(int sock)
 		refused = true;
 		goto out;
 	}
+	pidfd = agent_pidfd(sock);
 	for (;;) {
 		struct rp_session *s = join.session;
-		struct pollfd p[2] = { { .fd = sock, .events = POLLIN }, { .fd = join.quit_fd, .events = POLLIN } };
+		struct pollfd p[3] = { { .fd = sock, .events = POLLIN },
+				       { .fd = join.quit_fd, .events = POLLIN },
+				       { .fd = pidfd, .events = POLLIN } };
 		bool block = rp_slots[s->slot].block;
 
 		/* a Block session sleeps on its rings' word, and looks at the
 		 * socket between sleeps; a Drop one only has the socket */
 		if (block)
 			watch_space(s, block_waiting(s) ? WATCH_MS : IDLE_POLL_MS);
-		if (poll(p, 2, block ? 0 : IDLE_POLL_MS) < 0 && errno != EINTR)
+		if (poll(p, pidfd >= 0 ? 3 : 2, block ? 0 : IDLE_POLL_MS) < 0 && errno != EINTR)
 			break;
 		if (p[1].revents) {
 			quitting = true;
@@ -300,6 +325,13 @@ static int converse(int sock)
 		}
 		if (rp_load_relaxed(&join.broken))
 			break;
+		if (pidfd >= 0 && p[2].revents) {
+			/* the agent exited (its socket may live on in a child
+			 * that inherited it) */
+			rp_store_relaxed(&join.sock, -1);
+			gone = true;
+			break;
+		}
 		if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) {
 			int fd;
 
@@ -310,6 +342,7 @@ static int converse(int sock)
 				/* the agent went away: the session cannot
 				 * be drained, end it without waiting */
 				rp_store_relaxed(&join.sock, -1);
+				gone = true;
 				break;
 			}
 			if (n > 0 && !rp_agent_hdr_check(buf, (size_t)n) &&
@@ -317,10 +350,16 @@ static int converse(int sock)
 				break;
 		}
 	}
+	/* with nobody to drain it, waiters give up now, counted as aborted,
+	 * and so does a stopping callback that finds its ring full */
+	if (gone)
+		rp_block_abort(join.session->slot);
 	rp_session_stop(join.session);
 	join.session = NULL;
 	rp_store_relaxed(&join.sock, -1);
 out:
+	if (pidfd >= 0)
+		close(pidfd);
 	free(buf);
 	return quitting ? 0 : refused ? -ECONNREFUSED : -ECONNRESET;
 }

@@ -178,10 +178,13 @@ struct drainer {
 	size_t nmeta_ids;
 	uint64_t last_ts;
 	uint64_t last_sp_ns;
-	uint64_t last_held_pass_ns;	/* drain_hold: the last pass let through */
 	uint64_t unflushed_ns;	/* CLOCK_MONOTONIC when the open blocks got
 				 * their first event, 0: nothing unflushed */
-	uint64_t written;	/* events serialized (stats.events_written) */
+	uint64_t written;	/* events serialized */
+	uint64_t stream_base;	/* of those, the ones in streams that ended
+				 * (rotations): all of them out */
+	uint64_t written_out;	/* stats.events_written: in blocks the
+				 * output accepted whole; never goes down */
 	uint64_t sp_written;	/* written at the last sequence point */
 	uint64_t lost;		/* events consumed but not written: output failed */
 	uint64_t bytes_before;	/* written to the streams rotated away */
@@ -224,6 +227,7 @@ struct drainer {
 uint64_t rp_drain_throttle_ns;
 int rp_drain_pause;
 int rp_drain_freeze;
+uint64_t rp_drain_paused_looks;
 
 static void publish_bytes(struct drainer *d)
 {
@@ -243,6 +247,38 @@ static void publish_bytes(struct drainer *d)
 	}
 }
 
+/* Events in the event blocks the output has accepted whole, all streams. */
+static uint64_t events_out(struct drainer *d)
+{
+	struct rp_uring_sink_stats st;
+
+	if (!d->w || !d->usink)
+		return d->stream_base;
+	rp_uring_sink_stats(d->usink, &st);
+	return d->stream_base + nt_writer_events_within(d->w, st.bytes);
+}
+
+/*
+ * stats.events_written: what the output accepted, not what was serialized,
+ * so that it never goes down. Once serialized, an event is either accepted
+ * with its block, or lost with it when the output fails (and counted then,
+ * account_failed_output()): a figure that counted it at once would have to
+ * take it back. Completions the sink has not looked at yet are reaped
+ * first, without waiting.
+ */
+static void publish_written(struct drainer *d)
+{
+	uint64_t out;
+
+	if (d->usink)
+		rp_uring_sink_reap(d->usink);
+	out = events_out(d);
+	if (out > d->written_out) {
+		d->written_out = out;
+		rp_store_relaxed(&d->s->stats.events_written, out);
+	}
+}
+
 /*
  * After an output error: of the events serialized, only those in event
  * blocks the output accepted whole are in the trace; the rest (the block
@@ -250,17 +286,15 @@ static void publish_bytes(struct drainer *d)
  */
 static void account_failed_output(struct drainer *d)
 {
-	struct rp_uring_sink_stats st;
 	uint64_t out;
 
 	rp_uring_sink_flush(d->usink);	/* waits for writes in flight */
-	rp_uring_sink_stats(d->usink, &st);
-	out = nt_writer_events_within(d->w, st.bytes);
+	out = events_out(d);
 	if (out < d->written) {
 		d->lost += d->written - out;
 		d->written = out;
 	}
-	rp_store_relaxed(&d->s->stats.events_written, d->written);
+	publish_written(d);
 	rp_store_relaxed(&d->s->stats.output_lost, d->lost);
 }
 
@@ -1209,8 +1243,9 @@ static size_t merge_out(struct drainer *d, uint64_t horizon)
 	flush_batch(d);
 	/* only the drainer writes them: plain stores, read with relaxed loads;
 	 * the bytes are what the writer produced so far (the sink may still
-	 * hold the tail of them until its next flush) */
-	rp_store_relaxed(&d->s->stats.events_written, d->written);
+	 * hold the tail of them until its next flush), the events what the
+	 * output took */
+	publish_written(d);
 	rp_store_relaxed(&d->s->stats.output_lost, d->lost);
 	if (n && d->w)
 		publish_bytes(d);
@@ -1276,7 +1311,7 @@ static bool stop_done(struct drainer *d, size_t got)
 
 	if (!d->stop_ns) {
 		d->stop_ns = now ? now : 1;
-		rp_shm_set_stale_timeout(d->s->shm, 0);
+		rp_shm_skip_uncommitted(d->s->shm);
 		for (i = 0; i < d->nr; i++)
 			d->rq[i].stop_from = rp_shm_ring(d->s->shm, i)->cons;
 	}
@@ -1496,8 +1531,6 @@ static void heartbeat(struct drainer *d)
 	struct rp_shm_session *h = rp_shm_header(d->s->shm);
 
 	rp_store_relaxed(&h->drainer_heartbeat_ns, rp_clock_mono_ns());
-	if (d->s->slot >= 0)
-		rp_block_heartbeat(d->s->slot);
 }
 
 /* Starts the trace: the writer writes the stream header through the sink. */
@@ -1551,6 +1584,9 @@ static void rotate(struct drainer *d)
 		else
 			rp_add_relaxed(&s->stats.sps, 1);
 	}
+	/* the old stream's events: all out, or (failed) counted as lost */
+	publish_written(d);
+	d->stream_base = d->written;
 	d->bytes_before += nt_writer_bytes(d->w);
 	nt_writer_free(d->w);
 	d->w = NULL;
@@ -1580,26 +1616,15 @@ static void rotate(struct drainer *d)
 }
 
 /*
- * rp_session_hold_drain(): is this pass skipped? A producer in another
- * process takes a drainer that frees nothing for PARK_MAX_TIMEOUTS (4)
- * timeouts as dead and drops from then on, so a held session still gets
- * one pass every HELD_PASS_TIMEOUTS timeouts: its producers park most of
- * the time, moving a ring's worth per period, and never give up. The flag
- * only says whether to read the rings, it publishes nothing: relaxed, read
- * anew every pass.
+ * rp_session_hold_drain(): is this pass skipped? Producers wait for as long
+ * as the hold lasts (nothing takes a drainer that frees nothing for dead),
+ * so a held session is not read at all until it is released or stopped.
+ * The flag only says whether to read the rings, it publishes nothing:
+ * relaxed, read anew every pass.
  */
-#define HELD_PASS_TIMEOUTS 2u
-static bool held_now(struct drainer *d, const struct rp_shm_session *h)
+static bool held_now(struct drainer *d)
 {
-	uint64_t now, period = HELD_PASS_TIMEOUTS * rp_load_relaxed(&h->drainer_timeout_ns);
-
-	if (rp_likely(!rp_load_relaxed(&d->s->drain_hold)))
-		return false;
-	now = rp_clock_mono_ns();
-	if (now - d->last_held_pass_ns < period)
-		return true;
-	d->last_held_pass_ns = now;
-	return false;
+	return rp_unlikely(rp_load_relaxed(&d->s->drain_hold));
 }
 
 static void *drainer_main(void *arg)
@@ -1639,13 +1664,15 @@ static void *drainer_main(void *arg)
 		d->pass++;	/* loss_budget() samples anew */
 
 		if (rp_unlikely(rp_load_relaxed(&rp_drain_pause) || rp_load_relaxed(&rp_drain_freeze) ||
-				held_now(d, h)) && !stopping) {
+				held_now(d)) && !stopping) {
 			struct timespec ts = { 0, 1000000 };
 
-			/* held and the test hook paused still beat the heart,
-			 * the hook frozen looks dead */
+			/* held and the test hook paused still beat the heart
+			 * (a hint for readers of the shared header); frozen,
+			 * it does not */
 			if (!rp_load_relaxed(&rp_drain_freeze))
 				heartbeat(d);
+			rp_add_relaxed(&rp_drain_paused_looks, 1);
 			nanosleep(&ts, NULL);
 			continue;
 		}
@@ -1759,9 +1786,20 @@ static void *drainer_main(void *arg)
 			set_output_error(d, err);
 		rp_add_relaxed(&s->stats.sps, 1);
 	}
+	publish_written(d);
 	rp_store_relaxed(&s->stats.output_lost, d->lost);
 	publish_bytes(d);
 	return d;
+}
+
+/* The stale judge of this process's rings (ring.h): a mark first, then
+ * looks until every writer inside a write at the mark has left it. */
+static bool writers_gone(void *ctx, uint64_t *mark)
+{
+	(void)ctx;
+	if (!*mark)
+		*mark = rp_writers_mark();
+	return rp_writers_left(*mark);
 }
 
 int rp_drainer_start(struct rp_session *s)
@@ -1805,13 +1843,18 @@ int rp_drainer_start(struct rp_session *s)
 	}
 	s->drainer_ctx = d;
 	rp_fence_init();	/* sleep_idle()'s heavy fence */
+	/* this process's writers: whether one can still commit a head is a
+	 * question for the thread registry; another process's (a remote
+	 * session) are waited for until that process is gone */
+	if (s->slot >= 0)
+		rp_shm_set_stale_judge(s->shm, writers_gone, NULL);
 	{
 		const struct rp_shm_session *h = rp_shm_header(s->shm);
 
 		/* private copies: nothing a process mapping the rings writes
-		 * there can change how long a producer waits */
+		 * there can change how producers wait */
 		if (s->slot >= 0)
-			rp_block_reset(s->slot, h->drainer_timeout_ns, h->ring_data_size,
+			rp_block_reset(s->slot, s->block_timeout_ns, h->ring_data_size,
 				       h->nr_rings);
 	}
 	err = rp_thread_start(&s->drainer, "rp-drain", drainer_main, d);

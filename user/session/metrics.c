@@ -1151,7 +1151,7 @@ static int session_figures(struct sess_fig *f)
 enum { FIG_EVENTS, FIG_BYTES, FIG_DROPPED, FIG_PARKED };
 
 static const char *const m_drop_names[RP_DROP_REASON_NR] = {
-	"full", "too_big", "no_session", "aborted", "alloc", "output",
+	"full", "too_big", "no_session", "aborted", "alloc", "output", "timeout",
 };
 
 /* the counters thread's: the tags of the last observation */

@@ -13,6 +13,7 @@
  * the trace, then unmap. Nothing touches a session after it is freed.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -237,6 +238,7 @@ static struct rp_session *session_start(const struct rp_session_opts *uopts, uns
 	s->format = o.format;
 	s->sp_interval_ms = o.sp_interval_ms ? o.sp_interval_ms : 1000;
 	s->rundown_keywords = o.rundown_keywords;
+	s->block_timeout_ns = (uint64_t)o.block_timeout_ms * 1000000ull;
 	err = cfg_copy(&s->cfg, o.providers, o.nproviders);
 	if (!err)
 		err = check_events(s);
@@ -299,7 +301,6 @@ static struct rp_session *session_start(const struct rp_session_opts *uopts, uns
 	so.data_size = ring_size(o.buffer_bytes ? o.buffer_bytes : DEFAULT_BUFFER, so.nr_rings);
 	so.mode = o.buffering == RP_BUFFERING_BLOCK ? RP_SHM_MODE_BLOCK : RP_SHM_MODE_DROP;
 	so.wake_watermark = (uint32_t)(so.data_size / 4);
-	so.drainer_timeout_ns = (uint64_t)(o.drainer_timeout_ms ? o.drainer_timeout_ms : 1000) * 1000000ull;
 	s->shm = rp_shm_create(&so);
 	if (!s->shm) {
 		err = -errno;
@@ -321,9 +322,7 @@ static struct rp_session *session_start(const struct rp_session_opts *uopts, uns
 	if (ext) {
 		const struct rp_shm_session *h = rp_shm_header(s->shm);
 
-		/* waiters read the agent's heartbeat in shared memory: the
-		 * queue's private one stays 0 */
-		rp_block_reset(s->slot, h->drainer_timeout_ns, h->ring_data_size, h->nr_rings);
+		rp_block_reset(s->slot, s->block_timeout_ns, h->ring_data_size, h->nr_rings);
 		err = ext->ready(ext->ctx, s);
 		if (err)
 			goto err_slot;
@@ -554,6 +553,28 @@ RP_API int rp_session_id(const struct rp_session *s)
 	return s ? s->slot : -1;
 }
 
+/* struct rp_session_stats as callers built against 0.2 know it: six drop
+ * reasons. Its sz is below the current struct's, which is how they are told
+ * apart. */
+struct session_stats_v2 {
+	size_t sz;
+	uint64_t events_written;
+	uint64_t bytes_written;
+	uint64_t dropped[6];
+	uint64_t corrupt_records;
+	uint64_t late_events;
+	uint64_t drainer_wakeups;
+	uint64_t sequence_points;
+	int output_error;
+	uint64_t skipped_bytes;
+	uint64_t drainer_moves;
+	uint64_t drainer_deferrals;
+};
+_Static_assert(sizeof(struct session_stats_v2) < sizeof(struct rp_session_stats) &&
+	       sizeof(struct rp_session_stats) - sizeof(struct session_stats_v2) ==
+	       sizeof(uint64_t) * (RP_DROP_REASON_NR - 6),
+	       "the current stats differ from 0.2's by the drop reasons added");
+
 RP_API int rp_session_stats(const struct rp_session *s, struct rp_session_stats *ust)
 {
 	struct rp_session_stats st = { 0 };
@@ -590,6 +611,20 @@ RP_API int rp_session_stats(const struct rp_session *s, struct rp_session_stats 
 	}
 	/* the drainer's own count: consumed after the output failed */
 	st.dropped[RP_DROP_REASON_OUTPUT] += rp_load_relaxed(&s->stats.output_lost);
-	memcpy(ust, &st, ust->sz < sizeof(st) ? ust->sz : sizeof(st));
+	if (ust->sz < sizeof(st)) {
+		/* a caller built before RP_DROP_REASON_TIMEOUT, whose dropped[]
+		 * has six reasons; it cannot have asked for a time bound, but
+		 * should one fire, its drops are a give-up like aborted */
+		struct session_stats_v2 o;
+
+		memcpy(&o, &st, offsetof(struct session_stats_v2, dropped));
+		memcpy(o.dropped, st.dropped, sizeof(o.dropped));
+		o.dropped[RP_DROP_REASON_ABORTED] += st.dropped[RP_DROP_REASON_TIMEOUT];
+		memcpy(&o.corrupt_records, &st.corrupt_records,
+		       sizeof(o) - offsetof(struct session_stats_v2, corrupt_records));
+		memcpy(ust, &o, ust->sz < sizeof(o) ? ust->sz : sizeof(o));
+		return 0;
+	}
+	memcpy(ust, &st, sizeof(st));
 	return 0;
 }

@@ -115,13 +115,14 @@ struct rp_session {
 	bool is_socket;
 	bool deferred;			/* RP_SESSION_DEFERRED: drained only at stop */
 	int held;			/* atomic: started held, nothing written yet */
-	/* atomic: rp_session_hold_drain(); not drained, its heart still beating */
+	/* atomic: rp_session_hold_drain(); not drained until released */
 	int drain_hold;
 	/* enable callbacks held back until rp_session_release() */
 	struct rp_provider **held_cbs;
 	const struct rp_provider_config **held_cfgs;
 	size_t nheld_cbs;
 	uint32_t sp_interval_ms;
+	uint64_t block_timeout_ns;	/* Block: the bound on one wait; 0: none */
 	uint64_t rundown_keywords;
 	const struct rp_external_drainer *ext;	/* drained by the agent */
 	/* a remote session: how records' meta_ids are named, the clock */
@@ -203,10 +204,13 @@ extern int rp_test_no_drainer_wake;
 
 /* drain.c */
 /* Test hooks: the drainer sleeps this long after every pass (0: never);
- * pauses (still alive); freezes (no heartbeat, no draining: looks dead). */
+ * pauses, or freezes (neither drains; neither ends a producer's wait). */
 extern uint64_t rp_drain_throttle_ns;
 extern int rp_drain_pause;
 extern int rp_drain_freeze;
+/* looks the drainers took while paused, frozen or held: a test that pauses
+ * knows a drainer is between passes once this moved twice */
+extern uint64_t rp_drain_paused_looks;
 int rp_drainer_start(struct rp_session *s);
 int rp_drainer_stop(struct rp_session *s);
 void rp_drainer_release(struct rp_session *s);
@@ -231,16 +235,13 @@ int rp_remote_session_end(struct rp_session *s, const struct thread_final *final
 			  struct rp_session_stats *stats);
 
 /*
- * Throttles the draining of s while hold is true, and drains at full speed
+ * Stops the draining of s while hold is true, and drains at full speed
  * again when it is false: the agent's egress is full, and a Block
  * session's producers must park (as they do on a full ring) rather than
- * have their events dropped further down. The drainer goes on beating its
- * heart and lets one pass through every two drainer timeouts, so that
- * producers in another process, which take a drainer that frees nothing
- * for four timeouts as dead, never fall back to dropping; they move a
- * ring's worth per period. Stopping the session drains it whatever the
- * hold. A held session should not be rotated: rp_session_rotate() waits
- * for the next pass.
+ * have their events dropped further down. Producers wait for as long as
+ * the hold lasts: a drainer that frees nothing is not taken for dead.
+ * Stopping the session drains it whatever the hold. A held session should
+ * not be rotated: rp_session_rotate() waits for the next pass.
  */
 void rp_session_hold_drain(struct rp_session *s, bool hold);
 

@@ -331,6 +331,22 @@ static int us_reap(struct rp_uring_sink *s)
 	return 0;
 }
 
+int rp_uring_sink_reap(struct rp_uring_sink *s)
+{
+	struct io_uring_cqe *cqe;
+
+	if (!s || !s->uring)
+		return s ? s->err : 0;
+	while (s->inflight && !io_uring_peek_cqe(&s->ring, &cqe)) {
+		uint64_t tag = cqe->user_data;
+		int res = cqe->res;
+
+		io_uring_cqe_seen(&s->ring, cqe);
+		us_complete(s, tag, res);
+	}
+	return s->err;
+}
+
 /* Makes s->cur a FREE buffer, waiting for completions if needed. */
 static int us_acquire(struct rp_uring_sink *s)
 {

@@ -112,6 +112,9 @@ struct rp_uring_sink *rp_uring_sink_new(int fd, const struct rp_uring_sink_opts 
  * in flight, then releases the ring and the buffers. Accepts NULL. */
 void rp_uring_sink_free(struct rp_uring_sink *s);
 struct nt_sink *rp_uring_sink_base(struct rp_uring_sink *s);
+/* Takes the completions that are ready, without waiting (the stats count
+ * them); 0 or the sink's error. */
+int rp_uring_sink_reap(struct rp_uring_sink *s);
 /* Submits the partial buffer and waits for every write; 0 or the first error. */
 int rp_uring_sink_flush(struct rp_uring_sink *s);
 /* "io_uring" or "write(2)". */
