@@ -239,7 +239,9 @@ $(OUT)/tests/agent_producer: tests/agent_producer.c $(SHARED_LIB) | $(OUT)/tests
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< -L$(OUT) -lringpipe -Wl,-rpath,$(abspath $(OUT)) -lpthread
 
 # test_stall and bench_stall: the Block write storm they stop, freeze and
-# throttle, a process of its own linked against the shared library
+# throttle, a process of its own linked against the shared library (and the
+# tool: both start the agent)
+$(OUT)/tests/test_stall: $(OUT)/tests/progs/stall_producer $(TOOL)
 $(OUT)/tests/progs/stall_producer: tests/progs/stall_producer.c $(SHARED_LIB) | $(OUT)/tests
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D) && $(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< -L$(OUT) -lringpipe \
