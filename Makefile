@@ -242,6 +242,7 @@ $(OUT)/tests/agent_producer: tests/agent_producer.c $(SHARED_LIB) | $(OUT)/tests
 # throttle, a process of its own linked against the shared library (and the
 # tool: both start the agent)
 $(OUT)/tests/test_stall: $(OUT)/tests/progs/stall_producer $(TOOL)
+$(OUT)/bench/bench_stall: $(OUT)/tests/progs/stall_producer $(TOOL)
 $(OUT)/tests/progs/stall_producer: tests/progs/stall_producer.c $(SHARED_LIB) | $(OUT)/tests
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D) && $(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< -L$(OUT) -lringpipe \
