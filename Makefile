@@ -238,6 +238,16 @@ $(OUT)/tests/agent_producer: tests/agent_producer.c $(SHARED_LIB) | $(OUT)/tests
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< -L$(OUT) -lringpipe -Wl,-rpath,$(abspath $(OUT)) -lpthread
 
+# test_stall and bench_stall: the Block write storm they stop, freeze and
+# throttle, a process of its own linked against the shared library (and the
+# tool: both start the agent)
+$(OUT)/tests/test_stall: $(OUT)/tests/progs/stall_producer $(TOOL)
+$(OUT)/bench/bench_stall: $(OUT)/tests/progs/stall_producer $(TOOL)
+$(OUT)/tests/progs/stall_producer: tests/progs/stall_producer.c $(SHARED_LIB) | $(OUT)/tests
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D) && $(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< -L$(OUT) -lringpipe \
+		-Wl,-rpath,$(abspath $(OUT)) -lpthread
+
 # test_usdt traces a writer linked against libringpipe.so and one linked
 # against libringpipe.a (ringpipe:event must work in both)
 $(OUT)/tests/test_usdt: $(OUT)/tests/usdt_writer $(OUT)/tests/usdt_writer_static

@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # `make bench`: ringpipe side by side with LTTng-UST, .NET EventPipe and the
 # floor, measured in this run on this machine, as one markdown table; then
-# the thread sweep "Block mode at production shape" as a second one.
+# the thread sweep "Block mode at production shape" as a second one; then
+# the host agent's table, the Block stall table (bench/bench_stall.c: a
+# Block session whose process, cgroup, pipe reader or agent is stopped,
+# frozen or throttled for 0.5, 2 and 10 s; 2 s alone with --quick) and the
+# fleet egress.
 #
 #   scripts/run-bench.sh [--quick] [--details] [--sweep]
 #
@@ -377,6 +381,16 @@ if [ $sweep_only = 0 ]; then
 		printf "| write, 1 writer, in-process drainer | %s ns |\n", v["write_ns_inprocess"]
 		printf "| ratio agent / in-process | %s× |\n", v["write_ratio_agent_to_inprocess"]
 	}' "$work/agent.kv"
+fi
+
+# ---- Block under stalls: the storm of test_stall stopped, frozen,
+# throttled, its pipe reader and its agent stopped (bench/bench_stall.c)
+if [ $sweep_only = 0 ]; then
+	echo "bench: the Block stall table ..." >&2
+	if ! "$OUT/bench/bench_stall" "${qarg[@]}" 2>>"$work/stall.err"; then
+		echo "- bench_stall did not measure every row (the cells say why; its last words: $(tail -1 "$work/stall.err"))"
+		echo "skip failed: bench_stall" >"$work/stall.kv"
+	fi
 fi
 
 # ---- the fleet egress: one agent into one ClickHouse node, then into a 2x2
