@@ -6,30 +6,26 @@
  * numbers, forged records, the session header's control and unused Block
  * words, the heartbeat, drop and reader counters) while producers write.
  *
- * Bounds checked (each test takes a few seconds):
+ * What is checked (each test takes a few seconds), outcomes, never times:
  *   - no crash (ASan clean in the asan build);
- *   - Drop: an rp_event_write() never waits: it runs for at most
- *     WRITE_CPU_BOUND_DROP_NS of CPU time (10 ms; 50 ms under sanitizers;
- *     observed: tens of microseconds; WRITE_CPU_OUTLIERS writes may be
- *     charged with an interrupt's time) and returns within 1 s of wall time,
- *     which only adds the scheduling of a loaded runner. Block: it returns
- *     within 4 x drainer_timeout_ms plus a poll (BLOCK_BOUND_NS, 4.2 s), the
- *     longest a Block writer ever waits before it gives up on a drainer
- *     (observed: at most about the stale timeout, 1 s, when the mapper left
- *     a head uncommitted);
- *   - rp_session_stop() returns within 1 s;
- *   - once the mapper is gone the session heals: the rings drain within
- *     1.5 s (the stale timeout and a few passes), then HEAL_EVENTS writes
- *     return 0 and every one of them is in the trace;
- *   - the trace reads without error (ringpipe's reader and TraceEvent), and
- *     EventsLost is >= 0, not saturated, and at most what the reader can
- *     account for (the drops it accepted, the records it refused or gave
- *     up) plus the producers' attempts that are not in the trace;
- *   - the session's figures are plausible: drops at most the attempts plus
- *     the increments the mapper added that no reader can tell from real ones
- *     (small and in time), corrupt counts at most one per attempt plus two
- *     per mapper write, events written at most the attempts plus the
- *     records the mapper forged.
+ *   - Drop: an rp_event_write() never waits or spins: it runs for at most
+ *     WRITE_CPU_BOUND_DROP_NS of its thread's CPU time (10 ms; 50 ms under
+ *     sanitizers; observed: tens of microseconds; WRITE_CPU_OUTLIERS writes
+ *     may be charged with an interrupt's time). Block: nothing is dropped
+ *     while the session runs, whatever the mapper does;
+ *   - rp_session_stop() returns, and every write returns;
+ *   - once the mapper is gone the session heals: the rings drain (a head it
+ *     left uncommitted is skipped once every writer of this process has
+ *     been seen outside a write), then HEAL_EVENTS writes return 0 and
+ *     every one of them is in the trace;
+ *   - the drops are the writers' own, exactly: the session's drop counts
+ *     equal the writes that returned -ENOBUFS, and so does EventsLost, in
+ *     ringpipe's reader and in TraceEvent (what the mapper destroyed or
+ *     forged is corrupt, not lost); events_written and the drops never go
+ *     down while the mapper runs;
+ *   - the other figures are plausible: corrupt counts at most one per
+ *     attempt plus two per mapper write, events written at most the
+ *     attempts plus the records the mapper forged.
  */
 #include <inttypes.h>
 #include <limits.h>
@@ -58,16 +54,11 @@
 #define LOAD_AFTER_NS 300000000ull	/* producers go on this long after it */
 #define HEAL_EVENTS 200u
 #define HEAL_THREAD 77u	/* the payload's thread field of those writes */
-#define STOP_BOUND_NS 1000000000ull
-/* after the mapper: the backlog the producers left (up to a ring each,
- * which a loaded 2-CPU machine takes most of a second to read), then the
- * stale timeout (1 s) of a record found uncommitted at its end, and a few
- * passes */
-#define HEAL_BOUND_NS 2500000000ull
+/* only turns a hang into a failure: the rings drain after the mapper */
+#define HEAL_DEADLINE_NS 60000000000ull
 /* Drop never waits: a write runs for at most this long (CPU time of the
- * writing thread), and returns within WRITE_BOUND_DROP_NS of wall time,
- * which only adds the scheduling of a loaded runner (Criterion runs these
- * tests in parallel, five busy threads each, on as few as two CPUs) */
+ * writing thread; Criterion runs these tests one at a time, but a loaded
+ * runner still preempts them, which CPU time does not count) */
 #define WRITE_CPU_BOUND_DROP_NS (SLOW ? 50000000ull : 10000000ull)
 /* Writes allowed past that bound, each still under ten times it: kernels
  * built without CONFIG_IRQ_TIME_ACCOUNTING (this machine kind's) charge an
@@ -76,9 +67,6 @@
  * then (seen: 10.5 and 10.7 ms, once in a few CI runs). A write that waits
  * or spins does so again and again, and is caught by the count. */
 #define WRITE_CPU_OUTLIERS 2u
-#define WRITE_BOUND_DROP_NS 1000000000ull
-#define DRAINER_TIMEOUT_MS 1000u
-#define BLOCK_BOUND_NS (4ull * DRAINER_TIMEOUT_MS * 1000000ull + 200000000ull)
 
 static uint64_t now_ns(void)
 {
@@ -560,7 +548,8 @@ static bool read_traceevent(const char *path, const char *prov, struct summary *
 /* ---- the scenario ---------------------------------------------------------- */
 
 struct outcome {
-	uint64_t attempts, ok, max_write_ns, max_cpu_ns, over_cpu, heal_max_ns, heal_ns, stop_ns;
+	uint64_t attempts, ok, nobufs, max_write_ns, max_cpu_ns, over_cpu, heal_max_ns, heal_ns,
+		 stop_ns;
 	struct rp_session_stats st;
 	struct summary own, te;
 	bool have_te;
@@ -574,7 +563,7 @@ static void run_hostile(int mode, uint64_t seed, uint64_t attack_ns, unsigned in
 	struct rp_event *burst, *heal;
 	struct rp_provider_config pc;
 	struct rp_session_opts so = { .sz = sizeof(so), .nproviders = 1, .buffer_bytes = 1 << 20,
-				      .buffering = mode, .drainer_timeout_ms = DRAINER_TIMEOUT_MS };
+				      .buffering = mode };
 	struct producer pr[NPRODUCERS];
 	pthread_t th[NPRODUCERS];
 	struct rp_session *s;
@@ -615,7 +604,26 @@ static void run_hostile(int mode, uint64_t seed, uint64_t attack_ns, unsigned in
 		    attack_ns / 1000000);
 
 	pid = mapper_start(c, s);
-	usleep((useconds_t)(attack_ns / 1000));
+	/* meanwhile: the figures never go back (events_written is what the
+	 * output took; drops are the producers' own counters) */
+	{
+		struct rp_session_stats prev = { .sz = sizeof(prev) }, now = { .sz = sizeof(now) };
+		uint64_t until = now_ns() + attack_ns;
+
+		while (now_ns() < until) {
+			uint64_t pd = 0, nd = 0;
+
+			cr_assert_eq(rp_session_stats(s, &now), 0);
+			for (i = 0; i < RP_DROP_REASON_NR; i++)
+				pd += prev.dropped[i], nd += now.dropped[i];
+			cr_assert_geq(now.events_written, prev.events_written,
+				      "%s: events_written went from %" PRIu64 " to %" PRIu64, prov,
+				      prev.events_written, now.events_written);
+			cr_assert_geq(nd, pd, "%s: drops went from %" PRIu64 " to %" PRIu64, prov, pd, nd);
+			prev = now;
+			usleep(1000);
+		}
+	}
 	mapper_wait(c, pid);
 	/* the producers go on for a while with the mapper gone */
 	usleep((useconds_t)(LOAD_AFTER_NS / 1000));
@@ -624,6 +632,7 @@ static void run_hostile(int mode, uint64_t seed, uint64_t attack_ns, unsigned in
 		pthread_join(th[i], NULL);
 		o->attempts += pr[i].attempts;
 		o->ok += pr[i].ok;
+		o->nobufs += pr[i].nobufs;
 		if (pr[i].max_ns > o->max_write_ns)
 			o->max_write_ns = pr[i].max_ns;
 		if (pr[i].max_cpu_ns > o->max_cpu_ns)
@@ -634,7 +643,8 @@ static void run_hostile(int mode, uint64_t seed, uint64_t attack_ns, unsigned in
 	}
 
 	/* healed: the rings drain (a head the mapper left uncommitted is
-	 * skipped after the stale timeout, 1 s), then every write is captured */
+	 * skipped once every writer of this process has been seen outside a
+	 * write), then every write is captured */
 	t0 = now_ns();
 	for (;;) {
 		uint32_t q, busy = 0;
@@ -647,7 +657,7 @@ static void run_hostile(int mode, uint64_t seed, uint64_t attack_ns, unsigned in
 		}
 		if (!busy)
 			break;
-		if (now_ns() - t0 > HEAL_BOUND_NS)
+		if (now_ns() - t0 > HEAL_DEADLINE_NS)
 			for (q = 0; q < rp_shm_nr_rings(s->shm); q++) {
 				struct rp_ring *r = rp_shm_ring(s->shm, q);
 
@@ -663,7 +673,7 @@ static void run_hostile(int mode, uint64_t seed, uint64_t attack_ns, unsigned in
 					    (uint64_t)r->hdr->consumer_pos, rp_ring_stale_count(r),
 					    rp_ring_corrupt_count(r), rp_ring_last_error(r));
 			}
-		cr_assert_leq(now_ns() - t0, HEAL_BOUND_NS, "%s: %u rings still not drained %" PRIu64
+		cr_assert_leq(now_ns() - t0, HEAL_DEADLINE_NS, "%s: %u rings still not drained %" PRIu64
 			      " ms after the producers stopped", prov, busy, (now_ns() - t0) / 1000000);
 		usleep(1000);
 	}
@@ -717,23 +727,30 @@ static void run_hostile(int mode, uint64_t seed, uint64_t attack_ns, unsigned in
 		    o->st.dropped[RP_DROP_REASON_FULL], o->st.dropped[RP_DROP_REASON_ABORTED],
 		    o->st.corrupt_records, o->st.skipped_bytes, o->st.late_events);
 
-	/* bounds on time */
-	cr_assert_leq(o->stop_ns, STOP_BOUND_NS, "%s: stop took %" PRIu64 " ms", prov,
-		      o->stop_ns / 1000000);
+	/* a Drop write never waits or spins, whatever the mapper does: a
+	 * bound on the writing thread's own CPU time, which load does not
+	 * stretch (the wall-clock figures are only reported above) */
 	if (mode == RP_BUFFERING_DROP) {
 		cr_assert_leq(o->over_cpu, WRITE_CPU_OUTLIERS, "%s: %" PRIu64 " writes ran for more "
 			      "than %" PRIu64 " us (the longest %" PRIu64 " us)", prov, o->over_cpu,
 			      (uint64_t)(WRITE_CPU_BOUND_DROP_NS / 1000), o->max_cpu_ns / 1000);
 		cr_assert_leq(o->max_cpu_ns, 10 * WRITE_CPU_BOUND_DROP_NS, "%s: a write ran for %" PRIu64
 			      " us", prov, o->max_cpu_ns / 1000);
-		cr_assert_leq(o->max_write_ns, WRITE_BOUND_DROP_NS, "%s: a write took %" PRIu64 " ms",
-			      prov, o->max_write_ns / 1000000);
-	} else
-		cr_assert_leq(o->max_write_ns, BLOCK_BOUND_NS, "%s: a write took %" PRIu64 " ms",
-			      prov, o->max_write_ns / 1000000);
-	cr_assert_leq(o->heal_max_ns, mode == RP_BUFFERING_DROP ? WRITE_BOUND_DROP_NS : BLOCK_BOUND_NS,
-		      "%s: a write after the mapper left took %" PRIu64 " ms", prov,
-		      o->heal_max_ns / 1000000);
+	}
+
+	/* the drops are the writers' own, exactly: a mapper can neither hide
+	 * nor add any (they are counted in memory it cannot write) */
+	{
+		uint64_t dropped = 0;
+
+		for (i = 0; i < RP_DROP_REASON_NR; i++)
+			dropped += o->st.dropped[i];
+		cr_assert_eq(dropped, o->nobufs, "%s: the session counted %" PRIu64 " drops, the "
+			     "writers were told -ENOBUFS %" PRIu64 " times", prov, dropped, o->nobufs);
+		if (mode == RP_BUFFERING_BLOCK)
+			cr_assert_eq(dropped, 0, "%s: Block dropped %" PRIu64 " while the session ran",
+				     prov, dropped);
+	}
 
 	/* the figures are plausible */
 	{
@@ -760,22 +777,13 @@ static void run_hostile(int mode, uint64_t seed, uint64_t attack_ns, unsigned in
 	cr_assert_eq(o->own.heal, HEAL_EVENTS, "%s: %" PRIu64 " of %u writes after the mapper "
 		     "left are in the trace", prov, o->own.heal, HEAL_EVENTS);
 	cr_assert_leq(o->own.burst, o->ok + c->forged, "%s: more events than captured", prov);
-	/* EventsLost: the gaps the reader let into the trace are covered by
-	 * what it accounted for (drops it accepted, records it refused or gave
-	 * up); after a thread's last record come its own attempts that are
-	 * not in the trace */
-	{
-		uint64_t dropped = 0;
-
-		for (i = 0; i < RP_DROP_REASON_NR; i++)
-			dropped += o->st.dropped[i];
-		lost_bound = dropped + o->st.corrupt_records + (o->st.skipped_bytes + 31) / 32 +
-			     (o->attempts - (o->own.burst < o->attempts ? o->own.burst : o->attempts));
-	}
-	cr_assert_geq(o->own.lost, 0, "%s: EventsLost %" PRId64, prov, o->own.lost);
-	cr_assert_leq((uint64_t)o->own.lost, lost_bound,
-		      "%s: EventsLost %" PRId64 " for %" PRIu64 " attempts: more than the reader "
-		      "can account for (%" PRIu64 ")", prov, o->own.lost, o->attempts, lost_bound);
+	/* EventsLost is the writers' drops, exactly: what the mapper destroyed
+	 * or forged is corrupt (corrupt_records, skipped_bytes), never a loss
+	 * the writers did not see */
+	cr_assert_eq((uint64_t)o->own.lost, o->nobufs,
+		     "%s: EventsLost %" PRId64 ", the writers' drops %" PRIu64, prov, o->own.lost,
+		     o->nobufs);
+	lost_bound = o->nobufs;
 	o->have_te = read_traceevent(path, prov, &o->te);
 	if (o->have_te) {
 		cr_log_info("%s: TraceEvent: %" PRIu64 " Burst, %" PRIu64 " Heal, EventsLost %" PRId64
@@ -785,10 +793,9 @@ static void run_hostile(int mode, uint64_t seed, uint64_t attack_ns, unsigned in
 			     "events, ringpipe's reader %" PRIu64, prov, o->te.heal, o->own.heal_all);
 		cr_assert_geq(o->te.lost, 0, "%s: TraceEvent EventsLost %" PRId64, prov, o->te.lost);
 		cr_assert_lt(o->te.lost, (int64_t)INT_MAX, "%s: EventsLost saturated", prov);
-		cr_assert_leq((uint64_t)o->te.lost, lost_bound,
-			      "%s: TraceEvent EventsLost %" PRId64 " for %" PRIu64 " attempts (the "
-			      "reader accounts for %" PRIu64 ")", prov, o->te.lost, o->attempts,
-			      lost_bound);
+		cr_assert_eq((uint64_t)o->te.lost, lost_bound,
+			     "%s: TraceEvent EventsLost %" PRId64 ", the writers' drops %" PRIu64, prov,
+			     o->te.lost, lost_bound);
 		cr_assert_leq(o->te.burst, o->ok + c->forged, "%s: TraceEvent: more events than "
 			      "captured", prov);
 	}
@@ -918,8 +925,6 @@ static void scribble_consumer_pos(int mode)
 	}
 	cr_assert_eq(waitpid(pid, &st, 0), pid);
 	cr_assert(WIFEXITED(st) && !WEXITSTATUS(st), "scribbler: 0x%x", st);
-	cr_assert_leq(max_ns, mode == RP_BUFFERING_DROP ? WRITE_BOUND_DROP_NS : BLOCK_BOUND_NS,
-		      "a write took %" PRIu64 " ms", max_ns / 1000000);
 	/* the scribbler is gone: the drainer's next pass (at the latest when
 	 * its idle sleep ends) rewrites every consumer position; then writes
 	 * are captured (a Block write would wait, a Drop write would drop:
@@ -936,8 +941,8 @@ static void scribble_consumer_pos(int mode)
 		}
 		if (sane)
 			break;
-		cr_assert_leq(now_ns() - t0, HEAL_BOUND_NS, "the rings did not heal in %" PRIu64
-			      " ms", (uint64_t)(HEAL_BOUND_NS / 1000000));
+		cr_assert_leq(now_ns() - t0, HEAL_DEADLINE_NS, "the rings did not heal in %" PRIu64
+			      " ms", (uint64_t)(HEAL_DEADLINE_NS / 1000000));
 		usleep(1000);
 	}
 	for (k = 0; k < (int)HEAL_EVENTS; k++)
@@ -947,7 +952,6 @@ static void scribble_consumer_pos(int mode)
 	dt = now_ns() - t0;
 	cr_log_info("%s: %" PRIu64 " of 2000 writes captured under the scribbler, longest %" PRIu64
 		    " us, stop %" PRIu64 " us", prov, ok, max_ns / 1000, dt / 1000);
-	cr_assert_leq(dt, STOP_BOUND_NS, "stop took %" PRIu64 " ms", dt / 1000000);
 	t = read_own(path);
 	cr_assert_eq(t.heal_all, 100 + ok + HEAL_EVENTS, "%" PRIu64 " events, expected %" PRIu64,
 		     t.heal_all, 100 + ok + HEAL_EVENTS);
@@ -969,10 +973,11 @@ Test(hostile, block_scribbled_consumer_pos_heals, .timeout = 60)
 /*
  * Stop with a hostile producer position that keeps moving a little past
  * the reader into space nobody wrote (uncommitted, reading zero): the
- * stopping drainer does not wait for those records, and stop returns
- * within the bound although the other process never stops.
+ * stopping drainer does not wait for those records (every writer of this
+ * process is out), and stop returns although the other process never
+ * stops (the test's timeout turns a hang into a failure).
  */
-Test(hostile, stop_with_positions_moving_returns_in_time, .timeout = 60)
+Test(hostile, stop_with_positions_moving_returns, .timeout = 60)
 {
 	char *dir = th_tmpdir(), *path;
 	struct rp_provider_opts po = { .sz = sizeof(po), .name = "Test-Hostile-Stop" };
@@ -1021,7 +1026,6 @@ Test(hostile, stop_with_positions_moving_returns_in_time, .timeout = 60)
 	kill(pid, SIGKILL);
 	cr_assert_eq(waitpid(pid, &st, 0), pid);
 	cr_log_info("stop with moving positions: %" PRIu64 " us", dt / 1000);
-	cr_assert_leq(dt, STOP_BOUND_NS, "stop took %" PRIu64 " ms", dt / 1000000);
 	t = read_own(path);
 	cr_assert_eq(t.heal_all, 100, "the events written before: %" PRIu64, t.heal_all);
 	free(path);
@@ -1045,9 +1049,10 @@ static void forge_one(struct rp_session *s, uint32_t meta, uint32_t tid, uint32_
 
 /*
  * Forged thread ids and sequence numbers are refused; a real thread whose
- * id they use loses nothing to them (or one record, to a forged restart),
- * EventsLost stays what the reader can account for, and drop counters set
- * to absurd values are not reported. one_pass: the drainer is paused from
+ * id they use loses nothing to them (or one record, to a forged restart,
+ * counted as corrupt), EventsLost stays the writers' drops (none), and the
+ * old drop counters in the ring headers, set to absurd values, count for
+ * nothing. one_pass: the drainer is paused from
  * the first forged record to the last real one, so that it reads them all
  * in one pass (as a drainer kept off its CPU for a while does), where the
  * refusals and the records that claim the loss they leave meet.
@@ -1116,12 +1121,13 @@ static void forged_numbers(bool one_pass)
 	cr_assert_eq(st.corrupt_records, 6, "five forged records and one real one refused: %" PRIu64,
 		     st.corrupt_records);
 	t = read_own(path);
-	/* 30 real, one forged restart; one real lost */
+	/* 30 real, one forged restart; one real refused (corrupt, above), and
+	 * no writer dropped anything: no EventsLost */
 	cr_assert_eq(t.burst, 30, "events in the trace: %" PRIu64, t.burst);
-	cr_assert_eq(t.lost, 1, "EventsLost: %" PRId64, t.lost);
+	cr_assert_eq(t.lost, 0, "EventsLost: %" PRId64 ", the writers dropped nothing", t.lost);
 	if (read_traceevent(path, "Test-Hostile-Seq", &te)) {
 		cr_assert_eq(te.burst, 30, "TraceEvent: %" PRIu64 " events", te.burst);
-		cr_assert_eq(te.lost, 1, "TraceEvent EventsLost: %" PRId64, te.lost);
+		cr_assert_eq(te.lost, 0, "TraceEvent EventsLost: %" PRId64, te.lost);
 	}
 	free(path);
 	th_rmdir(dir);

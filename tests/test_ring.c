@@ -1608,42 +1608,69 @@ Test(trust, stale_skip_goes_to_the_latest_producer_pos)
 	rp_shm_destroy(s);
 }
 
-/* Drop counters in shared memory count only as far as they are plausible. */
-Test(trust, drop_counters_are_clamped)
+/*
+ * The drop counters are the producers' alone: their memfd is sealed, so a
+ * process that gets hold of it (as the agent does, or one that takes it
+ * from /proc/PID/fd) can map it only read-only and cannot write() to it;
+ * the old counters in the ring headers count for nothing, whatever is
+ * written there. A reader attaches only a counts memfd so sealed.
+ */
+Test(trust, drop_counters_are_the_producers_alone)
 {
-	struct rp_shm *s = mk_shm(2, 16 * KIB);
+	struct rp_shm *s = mk_shm(2, 16 * KIB), *v;
 	struct rp_ring *r = rp_shm_ring(s, 0);
-	uint64_t all[RP_DROP_NR] = { 0 };
+	struct rp_shm_open_opts oo = { .sz = sizeof(oo) };
+	uint64_t all[RP_DROP_NR] = { 0 }, junk = ~0ull;
+	int cfd = rp_shm_counts_fd(s), other;
+	char path[64];
+	void *p;
 
+	cr_assert_geq(cfd, 0, "the creator has a counts memfd");
 	for (int i = 0; i < 5; i++)
 		rp_ring_count_drop(r, RP_DROP_FULL);
+	rp_ring_count_drop(rp_shm_ring(s, 1), RP_DROP_TOO_BIG);
 	cr_assert_eq(rp_ring_drops(r, RP_DROP_FULL), 5, "honest drops count");
+	/* the words where drop counters were count for nothing */
 	__atomic_store_n(&r->hdr->drops[RP_DROP_FULL], 10000000000000000000ull, __ATOMIC_RELAXED);
-	cr_assert_eq(rp_ring_drops(r, RP_DROP_FULL), 5, "a jump to 1e19 does not");
-	rp_ring_count_drop(r, RP_DROP_FULL);
-	rp_ring_count_drop(r, RP_DROP_FULL);
-	usleep(1000);
-	cr_assert_eq(rp_ring_drops(r, RP_DROP_FULL), 7, "increments after it count again: %" PRIu64,
-		     rp_ring_drops(r, RP_DROP_FULL));
-	__atomic_store_n(&r->hdr->drops[RP_DROP_FULL], 3, __ATOMIC_RELAXED);
-	cr_assert_eq(rp_ring_drops(r, RP_DROP_FULL), 7, "a counter going down does not");
-	rp_ring_count_drop(r, RP_DROP_FULL);
-	usleep(1000);
-	cr_assert_eq(rp_ring_drops(r, RP_DROP_FULL), 8);
-	__atomic_fetch_add(&r->hdr->drops[RP_DROP_ABORTED], 1ull << 41, __ATOMIC_RELAXED);
-	__atomic_fetch_add(&r->hdr->drops[RP_DROP_TOO_BIG], 2, __ATOMIC_RELAXED);
-	usleep(1000);
-	cr_assert_eq(rp_ring_drops(r, RP_DROP_ABORTED), 0, "2^41 at once does not");
-	cr_assert_eq(rp_ring_drops(r, RP_DROP_TOO_BIG), 2, "the other counters of the sample do");
-	/* faster than one per nanosecond: not plausible */
-	__atomic_fetch_add(&r->hdr->drops[RP_DROP_FULL], 1ull << 36, __ATOMIC_RELAXED);
-	cr_assert_eq(rp_ring_drops(r, RP_DROP_FULL), 8, "2^36 within microseconds does not count");
-	rp_ring_count_drop(rp_shm_ring(s, 1), RP_DROP_FULL);
-	usleep(1000);
-	rp_shm_drops(s, all);
-	cr_assert_eq(all[RP_DROP_FULL], 9, "rp_shm_drops sums the rings: %" PRIu64, all[RP_DROP_FULL]);
-	cr_assert_eq(all[RP_DROP_TOO_BIG], 2);
-	cr_assert_eq(all[RP_DROP_ABORTED], 0);
+	cr_assert_eq(rp_ring_drops(r, RP_DROP_FULL), 5, "a scribble in the ring header counts");
+	/* nobody maps the counts writable or writes them, through this fd or
+	 * a new open of it */
+	p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, cfd, 0);
+	cr_assert_eq(p, MAP_FAILED, "the counts mapped writable");
+	cr_assert_eq(errno, EPERM, "mmap: %s", strerror(errno));
+	cr_assert_lt(pwrite(cfd, &junk, sizeof(junk), 64), 0, "the counts written");
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", cfd);
+	other = open(path, O_RDWR);
+	cr_assert_geq(other, 0, "%s: %s", path, strerror(errno));
+	cr_assert_eq(mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, other, 0), MAP_FAILED,
+		     "the counts mapped writable through a new open");
+	cr_assert_lt(pwrite(other, &junk, sizeof(junk), 64), 0, "the counts written through a new open");
+	close(other);
+	/* a reader elsewhere reads them as they are */
+	v = rp_shm_open_fd(rp_shm_fd(s), &oo);
+	cr_assert_not_null(v);
+	cr_assert_eq(rp_shm_attach_counts(v, cfd, &oo), 0);
+	rp_shm_drops(v, all);
+	cr_assert_eq(all[RP_DROP_FULL], 5, "the reader's full drops: %" PRIu64, all[RP_DROP_FULL]);
+	cr_assert_eq(all[RP_DROP_TOO_BIG], 1);
+	rp_ring_count_drop(r, RP_DROP_ABORTED);
+	cr_assert_eq(rp_ring_drops(rp_shm_ring(v, 0), RP_DROP_ABORTED), 1, "seen as it happens");
+	rp_shm_destroy(v);
+	{
+		/* a counts memfd without the seals is refused */
+		char err[200] = "";
+		struct rp_shm_open_opts eo = { .sz = sizeof(eo), .errbuf = err, .errbuf_len = sizeof(err) };
+		int fake = memfd_create("fake-counts", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+
+		cr_assert_geq(fake, 0);
+		cr_assert_eq(ftruncate(fake, 4096), 0);
+		v = rp_shm_open_fd(rp_shm_fd(s), &oo);
+		cr_assert_not_null(v);
+		cr_assert_eq(rp_shm_attach_counts(v, fake, &eo), -EPERM, "unsealed counts attached");
+		cr_assert_not_null(strstr(err, "sealed"), "the refusal says why: %s", err);
+		rp_shm_destroy(v);
+		close(fake);
+	}
 	/* the reader's own figures are its own: scribbling their shared copy
 	 * changes nothing, and the next release restores the copy */
 	__atomic_store_n(&r->hdr->corrupt, 123456789, __ATOMIC_RELAXED);

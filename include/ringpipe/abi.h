@@ -31,7 +31,11 @@
 #define RP_ABI_MAGIC		0x45504950474e4952ULL
 /* 2: records may carry the thread they are about (RP_REC_F_THREAD) */
 /* 3: records up to 67664 bytes; Block mode's waiter queue left shared memory */
-#define RP_ABI_VERSION		4u
+/* 4: space_freed and space_watch */
+/* 5: drop counters in a memfd of their own, sealed against every writer but
+ *    their creator (struct rp_shm_counts); the ring headers' drops and the
+ *    session's drainer_timeout_ns are unused, zero */
+#define RP_ABI_VERSION		5u
 /* "RPRG": first word of every ring header, catches a mis-computed offset. */
 #define RP_SHM_RING_MAGIC	0x47525052u
 
@@ -108,8 +112,9 @@ struct rp_shm_session {
 	__u32 record_hdr_size;	/* sizeof(struct rp_shm_record) */
 	__u64 total_size;	/* size of the memfd, exactly */
 
-	/* 0x040: immutable tuning for Block mode */
-	__u64 drainer_timeout_ns; /* heartbeat older than this = dead drainer */
+	/* 0x040: immutable tuning */
+	__u64 drainer_timeout_ns; /* unused since version 5, zero: nothing takes
+				   * a drainer for dead by the time it was silent */
 	__u32 wake_watermark;	/* bytes pending before a producer wakes the drainer */
 	__u32 creator_pid;
 	__u8 __pad1[48];
@@ -173,7 +178,9 @@ struct rp_shm_ring {
 	__u64 consumer_pos;
 	__u8 __pad2[56];
 
-	/* 0x0c0: drop counters, producers, relaxed atomic add */
+	/* 0x0c0: unused since version 5, zero: the drop counters are in the
+	 * sealed counts memfd (struct rp_shm_counts), which no process that
+	 * maps this one can write */
 	__u64 drops[RP_DROP_SLOTS];
 
 	/* 0x100: reader-side counters, written by the consumer */
@@ -184,6 +191,39 @@ struct rp_shm_ring {
 
 	__u8 __reserved[RP_SHM_RING_HDR_SIZE - 0x140];
 };
+
+/*
+ * Drop counters (since version 5): a second memfd, "ringpipe-counts", of
+ * one header line and one line per ring, rounded up to whole pages. Its
+ * creator (the producers' process) maps it writable, then seals it with
+ * F_SEAL_FUTURE_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL: from
+ * then on no process, its creator included, can map it writable again or
+ * write() to it, so only the creator's producers move the counters, with
+ * relaxed atomic adds, and a reader in another process (the agent) maps it
+ * read-only and trusts what it reads. A reader refuses a counts fd without
+ * those seals.
+ */
+#define RP_COUNTS_MAGIC		0x53544e554f435052ULL	/* "RPCOUNTS" */
+
+struct rp_shm_counts {
+	__u64 magic;		/* RP_COUNTS_MAGIC */
+	__u32 version;		/* RP_ABI_VERSION */
+	__u32 nr_rings;		/* == the session's */
+	__u64 session_id;	/* == the session's */
+	__u8 __pad[40];
+	/* then nr_rings of: */
+};
+
+struct rp_shm_ring_counts {
+	__u64 drops[RP_DROP_SLOTS];	/* by reason (RP_DROP_*) */
+};
+
+/* The counts memfd's size for nr rings, before rounding to pages. */
+static inline __u64 rp_shm_counts_size(__u32 nr_rings)
+{
+	return (__u64)sizeof(struct rp_shm_counts) +
+	       (__u64)nr_rings * sizeof(struct rp_shm_ring_counts);
+}
 
 /*
  * Record header.  Records are 8-byte aligned and never wrap (the data
@@ -320,6 +360,9 @@ RP__PIN(RP__OFF(rp_shm_ring, consumer_pos) == 0x80, "ring.consumer_pos own line"
 RP__PIN(RP__OFF(rp_shm_ring, drops) == 0xc0, "ring.drops own line");
 RP__PIN(RP__OFF(rp_shm_ring, corrupt) == 0x100, "ring.corrupt own line");
 RP__PIN(RP_DROP_NR <= RP_DROP_SLOTS, "drop reasons fit the ABI slots");
+RP__PIN(sizeof(struct rp_shm_counts) == 64, "counts header is one cache line");
+RP__PIN(sizeof(struct rp_shm_ring_counts) == 64, "a ring's counters are one cache line");
+RP__PIN(RP__OFF(rp_shm_counts, session_id) == 16, "counts.session_id");
 RP__PIN(sizeof(struct rp_shm_record) == 32, "record header");
 RP__PIN(RP__OFF(rp_shm_record, meta_id) == 4, "record.meta_id");
 RP__PIN(RP__OFF(rp_shm_record, timestamp) == 8, "record.timestamp");

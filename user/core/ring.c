@@ -33,9 +33,9 @@
  * private copies of the geometry, a record header is copied once and
  * validated, and on a corrupt record the reader counts, reports and skips
  * to the (validated) producer position.  It never reads or writes outside
- * [data, data + 2 * data_size).  Drop counters, which producers keep in
- * shared memory, are accepted only as far as they are plausible
- * (ring_take_drops()).
+ * [data, data + 2 * data_size).  Drop counters are not in the rings: the
+ * producers keep them in a memfd sealed against every other writer
+ * (abi.h, struct rp_shm_counts), and readers take them as they are.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -51,8 +51,6 @@
 /* The slow path gives up (the caller counts the write as dropped: full)
  * after this many lost CASes: each is another write of producer_pos. */
 #define RING_RESERVE_TRIES 64
-/* A drop-counter sample never accepts more than this in one interval. */
-#define RING_DROPS_MAX_STEP (1ull << 40)
 
 /* The reader's own counters: written by the consumer only, read by anyone. */
 static inline void ring_bump(uint64_t *c, uint64_t n)
@@ -85,11 +83,6 @@ void rp_ring_setup(struct rp_ring *r, struct rp_shm *s, uint32_t index,
 	r->cons = rp_load_acquire(&hdr->consumer_pos);
 	r->published = r->cons;
 	r->prod_seen = r->cons;
-	/* drops before this reader began are not its figures (a creator sees
-	 * zeros); it counts from the values it finds */
-	r->drops_ns = ring_mono_ns();
-	for (unsigned int i = 0; i < RP_DROP_NR; i++)
-		r->drops_raw[i] = rp_load_relaxed(&hdr->drops[i]);
 }
 
 struct rp_shm_record *rp_ring_reserve_slow(struct rp_ring *r, uint32_t len)
@@ -597,76 +590,16 @@ uint64_t rp_ring_lost_bound(const struct rp_ring *r)
 	       rp_ring_corrupt_count(r) + rp_ring_stale_count(r);
 }
 
-/*
- * Drop-counter samples, under shm->drops_lock: ring_load_drops() reads a
- * ring's counters into drops_new, then, with t0 read before the loads and
- * t1 after them (every increment seen happened between the previous
- * sample's t0 and this t1), ring_take_drops() accepts a counter's growth
- * only if it did not go down and grew by at most RING_DROPS_MAX_STEP, and
- * the accepted growth of the ring's counters together only if it is at
- * most one per nanosecond in that time. What is not accepted is not
- * counted; the next sample is measured from these values, so that honest
- * increments after a scribble count again.
- */
-static void ring_load_drops(struct rp_ring *r)
-{
-	for (unsigned int i = 0; i < RP_DROP_NR; i++)
-		r->drops_new[i] = rp_load_relaxed(&r->hdr->drops[i]);
-}
-
-static void ring_take_drops(struct rp_ring *r, uint64_t t0, uint64_t t1)
-{
-	uint64_t d[RP_DROP_NR], bound = t1 - r->drops_ns, sum = 0;
-	unsigned int i;
-
-	if (bound > RING_DROPS_MAX_STEP)
-		bound = RING_DROPS_MAX_STEP;
-	for (i = 0; i < RP_DROP_NR; i++) {
-		d[i] = r->drops_new[i] - r->drops_raw[i];
-		if (d[i] > bound) {		/* also a decrease: wraps to huge */
-			d[i] = 0;
-			r->drops_rejected++;
-		}
-		sum += d[i];
-	}
-	if (sum <= bound)
-		for (i = 0; i < RP_DROP_NR; i++)
-			r->drops_ok[i] += d[i];
-	else
-		r->drops_rejected++;
-	memcpy(r->drops_raw, r->drops_new, sizeof(r->drops_raw));
-	r->drops_ns = t0;
-}
-
 uint64_t rp_ring_drops(struct rp_ring *r, unsigned int reason)
 {
-	uint64_t n = 0, t0;
-
-	pthread_mutex_lock(&r->shm->drops_lock);
-	t0 = ring_mono_ns();
-	ring_load_drops(r);
-	ring_take_drops(r, t0, ring_mono_ns());
-	if (reason < RP_DROP_NR)
-		n = r->drops_ok[reason];
-	pthread_mutex_unlock(&r->shm->drops_lock);
-	return n;
+	/* relaxed: a figure; the producers' adds are relaxed too */
+	return reason < RP_DROP_NR ? rp_load_relaxed(&r->drops[reason]) : 0;
 }
 
 void rp_shm_drops(struct rp_shm *s, uint64_t out[RP_DROP_NR])
 {
-	uint64_t t0, t1;
-	uint32_t k;
-
-	pthread_mutex_lock(&s->drops_lock);
-	t0 = ring_mono_ns();
-	for (k = 0; k < s->nr_rings; k++)
-		ring_load_drops(&s->rings[k]);
-	t1 = ring_mono_ns();
-	for (k = 0; k < s->nr_rings; k++) {
-		ring_take_drops(&s->rings[k], t0, t1);
+	for (uint32_t k = 0; k < s->nr_rings; k++)
 		for (unsigned int i = 0; i < RP_DROP_NR; i++)
-			out[i] += s->rings[k].drops_ok[i];
-	}
-	pthread_mutex_unlock(&s->drops_lock);
+			out[i] += rp_ring_drops(&s->rings[k], i);
 }
 

@@ -128,6 +128,10 @@ struct rp_ring {
 	uint32_t max_record;
 	uint32_t index;
 	struct rp_shm *shm;
+	/* this ring's drop counters, by reason: in the creator's sealed
+	 * counts memfd (abi.h), which only its producers write; an opener
+	 * without the counts fd has a private zeroed line instead */
+	uint64_t *drops;
 	/* the consumer is another process (the agent): its order is told to
 	 * ThreadSanitizer (rp_ring_reuse_acquire()); read by TSan builds only */
 	bool consumer_elsewhere;
@@ -150,13 +154,6 @@ struct rp_ring {
 	uint64_t n_skipped_bytes;	/* ring bytes given up by those two */
 	uint64_t n_prod_repairs;	/* producer_pos found implausible, reset */
 	uint64_t n_cons_repairs;	/* consumer_pos found scribbled, rewritten */
-	/* drop counters as last sampled from shared memory (raw) and as
-	 * accepted (clamped); under shm->drops_lock */
-	uint64_t drops_raw[RP_DROP_NR];
-	uint64_t drops_new[RP_DROP_NR];	/* the sample being taken */
-	uint64_t drops_ok[RP_DROP_NR];
-	uint64_t drops_ns;		/* CLOCK_MONOTONIC of the last sample */
-	uint64_t drops_rejected;	/* growths not accepted as plausible */
 	char err[200];			/* last corruption / stale report */
 } __attribute__((aligned(64)));
 
@@ -177,8 +174,12 @@ struct rp_shm {
 	rp_stale_judge_fn stale_judge;	/* set before any consumer runs */
 	void *stale_ctx;
 	int skip_uncommitted;		/* atomic: every writer is out, skip at once */
-	/* drop sampling (rp_shm_drops()) */
-	pthread_mutex_t drops_lock __attribute__((aligned(64)));
+	/* the drop counters (abi.h, struct rp_shm_counts) */
+	int counts_fd;			/* the creator's, to hand over; else -1 */
+	void *counts_map;		/* writable for the creator, read-only for
+					 * an opener that attached it */
+	size_t counts_len;
+	struct rp_shm_ring_counts *local_counts;	/* an opener's until attached */
 } __attribute__((aligned(64)));
 
 /* What rp_ring_peek() hands out.  Use the copies (hdr, len, stack_nr),
@@ -203,6 +204,19 @@ struct rp_ring *rp_shm_ring(struct rp_shm *s, uint32_t index);
 uint32_t rp_shm_nr_rings(const struct rp_shm *s);
 struct rp_shm_session *rp_shm_header(const struct rp_shm *s);
 void rp_shm_set_reporter(struct rp_shm *s, rp_ring_report_fn fn, void *ctx);
+/* The creator's counts memfd, to hand to a reader with the session's fd;
+ * -1 for an opener. */
+int rp_shm_counts_fd(const struct rp_shm *s);
+/*
+ * A reader in another process takes the creator's drop counters: fd is the
+ * counts memfd that came with the session's. Refused (negative errno, the
+ * reason in opts' errbuf) unless it is sealed against every writer but its
+ * creator (F_SEAL_FUTURE_WRITE or F_SEAL_WRITE, and SHRINK, GROW, SEAL),
+ * sized for this session's rings, and names this session. Mapped
+ * read-only: once attached, this process must not write into the rings
+ * (its drops would have nowhere to go). The fd is not kept.
+ */
+int rp_shm_attach_counts(struct rp_shm *s, int fd, const struct rp_shm_open_opts *opts);
 /* Who judges uncommitted heads (before any consumer runs); see
  * rp_stale_judge_fn. */
 void rp_shm_set_stale_judge(struct rp_shm *s, rp_stale_judge_fn fn, void *ctx);
@@ -259,16 +273,10 @@ uint64_t rp_ring_stale_count(const struct rp_ring *r);
 uint64_t rp_ring_skipped_bytes(const struct rp_ring *r);
 uint64_t rp_ring_lost_bound(const struct rp_ring *r);
 /*
- * Drop counters as this reader accepts them. The counters live in shared
- * memory, where any process mapping the session can write them; a sample
- * accepts a counter's growth only if it did not go down, and the ring's
- * counters together only as far as they grew by no more than one per
- * nanosecond since the previous sample (each drop is an atomic add on that
- * ring's one cache line of counters, which no CPU completes faster) and by
- * no more than 2^40. What is not accepted is not counted; the next sample
- * is measured from the values found. rp_ring_drops() samples
- * one ring and returns its accepted count for reason; rp_shm_drops() samples
- * every ring and adds the accepted counts per reason into out. Thread-safe.
+ * Drop counters: the producers' own, in the sealed counts memfd, which no
+ * other process can write (abi.h), so a reader takes them as they are.
+ * rp_ring_drops() reads one ring's count for reason; rp_shm_drops() adds
+ * every ring's counts per reason into out. Thread-safe.
  */
 uint64_t rp_ring_drops(struct rp_ring *r, unsigned int reason);
 void rp_shm_drops(struct rp_shm *s, uint64_t out[RP_DROP_NR]);
@@ -466,7 +474,7 @@ static inline void rp_ring_discard(struct rp_shm_record *rec)
 /* Count one dropped event; reason is RP_DROP_* (< RP_DROP_NR). */
 static inline void rp_ring_count_drop(struct rp_ring *r, unsigned int reason)
 {
-	rp_add_relaxed(&r->hdr->drops[reason & (RP_DROP_SLOTS - 1)], 1);
+	rp_add_relaxed(&r->drops[reason & (RP_DROP_SLOTS - 1)], 1);
 }
 
 /* Steps past the record the last peek returned (inline: a reader's loop

@@ -203,6 +203,66 @@ static struct rp_shm_ring *shm_ring_hdr(const struct rp_shm *s, const struct shm
 				      (uint64_t)i * g->va_stride);
 }
 
+/* Each ring's drops at its line of the counts: the sealed memfd's, or the
+ * private ones of an opener that has none. */
+static void shm_point_counts(struct rp_shm *s)
+{
+	struct rp_shm_ring_counts *lines = s->counts_map ?
+		(struct rp_shm_ring_counts *)((struct rp_shm_counts *)s->counts_map + 1) :
+		s->local_counts;
+
+	for (uint32_t i = 0; i < s->nr_rings; i++)
+		s->rings[i].drops = (uint64_t *)lines[i].drops;
+}
+
+static size_t shm_counts_len(uint32_t nr_rings)
+{
+	uint64_t page = shm_page_size();
+
+	return (size_t)((rp_shm_counts_size(nr_rings) + page - 1) / page * page);
+}
+
+#define SHM_COUNTS_NAME		"ringpipe-counts"
+/* what makes the counts the creator's alone (abi.h) */
+#define SHM_COUNTS_SEALS	(F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE | F_SEAL_SEAL)
+
+/*
+ * The creator's drop counters: a memfd mapped writable here, then sealed
+ * so that nobody (this process included) can map it writable again or
+ * write() to it: a process that gets hold of it can only read.
+ */
+static int shm_create_counts(struct rp_shm *s, uint32_t nr_rings, uint64_t session_id)
+{
+	struct rp_shm_counts *c;
+	void *p;
+
+	s->counts_len = shm_counts_len(nr_rings);
+	s->counts_fd = memfd_create(SHM_COUNTS_NAME, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (s->counts_fd < 0)
+		return -errno;
+	if (ftruncate(s->counts_fd, (off_t)s->counts_len))
+		return -errno;
+	p = mmap(NULL, s->counts_len, PROT_READ | PROT_WRITE, MAP_SHARED, s->counts_fd, 0);
+	if (p == MAP_FAILED)
+		return -errno;
+	s->counts_map = p;
+	c = p;
+	c->version = RP_ABI_VERSION;
+	c->nr_rings = nr_rings;
+	c->session_id = session_id;
+	c->magic = RP_COUNTS_MAGIC;
+	/* F_SEAL_FUTURE_WRITE: Linux 5.1 */
+	if (fcntl(s->counts_fd, F_ADD_SEALS, SHM_COUNTS_SEALS))
+		return -errno;
+	return 0;
+}
+
+int rp_shm_counts_fd(const struct rp_shm *s)
+{
+	return s->creator ? s->counts_fd : -1;
+}
+
+
 static int shm_alloc_rings(struct rp_shm *s, const struct shm_geom *g)
 {
 	void *mem;
@@ -222,6 +282,7 @@ static int shm_alloc_rings(struct rp_shm *s, const struct shm_geom *g)
 
 		rp_ring_setup(&s->rings[i], s, i, rh, (unsigned char *)rh + RP_SHM_RING_HDR_SIZE);
 	}
+	shm_point_counts(s);
 	return 0;
 }
 
@@ -235,7 +296,7 @@ static struct rp_shm *shm_new(void)
 		return NULL;
 	memset(s, 0, sizeof(*s));
 	s->fd = -1;
-	pthread_mutex_init(&s->drops_lock, NULL);
+	s->counts_fd = -1;
 	return s;
 }
 
@@ -247,8 +308,12 @@ void rp_shm_destroy(struct rp_shm *s)
 		munmap(s->map_base, s->map_len);	/* header, rings, mirrors, guards */
 	if (s->fd >= 0)
 		close(s->fd);
+	if (s->counts_map)
+		munmap(s->counts_map, s->counts_len);
+	if (s->counts_fd >= 0)
+		close(s->counts_fd);
+	free(s->local_counts);
 	free(s->rings);
-	pthread_mutex_destroy(&s->drops_lock);
 	free(s);
 }
 
@@ -342,6 +407,9 @@ struct rp_shm *rp_shm_create(const struct rp_shm_opts *opts)
 	 * (which also re-checks every field, so this is belt and braces) */
 	rp_store_release(&h->magic, RP_ABI_MAGIC);
 
+	err = shm_create_counts(s, g.nr_rings, h->session_id);
+	if (err)
+		goto err_out;
 	err = shm_alloc_rings(s, &g);
 	if (err)
 		goto err_out;
@@ -511,6 +579,12 @@ struct rp_shm *rp_shm_open_fd(int fd, const struct rp_shm_open_opts *opts)
 	err = shm_check_rings(s, &g, opts);
 	if (err)
 		goto err_out;
+	/* drops counted here until the creator's counters are attached */
+	s->local_counts = calloc(g.nr_rings, sizeof(*s->local_counts));
+	if (!s->local_counts) {
+		err = -ENOMEM;
+		goto err_out;
+	}
 	err = shm_alloc_rings(s, &g);
 	if (err) {
 		shm_fail(opts, "allocating %u rings: %s", g.nr_rings, strerror(-err));
@@ -560,4 +634,47 @@ void rp_shm_skip_uncommitted(struct rp_shm *s)
 	/* read by the consumer, which may run on another thread; it orders
 	 * nothing else */
 	rp_store_relaxed(&s->skip_uncommitted, 1);
+}
+
+int rp_shm_attach_counts(struct rp_shm *s, int fd, const struct rp_shm_open_opts *opts)
+{
+	struct rp_shm_counts c;
+	size_t len = shm_counts_len(s->nr_rings);
+	struct stat st;
+	int seals;
+	void *p;
+
+	if (s->creator || s->counts_map)
+		return -EBUSY;
+	seals = fcntl(fd, F_GET_SEALS);
+	if (seals < 0) {
+		shm_fail(opts, "the drop counters' fd takes no seals: %s", strerror(errno));
+		return -EBADF;
+	}
+	if ((seals & (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)) !=
+		    (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) ||
+	    !(seals & (F_SEAL_FUTURE_WRITE | F_SEAL_WRITE))) {
+		shm_fail(opts, "the drop counters' memfd is not sealed against other writers "
+			 "(seals 0x%x)", seals);
+		return -EPERM;
+	}
+	if (fstat(fd, &st) || (uint64_t)st.st_size != len) {
+		shm_fail(opts, "the drop counters' memfd holds %lld bytes, %zu expected for %u rings",
+			 (long long)st.st_size, len, s->nr_rings);
+		return -EBADMSG;
+	}
+	if (pread(fd, &c, sizeof(c), 0) != (ssize_t)sizeof(c) || c.magic != RP_COUNTS_MAGIC ||
+	    c.version != RP_ABI_VERSION || c.nr_rings != s->nr_rings ||
+	    c.session_id != s->hdr->session_id) {
+		shm_fail(opts, "the drop counters' memfd is not this session's (magic 0x%016llx, "
+			 "version %u, %u rings)", (unsigned long long)c.magic, c.version, c.nr_rings);
+		return -EBADMSG;
+	}
+	p = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED)
+		return -errno;
+	s->counts_map = p;
+	s->counts_len = len;
+	shm_point_counts(s);
+	return 0;
 }

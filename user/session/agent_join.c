@@ -109,7 +109,11 @@ static int ready(void *ctx, struct rp_session *s)
 	r.sync_unix_ns = s->sync_unix_ns;
 	r.tick_freq = rp_clock_frequency();
 	r.session_id = rp_shm_header(s->shm)->session_id;
-	return rp_agent_send(join.sock, &r, sizeof(r), rp_shm_fd(s->shm), ANSWER_MS);
+	{
+		int fds[2] = { rp_shm_fd(s->shm), rp_shm_counts_fd(s->shm) };
+
+		return rp_agent_send_fds(join.sock, &r, sizeof(r), fds, 2, ANSWER_MS);
+	}
 }
 
 /* Every writer is out: the agent gets the last numbers and drains the rest. */

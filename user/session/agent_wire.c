@@ -248,22 +248,29 @@ static int wait_for(int sock, short ev, int timeout_ms)
 
 int rp_agent_send(int sock, const void *p, size_t n, int fd, int timeout_ms)
 {
-	char cbuf[CMSG_SPACE(sizeof(int))];
+	return rp_agent_send_fds(sock, p, n, &fd, fd >= 0 ? 1 : 0, timeout_ms);
+}
+
+int rp_agent_send_fds(int sock, const void *p, size_t n, const int *fds, int nfds, int timeout_ms)
+{
+	char cbuf[CMSG_SPACE(sizeof(int) * RP_AGENT_MAX_FDS)];
 	struct iovec iov = { (void *)p, n };
 	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1 };
 	uint64_t end = rp_clock_mono_ns() + (uint64_t)timeout_ms * 1000000ull;
 
-	if (fd >= 0) {
+	if (nfds < 0 || nfds > RP_AGENT_MAX_FDS)
+		return -EINVAL;
+	if (nfds) {
 		struct cmsghdr *cm;
 
 		memset(cbuf, 0, sizeof(cbuf));
 		m.msg_control = cbuf;
-		m.msg_controllen = sizeof(cbuf);
+		m.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)nfds);
 		cm = CMSG_FIRSTHDR(&m);
 		cm->cmsg_level = SOL_SOCKET;
 		cm->cmsg_type = SCM_RIGHTS;
-		cm->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+		cm->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)nfds);
+		memcpy(CMSG_DATA(cm), fds, sizeof(int) * (size_t)nfds);
 	}
 	for (;;) {
 		ssize_t w = sendmsg(sock, &m, MSG_DONTWAIT | MSG_NOSIGNAL);
@@ -310,15 +317,21 @@ int rp_agent_send_text(int sock, uint16_t type, const char *s, size_t n, int tim
 
 ssize_t rp_agent_recv(int sock, void *buf, size_t cap, int *fd, int timeout_ms)
 {
+	return rp_agent_recv_fds(sock, buf, cap, fd, fd ? 1 : 0, timeout_ms);
+}
+
+ssize_t rp_agent_recv_fds(int sock, void *buf, size_t cap, int *fds, int maxfds, int timeout_ms)
+{
 	char cbuf[CMSG_SPACE(sizeof(int) * 4)];
 	struct iovec iov = { buf, cap };
 	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
 			    .msg_controllen = sizeof(cbuf) };
 	struct cmsghdr *cm;
+	int nfd_got = 0, i;
 	ssize_t r;
 
-	if (fd)
-		*fd = -1;
+	for (i = 0; i < maxfds; i++)
+		fds[i] = -1;
 	if (timeout_ms >= 0) {
 		int err = wait_for(sock, POLLIN, timeout_ms);
 
@@ -340,16 +353,16 @@ ssize_t rp_agent_recv(int sock, void *buf, size_t cap, int *fd, int timeout_ms)
 			int f;
 
 			memcpy(&f, CMSG_DATA(cm) + k * sizeof(int), sizeof(int));
-			if (fd && *fd < 0)
-				*fd = f;
+			if (nfd_got < maxfds)
+				fds[nfd_got++] = f;
 			else
 				close(f);
 		}
 	}
 	if (m.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) {
-		if (fd && *fd >= 0) {
-			close(*fd);
-			*fd = -1;
+		for (i = 0; i < nfd_got; i++) {
+			close(fds[i]);
+			fds[i] = -1;
 		}
 		return -EMSGSIZE;
 	}

@@ -37,7 +37,8 @@ enum rp_agent_type {
 	RP_AM_HELLO = 1,	/* process -> agent */
 	RP_AM_CONFIG = 2,	/* agent -> process */
 	RP_AM_META = 3,		/* process -> agent: one event's description */
-	RP_AM_READY = 4,	/* process -> agent, with the session memfd */
+	RP_AM_READY = 4,	/* process -> agent, with the session memfd and
+				 * its sealed drop counters' memfd */
 	RP_AM_FINALS = 5,	/* process -> agent: last sequence numbers */
 	RP_AM_STOPPING = 6,	/* process -> agent: every writer is out */
 	RP_AM_DRAINED = 7,	/* agent -> process: all of it is in the trace */
@@ -150,6 +151,9 @@ static inline int rp_agent_hdr_check(const void *p, size_t n)
 /* Sends one packet, with fd (>= 0) as SCM_RIGHTS; waits at most timeout_ms
  * for room. 0 or a negative errno. */
 int rp_agent_send(int sock, const void *p, size_t n, int fd, int timeout_ms);
+/* The same with up to RP_AGENT_MAX_FDS fds beside the packet. */
+#define RP_AGENT_MAX_FDS 2
+int rp_agent_send_fds(int sock, const void *p, size_t n, const int *fds, int nfds, int timeout_ms);
 /* Sends n bytes of text as packets of type, every one but the last flagged
  * RP_AM_F_MORE; 0 or a negative errno. */
 int rp_agent_send_text(int sock, uint16_t type, const char *s, size_t n, int timeout_ms);
@@ -157,5 +161,7 @@ int rp_agent_send_text(int sock, uint16_t type, const char *s, size_t n, int tim
  * of the connection, -ETIMEDOUT, or another negative errno. A passed fd goes
  * to *fd (when fd is not NULL; -1 when none), any other is closed. */
 ssize_t rp_agent_recv(int sock, void *buf, size_t cap, int *fd, int timeout_ms);
+/* The same, the first maxfds passed fds into fds[] (-1 where none came). */
+ssize_t rp_agent_recv_fds(int sock, void *buf, size_t cap, int *fds, int maxfds, int timeout_ms);
 
 #endif /* RINGPIPE_AGENT_WIRE_H */

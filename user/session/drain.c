@@ -159,6 +159,10 @@ struct seqstate {
 	uint32_t token;
 	uint32_t meta_index;
 	uint32_t cpu;
+	/* attempts lost in gaps believed but not shown: the drops not yet
+	 * shown when they were read (show_gap()), shown at the end if drops
+	 * are left to show then (show_unshown()) */
+	uint32_t unshown;
 };
 
 struct seqtab {
@@ -201,6 +205,11 @@ struct drainer {
 	uint64_t rejected;	/* records read and refused by emit() */
 	uint64_t loss_bound;
 	uint64_t attributed;
+	/* of the gaps believed, what the trace shows as lost: the producers'
+	 * drops (their own counters, last read), and how much of them gaps
+	 * showed (show_lost()) */
+	uint64_t drops_seen;
+	uint64_t shown;
 	uint64_t pass, loss_pass;
 	uint64_t loss_ns;	/* CLOCK_MONOTONIC of the last refresh */
 	uint64_t stop_ns;	/* CLOCK_MONOTONIC when stop was first seen */
@@ -474,8 +483,9 @@ static struct seqstate *seq_get(struct seqtab *t, uint32_t tid, bool create)
 
 /*
  * How many more lost attempts gaps may claim: the bound on what was lost,
- * less what earlier gaps claimed. The bound counts the drop counters as far
- * as they are plausible (rp_shm_drops()), every record this reader refused
+ * less what earlier gaps claimed. The bound counts the producers' drops
+ * (rp_shm_drops(): their own counters, which no other process can write),
+ * every record this reader refused
  * and what the rings gave up (rp_ring_lost_bound()); refreshed at most
  * once per pass, always after the pass read its records (collect() does it
  * every millisecond, loss_budget() when a gap needs it and the pass has not
@@ -489,8 +499,10 @@ static void refresh_losses(struct drainer *d, uint64_t now)
 	d->loss_pass = d->pass;
 	d->loss_ns = now;
 	rp_shm_drops(d->s->shm, drops);
+	d->drops_seen = 0;
 	for (i = 0; i < RP_DROP_NR; i++)
-		g += drops[i];
+		d->drops_seen += drops[i];
+	g += d->drops_seen;
 	for (i = 0; i < d->nr; i++)
 		g += rp_ring_lost_bound(rp_shm_ring(d->s->shm, i));
 	if (g > d->loss_bound)
@@ -511,6 +523,59 @@ static bool claim(struct drainer *d, uint32_t g)
 		return false;
 	d->attributed += g;
 	return true;
+}
+
+/*
+ * How much of a believed gap of g the trace shows as lost: as far as the
+ * producers' drops not shown yet cover it. A gap is believed as far as the
+ * loss budget covers it (claim()), which also counts the records this
+ * reader refused or the rings gave up; but only what the writers dropped,
+ * and so returned an error for, is EventsLost. A record that a process
+ * mapping the rings destroyed, renumbered or forged is corrupt (counted
+ * there, corrupt_records and skipped_bytes), never a loss: the trace's
+ * EventsLost is the writers' drops, which such a process can neither hide
+ * (the counters are sealed, abi.h) nor inflate. Per thread it may show
+ * elsewhere than it happened when a mapper made gaps of its own.
+ */
+static uint32_t show_lost(struct drainer *d, uint32_t g)
+{
+	if (!g)
+		return 0;
+	if (d->drops_seen - d->shown < g) {
+		uint64_t drops[RP_DROP_NR] = { 0 };
+		uint32_t i;
+
+		/* a drop that made this gap came before the record after it,
+		 * which this pass read: the counters hold it by now */
+		rp_shm_drops(d->s->shm, drops);
+		d->drops_seen = 0;
+		for (i = 0; i < RP_DROP_NR; i++)
+			d->drops_seen += drops[i];
+	}
+	if (d->drops_seen - d->shown < g)
+		g = (uint32_t)(d->drops_seen > d->shown ? d->drops_seen - d->shown : 0);
+	d->shown += g;
+	return g;
+}
+
+/* show_lost() for a gap of g in thread e's numbers; what it does not show
+ * waits in e->unshown. */
+static uint32_t show_gap(struct drainer *d, struct seqstate *e, uint32_t g)
+{
+	uint32_t shown = show_lost(d, g);
+
+	e->unshown += g - shown;
+	return shown;
+}
+
+/* A new thread's first number in the trace, with its leading losses shown
+ * (show_gap()): a number that does not go up on prev makes the writer
+ * start the thread afresh, else the same gap shows as a jump. */
+static uint32_t seq_restart(struct drainer *d, struct seqstate *e, uint32_t raw, uint32_t prev)
+{
+	uint32_t first = RP_SEQ_BASE + 1 + show_gap(d, e, raw - RP_SEQ_BASE - 1);
+
+	return (int32_t)(first - prev) <= 0 ? first : prev + (first - RP_SEQ_BASE);
 }
 
 /* As much of a gap of g as the budget allows. */
@@ -558,22 +623,20 @@ static bool seq_accept_slow(struct drainer *d, struct seqstate *e, uint32_t raw,
 	} else if (rp_likely(step == 1)) {
 		*out = prev + 1;
 	} else if ((int32_t)step > 0 && claim(d, step - 1)) {
-		*out = prev + step;
+		*out = prev + 1 + show_gap(d, e, step - 1);
 	} else if ((int32_t)step <= 0 && e->has_raw && (int32_t)(raw - RP_SEQ_BASE) > 0 &&
 		   claim(d, raw - RP_SEQ_BASE - 1)) {
 		/* a new thread with this id (ids are reused once the kernel's
-		 * pid space wraps), its leading losses covered: the writer
-		 * starts it afresh when its number does not go up (else the
-		 * same gap shows as a jump) */
-		*out = (int32_t)(raw - prev) <= 0 ? raw : prev + (raw - RP_SEQ_BASE);
+		 * pid space wraps), its leading losses covered */
+		*out = seq_restart(d, e, raw, prev);
 	} else if (e->has_cand && (int32_t)(raw - e->cand) > 0) {
 		if (e->cand_back && (int32_t)(raw - RP_SEQ_BASE) > 0 &&
 		    claim(d, raw - RP_SEQ_BASE - 1))
 			/* the refused one began a new thread with this id */
-			*out = (int32_t)(raw - prev) <= 0 ? raw : prev + (raw - RP_SEQ_BASE);
+			*out = seq_restart(d, e, raw, prev);
 		else
 			/* lost: the refused record and those after it */
-			*out = prev + 1 + claim_upto(d, raw - e->cand);
+			*out = prev + 1 + show_gap(d, e, claim_upto(d, raw - e->cand));
 	} else {
 		e->cand = raw;
 		e->has_cand = true;
@@ -624,8 +687,39 @@ static bool seq_final(struct drainer *d, uint32_t tid, uint32_t raw, uint32_t *o
 	if ((int32_t)(raw - last) <= 0)
 		return false;
 	g = claim_upto(d, raw - last);
+	g = e ? show_gap(d, e, g) : show_lost(d, g);
 	*out = prev + g;
+	if (e) {
+		e->out = *out;
+		e->raw = raw;
+		e->has_raw = true;
+	}
 	return g != 0;
+}
+
+/*
+ * At the end of the trace, drops not shown yet (a mapper's gaps took their
+ * place when they were read) go to the threads with gaps believed but not
+ * shown, each as far as its own, as a last number: so the trace's
+ * EventsLost is every drop, wherever gaps allow it to show.
+ */
+static void show_unshown(struct drainer *d)
+{
+	uint32_t i;
+
+	for (i = 0; i < d->seqs.cap && !d->failed; i++) {
+		struct seqstate *e = &d->seqs.v[i];
+		uint32_t g;
+
+		if (!e->tid || !e->unshown)
+			continue;
+		g = show_lost(d, e->unshown);
+		e->unshown -= g;
+		if (!g)
+			break;
+		e->out += g;
+		nt_writer_note_seq(d->w, 0, e->tid, e->out);
+	}
 }
 
 /* A record the drainer read and will not write: corrupt. It enters the loss
@@ -1334,7 +1428,7 @@ static bool ring_look_moved(const struct rp_ring *r, struct ring_look *l)
 {
 	struct ring_look now = {
 		.prod = rp_load_relaxed(&r->hdr->producer_pos),
-		.full = rp_load_relaxed(&r->hdr->drops[RP_DROP_FULL]),
+		.full = rp_load_relaxed(&r->drops[RP_DROP_FULL]),
 	};
 	bool moved = now.prod != l->prod || now.full != l->full;
 
@@ -1777,6 +1871,7 @@ static void *drainer_main(void *arg)
 			nt_writer_note_seq(d->w, 0, s->finals[i].tid, seq);
 	}
 	pthread_mutex_unlock(&s->final_lock);
+	show_unshown(d);
 	if (!d->failed) {
 		int err = nt_writer_finish(d->w, d->last_ts + 1);
 

@@ -583,7 +583,8 @@ static int open_file(struct agent *a, struct conn *c)
 }
 
 /* READY: the rings. 0, or the connection ends. */
-static int adopt(struct agent *a, struct conn *c, const struct rp_am_ready *r, int fd)
+static int adopt(struct agent *a, struct conn *c, const struct rp_am_ready *r, int fd,
+		 int counts_fd)
 {
 	char err[200] = "";
 	struct rp_shm_open_opts oo = { .sz = sizeof(oo), .errbuf = err, .errbuf_len = sizeof(err) };
@@ -601,6 +602,13 @@ static int adopt(struct agent *a, struct conn *c, const struct rp_am_ready *r, i
 	shm = rp_shm_open_fd(fd, &oo);
 	if (!shm) {
 		say(a, "pid %u: its rings are refused: %s", c->pid, err);
+		return -EPROTO;
+	}
+	/* its drops, as its producers counted them: only they can write there */
+	if (counts_fd < 0 || rp_shm_attach_counts(shm, counts_fd, &oo)) {
+		say(a, "pid %u: its rings are refused: %s", c->pid,
+		    counts_fd < 0 ? "no drop counters came with them" : err);
+		rp_shm_destroy(shm);
 		return -EPROTO;
 	}
 	c->out_fd = open_file(a, c);
@@ -803,12 +811,18 @@ static bool first_packet(struct agent *a, struct conn *c, const uint8_t *p, size
 /* Readable: one packet. False when the connection is over. */
 static bool conn_read(struct agent *a, struct conn *c)
 {
-	int fd = -1;
+	int fds[2] = { -1, -1 }, fd;
 	ssize_t n;
 	bool ok;
 
 	pthread_mutex_lock(&c->lock);
-	n = rp_agent_recv(c->fd, c->buf, RP_AGENT_MAX_MSG, &fd, 0);
+	n = rp_agent_recv_fds(c->fd, c->buf, RP_AGENT_MAX_MSG, fds, 2, 0);
+	fd = fds[0];
+	if (fds[1] >= 0 && (n < (ssize_t)sizeof(struct rp_am_ready) ||
+			    ((struct rp_agent_hdr *)c->buf)->type != RP_AM_READY)) {
+		close(fds[1]);	/* only READY brings a second one */
+		fds[1] = -1;
+	}
 	if (n == -ETIMEDOUT) {
 		/* lookup() took it first */
 		pthread_mutex_unlock(&c->lock);
@@ -828,8 +842,10 @@ static bool conn_read(struct agent *a, struct conn *c)
 
 		memcpy(&r, c->buf, sizeof(r));
 		pthread_mutex_unlock(&c->lock);
-		ok = !adopt(a, c, &r, fd);
-		close(fd);	/* mapped (or refused): the fd is not needed */
+		ok = !adopt(a, c, &r, fd, fds[1]);
+		close(fd);	/* mapped (or refused): the fds are not needed */
+		if (fds[1] >= 0)
+			close(fds[1]);
 		return ok;
 	} else {
 		ok = handle(c, c->buf, (size_t)n);
