@@ -29,7 +29,7 @@ extern "C" {
 #define RP_API __attribute__((visibility("default")))
 
 #define RP_VERSION_MAJOR 0
-#define RP_VERSION_MINOR 2
+#define RP_VERSION_MINOR 3
 #define RP_VERSION_PATCH 0
 
 /* The library's version as "MAJOR.MINOR.PATCH". */

@@ -28,6 +28,9 @@ static const char agent_usage[] =
 "  --providers SPEC        what every libringpipe process on the host collects:\n"
 "                          Name[:Keywords[:Level[:args]]],... as for 'collect'\n"
 "  --buffering-mode M      drop (default) or block, for every joined process\n"
+"  --block-timeout D       Block: a write waits at most D (500ms, 2s, ...), then\n"
+"                          drops, counted as timeout; default: no bound (a write\n"
+"                          waits while the agent lives, however slowly it reads)\n"
 "  --buffer-mb N           ring memory per process (default: the library's 16 MiB)\n"
 "  --dotnet                also trace every .NET process through its diagnostics\n"
 "                          socket, in containers too (found by its innermost NSpid)\n"
@@ -307,6 +310,7 @@ int cmd_agent(int argc, char **argv)
 			continue;
 		}
 		if (strcmp(opt, "--providers") && strcmp(opt, "--buffering-mode") &&
+		    strcmp(opt, "--block-timeout") &&
 		    strcmp(opt, "--buffer-mb") && strcmp(opt, "--output-dir") && strcmp(opt, "--socket") &&
 		    strcmp(opt, "--duration") && strcmp(opt, "--dotnet-providers") &&
 		    strcmp(opt, "--kernel") && strcmp(opt, "--usdt") && strcmp(opt, "--sample") &&
@@ -343,6 +347,15 @@ int cmd_agent(int argc, char **argv)
 		} else if (!strcmp(opt, "--buffering-mode")) {
 			if (rp_buffering_parse(v, &o.buffering))
 				return tool_err("agent", "--buffering-mode must be drop or block, not '%s'", v), 2;
+		} else if (!strcmp(opt, "--block-timeout")) {
+			uint64_t ns;
+
+			if (!strcmp(v, "0"))
+				ns = 0;
+			else if (tool_parse_duration(v, UINT32_MAX * 1000000ull, &ns) || ns < 1000000)
+				return tool_err("agent", "--block-timeout must be a time of at least 1ms "
+						"(500ms, 2s) or 0 for none, not '%s'", v), 2;
+			o.block_timeout_ms = (uint32_t)(ns / 1000000);
 		} else if (!strcmp(opt, "--buffer-mb")) {
 			if (tool_parse_u64(v, 65536, &mb) || !mb)
 				return tool_err("agent", "--buffer-mb must be 1 to 65536, not '%s'", v), 2;

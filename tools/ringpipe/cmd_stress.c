@@ -58,7 +58,7 @@
 static const char stress_usage[] =
 "usage: ringpipe stress -o FILE [--threads T] [--events N] [--payload BYTES]\n"
 "                       [--buffer-mb M] [--mode drop|block] [--format v5|v6]\n"
-"                       [--provider NAME] [--throttle-us U]\n"
+"                       [--provider NAME] [--throttle-us U] [--block-timeout D]\n"
 "\n"
 "Starts one session on provider NAME (default Ringpipe-Stress) with an M MiB\n"
 "buffer, lets T threads write N events each (BYTES of payload) through\n"
@@ -72,6 +72,9 @@ static const char stress_usage[] =
 "--buffering-mode drop|block is another name for --mode.\n"
 "--throttle-us U makes the drainer sleep U microseconds after every pass\n"
 "(a test hook), so that Drop mode visibly drops.\n"
+"--block-timeout D bounds one write's wait in Block mode (500ms, 2s): past it\n"
+"the write drops, counted as timeout, and the session stays Block. Default 0:\n"
+"no bound, a write waits as long as the session runs.\n"
 "\n"
 "Defaults: 2 threads, 1000000 events each, 32 bytes, 64 MiB, drop, v5.\n"
 "Limits: T 1..1024, N 1..4000000000, BYTES 16..65535, M 1..65536,\n"
@@ -88,6 +91,7 @@ struct stress_cfg {
 	const char *out;
 	const char *provider;
 	uint64_t throttle_us;
+	uint32_t block_timeout_ms;
 };
 
 /*
@@ -220,7 +224,8 @@ static int parse_args(int argc, char **argv, struct stress_cfg *c, bool *help)
 			a = "--mode";	/* the same option under its session-option name */
 		if (strcmp(a, "-o") && strcmp(a, "--mode") && strcmp(a, "--format") &&
 		    strcmp(a, "--provider") && strcmp(a, "--threads") && strcmp(a, "--events") &&
-		    strcmp(a, "--payload") && strcmp(a, "--buffer-mb") && strcmp(a, "--throttle-us"))
+		    strcmp(a, "--payload") && strcmp(a, "--buffer-mb") && strcmp(a, "--throttle-us") &&
+		    strcmp(a, "--block-timeout"))
 			return tool_err("stress", "unknown option '%s' (see --help)", a), 2;
 		if (!v)
 			return tool_err("stress", "option '%s' needs a value (see --help)", argv[i]), 2;
@@ -245,6 +250,15 @@ static int parse_args(int argc, char **argv, struct stress_cfg *c, bool *help)
 			else
 				return tool_err("stress", "%s must be drop or block, not '%s'",
 					argv[i - 1], v), 2;
+			continue;
+		}
+		if (!strcmp(a, "--block-timeout")) {
+			if (!strcmp(v, "0"))
+				n = 0;
+			else if (tool_parse_duration(v, UINT32_MAX * 1000000ull, &n) || n < 1000000)
+				return tool_err("stress", "--block-timeout must be a time of at least 1ms "
+						"(500ms, 2s) or 0 for none, not '%s'", v), 2;
+			c->block_timeout_ms = (uint32_t)(n / 1000000);
 			continue;
 		}
 		if (!strcmp(a, "--format")) {
@@ -422,6 +436,7 @@ int cmd_stress(int argc, char **argv)
 	so.nproviders = 1;
 	so.format = c.format;
 	so.buffering = c.mode;
+	so.block_timeout_ms = c.block_timeout_ms;
 	so.buffer_bytes = c.buffer_mb << 20;
 	so.path = c.out;
 	so.fd = -1;

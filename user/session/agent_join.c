@@ -251,7 +251,7 @@ static int start_session(const struct rp_am_config *c, const char *spec)
 	so.format = (int)c->format;
 	so.buffering = (int)c->buffering;
 	so.buffer_bytes = c->buffer_bytes;
-	so.drainer_timeout_ms = c->drainer_timeout_ms;
+	so.block_timeout_ms = c->block_timeout_ms;
 	so.providers = prov;
 	so.nproviders = nprov;
 	so.fd = -1;

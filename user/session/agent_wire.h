@@ -72,7 +72,7 @@ struct rp_am_config {
 	uint32_t buffering;	/* RP_BUFFERING_DROP or RP_BUFFERING_BLOCK */
 	uint32_t format;	/* the nettrace version the agent writes (6) */
 	uint64_t buffer_bytes;	/* the process's rings in all; 0: its default */
-	uint32_t drainer_timeout_ms; /* 0: the default */
+	uint32_t block_timeout_ms; /* Block: the bound on one write's wait; 0: none */
 	uint32_t spec_len;	/* bytes of the provider list that follows, no NUL */
 	/* "Name[:Keywords[:Level[:args]]],...", as `ringpipe collect` takes it */
 };

@@ -27,6 +27,7 @@
 
 #include "session.h"
 #include "config.h"
+#include "duration.h"
 #include "startup.h"
 
 static struct rp_session *startup;
@@ -118,6 +119,17 @@ void rp_startup_session(void)
 			startup_fail("DOTNET_EventPipeBufferingMode", v, "must be 0 (Drop) or 1 (Block)");
 			goto out;
 		}
+	}
+	v = getenv("RINGPIPE_BLOCK_TIMEOUT");
+	if (v && *v && strcmp(v, "0")) {
+		uint64_t ns;
+
+		if (rp_duration_parse(v, &ns) || ns < 1000000 || ns > UINT32_MAX * 1000000ull) {
+			startup_fail("RINGPIPE_BLOCK_TIMEOUT", v,
+				     "must be a time of at least 1ms (500ms, 2s), or 0 for none");
+			goto out;
+		}
+		so.block_timeout_ms = (uint32_t)(ns / 1000000);
 	}
 	{
 		const char *pp = strstr(out, "{pid}");

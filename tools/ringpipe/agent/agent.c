@@ -795,6 +795,7 @@ static bool first_packet(struct agent *a, struct conn *c, const uint8_t *p, size
 		cf->buffering = (uint32_t)a->o.buffering;
 		cf->format = NT_FORMAT_V6;
 		cf->buffer_bytes = a->o.buffer_bytes;
+		cf->block_timeout_ms = a->o.block_timeout_ms;
 		cf->spec_len = (uint32_t)sl;
 		memcpy(cf + 1, spec, sl);
 		if (rp_agent_send(c->fd, q, sizeof(*cf) + sl, -1, 1000)) {

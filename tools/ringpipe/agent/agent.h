@@ -22,6 +22,9 @@ struct agent_opts {
 	const char *providers;		/* what joined processes collect; NULL: none */
 	int buffering;			/* RP_BUFFERING_DROP or RP_BUFFERING_BLOCK */
 	uint64_t buffer_bytes;		/* per process; 0: the library's default */
+	uint32_t block_timeout_ms;	/* Block: the bound on one write's wait in
+					 * every process; 0: none (it waits while
+					 * the agent lives) */
 	const char *out_dir;		/* created if missing */
 	const char *socket_path;	/* NULL: RP_AGENT_DEFAULT_SOCKET */
 	bool dotnet;			/* also trace every .NET process */
