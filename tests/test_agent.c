@@ -813,15 +813,16 @@ Test(agent, the_demo_in_a_crio_container_loses_no_tick, .timeout = 120, .fini = 
 	 * diagnostics socket goes), and the agent's socket mounted in, as a
 	 * pod mounts the host's /run/ringpipe */
 	cmd = th_fmt("echo $$ > '%s/cgroup.procs'; exec unshare -p -m -f --mount-proc sh -c "
-		     "'mount --bind %s /mnt && mount -t tmpfs tmpfs /tmp && "
+		     "'mount --bind %s /mnt && %s && "
 		     "exec env RINGPIPE_AGENT=/mnt/agent.sock %s --threads 4 --rate 20000 "
 		     "--duration 3 --alloc-threads 0 --jit-threads 0 --heap-nodes 1000'",
-		     cg, e.dir, realpath(th_demo_bin(), NULL));
+		     cg, e.dir, th_private_tmp_cmd(th_fmt("%s/ctmp", e.dir)),
+		     realpath(th_demo_bin(), NULL));
 	sh = spawn_sh(cmd, th_fmt("%s/demo.out", e.dir));
 	made_pids[0] = sh;
-	end = th_now_ms() + 5000;
+	end = th_now_ms() + 60000;
 	while (!(host_pid = find_in_cgroup(cg, "ringpipe-demo"))) {
-		cr_assert_lt(th_now_ms(), end, "the demo did not start");
+		cr_assert_lt(th_now_ms(), end, "the demo did not start in 60 s");
 		th_sleep_ms(10);
 	}
 	cr_assert_eq(waitpid(sh, &st, 0), sh);
@@ -965,8 +966,9 @@ Test(agent, a_dotnet_app_in_a_container_is_traced_on_its_host_pid, .timeout = 24
 	/* in a Guaranteed pod's container: its own pids, its own /tmp (where
 	 * its diagnostics socket goes); it waits for the agent to resume it */
 	cmd = th_fmt("echo $$ > '%s/cgroup.procs'; exec unshare -p -m -f --mount-proc --kill-child sh -c "
-		     "'mount -t tmpfs tmpfs /tmp && export TMPDIR=/tmp DOTNET_DefaultDiagnosticPortSuspend=1 "
-		     "&& exec dotnet %s --rate 100 --duration 2'", cg, dllabs);
+		     "'%s && export TMPDIR=/tmp DOTNET_DefaultDiagnosticPortSuspend=1 "
+		     "&& exec dotnet %s --rate 100 --duration 2'", cg,
+		     th_private_tmp_cmd(th_fmt("%s/ctmp", e.dir)), dllabs);
 	sh = spawn_sh(cmd, th_fmt("%s/app.out", e.dir));
 	made_pids[0] = sh;
 	end = th_now_ms() + 60000;
@@ -1411,16 +1413,18 @@ Test(agent, one_agent_one_run_finds_every_process_of_every_container, .timeout =
 	 * innermost pid, held at startup until the agent resumes it),
 	 * CPython (its USDT probes) */
 	sh_demo = spawn_sh(th_fmt("echo $$ > '%s/cgroup.procs'; exec unshare -p -m -f --mount-proc sh -c "
-				  "'mount --bind %s /mnt && mount -t tmpfs tmpfs /tmp && "
+				  "'mount --bind %s /mnt && %s && "
 				  "exec env RINGPIPE_AGENT=/mnt/agent.sock %s --threads 4 --rate 20000 "
 				  "--duration 3 --alloc-threads 0 --jit-threads 0 --heap-nodes 1000'",
-				  cg_demo, e.dir, realpath(th_demo_bin(), NULL)),
+				  cg_demo, e.dir, th_private_tmp_cmd(th_fmt("%s/ctmp-demo", e.dir)),
+				  realpath(th_demo_bin(), NULL)),
 			   th_fmt("%s/demo.out", e.dir));
 	made_pids[0] = sh_demo;
 	sh_app = spawn_sh(th_fmt("echo $$ > '%s/cgroup.procs'; exec unshare -p -m -f --mount-proc "
-				 "--kill-child sh -c 'mount -t tmpfs tmpfs /tmp && export TMPDIR=/tmp "
+				 "--kill-child sh -c '%s && export TMPDIR=/tmp "
 				 "DOTNET_DefaultDiagnosticPortSuspend=1 && exec dotnet %s --rate 100 "
-				 "--duration 2'", cg_app, dllabs),
+				 "--duration 2'", cg_app, th_private_tmp_cmd(th_fmt("%s/ctmp-app", e.dir)),
+				 dllabs),
 			  th_fmt("%s/app.out", e.dir));
 	made_pids[1] = sh_app;
 	sh_py = spawn_sh(th_fmt("echo $$ > '%s/cgroup.procs'; exec unshare -p -m -f --mount-proc "

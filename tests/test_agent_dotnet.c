@@ -1051,11 +1051,13 @@ Test(agent_dotnet_interop, a_containerised_app_is_traced_under_its_host_pid, .ti
 	cr_assert_not_null(realpath(dll, dllabs));
 	cr_assert(dotnet_bin()[0], "dotnet is not on PATH");
 	appout = th_fmt("%s/app.out", dir);
-	/* the mount namespace shares everything but its /tmp: absolute paths,
-	 * and TMPDIR where the runtime's socket is to be */
-	script = th_fmt("mount -t tmpfs tmpfs /tmp && export TMPDIR=/tmp "
+	/* the mount namespace shares everything but its /tmp (into which
+	 * th_private_tmp_cmd() binds this tree where it lies under /tmp):
+	 * absolute paths, and TMPDIR where the runtime's socket is to be */
+	script = th_fmt("%s && export TMPDIR=/tmp "
 			"DOTNET_DefaultDiagnosticPortSuspend=1 && exec '%s' '%s' --rate 100 "
-			"--duration 2", dotnet_bin(), dllabs);
+			"--duration 2", th_private_tmp_cmd(th_fmt("%s/ctmp", dir)), dotnet_bin(),
+			dllabs);
 	a = start_agent(dir, 200, RP_BUFFERING_DROP);
 	{
 		char *argv[] = { "unshare", "-p", "-m", "-f", "--mount-proc", "--kill-child",
