@@ -142,23 +142,38 @@ static inline pid_t th_producer_start(const struct th_agent_env *e, const char *
 	return th_producer_start_more(e, prefix, threads, events, "", out_file);
 }
 
-/* What a paced producer wrote so far, from its progress file (rewritten
- * every 50 ms: one caught empty is read again) */
+/* A paced producer's counts so far (*w written, *d dropped), from its
+ * progress file, which it renames into place whole: 0 before the first */
+static inline void th_progress_read(const char *file, uint64_t *w, uint64_t *d)
+{
+	unsigned long long wr = 0, dr = 0;
+	FILE *f = fopen(file, "r");
+
+	if (f) {
+		if (fscanf(f, "%llu %llu", &wr, &dr) != 2)
+			wr = dr = 0;
+		fclose(f);
+	}
+	*w = wr;
+	*d = dr;
+}
+
+/* What a paced producer wrote so far */
 static inline uint64_t th_progress_of(const char *file)
 {
-	int i;
+	uint64_t w, d;
 
-	for (i = 0; i < 100; i++) {
-		struct bytebuf b = { 0 };
-		bool whole = !th_read_file(file, &b) && b.len && b.p[b.len - 1] == '\n';
-		uint64_t n = whole ? strtoull(th_text(&b), NULL, 10) : 0;
+	th_progress_read(file, &w, &d);
+	return w;
+}
 
-		bb_free(&b);
-		if (whole)
-			return n;
-		th_sleep_ms(2);
-	}
-	return 0;
+/* The writes it attempted so far: written and dropped */
+static inline uint64_t th_attempts_of(const char *file)
+{
+	uint64_t w, d;
+
+	th_progress_read(file, &w, &d);
+	return w + d;
 }
 
 struct th_said {
