@@ -36,7 +36,7 @@ static void client_of(struct ch_client *c, const char *url)
 	char err[512];
 
 	cr_assert_eq(ch_target_parse(&t, url, err, sizeof(err)), 0, "%s: %s", url, err);
-	cr_assert_eq(ch_client_init(c, &t, 10000), 0);
+	cr_assert_eq(ch_client_init(c, &t, 60000), 0);
 	/* the tests name the database in every statement */
 	c->use_database = false;
 }

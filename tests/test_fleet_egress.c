@@ -590,7 +590,7 @@ static int export_paged(const char *where, int format, uint32_t page_rows, const
 	int rc;
 
 	cr_assert_eq(ch_target_parse(&tg, node.url, err, errlen), 0, "%s", err);
-	cr_assert_eq(ch_client_init(&c, &tg, 10000), 0);
+	cr_assert_eq(ch_client_init(&c, &tg, 60000), 0);
 	rc = fleet_export(&c, &o, t, err, errlen);
 	ch_client_free(&c);
 	return rc;

@@ -388,7 +388,7 @@ Test(otlp, beside_clickhouse_both_get_every_event, .timeout = 240, .fini = otlp_
 	r = one_resource(th_text(&logs), th_fmt("%d", said.pid));
 	cr_assert_eq(ticks_of(&r), 5000u, "records in the dashboard");
 	cr_assert_eq(ch_target_parse(&t, node.url, err, sizeof(err)), 0, "%s", err);
-	cr_assert_eq(ch_client_init(&c, &t, 10000), 0);
+	cr_assert_eq(ch_client_init(&c, &t, 60000), 0);
 	cr_assert_eq(ch_query_line(&c, th_fmt("SELECT count() FROM ringpipe.events WHERE host = "
 					      "'otlp-both' AND pid = %d", said.pid),
 				   line, sizeof(line), err, sizeof(err)), 0, "%s", err);

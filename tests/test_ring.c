@@ -1320,13 +1320,16 @@ Test(stale, busy_head_blocks_then_is_skipped)
 	int err;
 
 	rp_shm_set_reporter(s, on_report, &log);
-	rp_shm_set_stale_timeout(s, 200000000ull);	/* 200 ms */
+	/* a bound no pause of this thread reaches, while it must wait */
+	rp_shm_set_stale_timeout(s, 600000000000ull);
 	dead = rp_ring_reserve(r, 96);			/* its writer "dies" here */
 	cr_assert_not_null(dead, "reserve");
 	cr_assert_not_null(put(r, 1, 7, 8), "put behind the dead record");
 	cr_assert_eq(rp_ring_peek(r, &it), -EAGAIN, "BUSY head must block consumption");
 	cr_assert_eq(rp_ring_peek(r, &it), -EAGAIN, "still within the time bound: expected -EAGAIN");
 	cr_assert_eq(rp_ring_stale_count(r), 0, "nothing skipped yet");
+	/* then 200 ms, which the nap outlasts at any load */
+	rp_shm_set_stale_timeout(s, 200000000ull);
 	usleep(250000);
 	err = rp_ring_peek(r, &it);
 	cr_assert_eq(err, -ESTALE, "after 250 ms: expected -ESTALE, seen %d", err);
