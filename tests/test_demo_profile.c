@@ -631,6 +631,7 @@ Test(demo_profile, the_rundown_stays_bounded_while_methods_keep_being_jitted, .t
 	struct bytebuf clr = { 0 }, err = { 0 };
 	uint64_t before, emitted, live, code, published[2], base, end;
 	char *dir, *trace, *line, *save = NULL;
+	unsigned int sessions;
 	size_t methods = 0;
 	const char *p, *q;
 	struct th_demo d;
@@ -642,16 +643,34 @@ Test(demo_profile, the_rundown_stays_bounded_while_methods_keep_being_jitted, .t
 	th_demo_start(&d, dir, extra);
 	/* traced until a rundown begins with ten times as many methods JIT-
 	 * compiled as can be live (at 2 x 20,000 a second, the first on a
-	 * quiet host; on a loaded one the JIT threads get less of a CPU):
-	 * each session's rundown line is the last in the demo's stderr */
-	for (end = mono_ms() + 180000;;) {
+	 * quiet host; on a loaded one the JIT threads get less of a CPU).
+	 * Each session's rundown adds two lines to the demo's stderr, the
+	 * second its per-thread counts; the demo may write them just after
+	 * dotnet-trace has ended, so they are waited for. */
+	for (sessions = 1, end = mono_ms() + 180000;; sessions++) {
+		uint64_t seen_by = mono_ms() + 60000;
+
 		dotnet_trace(&d, "--providers Microsoft-Windows-DotNETRuntime:0x1:4", 2, trace);
-		bb_free(&err);
-		err = (struct bytebuf){ 0 };
-		cr_assert_eq(th_read_file(d.err, &err), 0);
-		for (p = strstr(text(&err), "rundown session "), q = NULL; p;
-		     p = strstr(p + 1, "rundown session "))
+		for (;;) {
+			unsigned int lines = 0;
+
+			bb_free(&err);
+			err = (struct bytebuf){ 0 };
+			cr_assert_eq(th_read_file(d.err, &err), 0);
+			for (p = strstr(text(&err), "per-thread-before "); p;
+			     p = strstr(p + 1, "per-thread-before "))
+				lines++;
+			if (lines >= sessions)
+				break;
+			cr_assert_lt(mono_ms(), seen_by, "no rundown line of session %u in 60 s: %s",
+				     sessions, text(&err));
+			usleep(10000);
+		}
+		for (p = strstr(text(&err), ": published-before "), q = NULL; p;
+		     p = strstr(p + 1, ": published-before "))
 			q = p;
+		while (q && q > text(&err) && q[-1] != '\n')
+			q--;
 		p = q;
 		cr_assert(p && sscanf(p, "rundown session %d: published-before %" SCNu64 " emitted %"
 				      SCNu64 " live-before %" SCNu64 " code %" SCNu64, &sid, &before,
