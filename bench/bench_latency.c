@@ -365,9 +365,9 @@ static void stopping_event_rows(void)
 	bool serving = false;
 	double lat[64];
 
-	snprintf(trace_bin, sizeof(trace_bin), "%s/dotnet-trace",
-		 tools && *tools ? tools : ".output/dotnet-tools");
-	if (access(trace_bin, X_OK) || system("command -v dotnet >/dev/null 2>&1")) {
+	snprintf(why, sizeof(why), "%s/dotnet-trace", tools && *tools ? tools : ".output/dotnet-tools");
+	why[0] = realpath(why, trace_bin) ? 0 : why[0];	/* absolute: the child runs elsewhere */
+	if (why[0] || access(trace_bin, X_OK) || system("command -v dotnet >/dev/null 2>&1")) {
 		row("stopping_event_ms", "dotnet-trace --stopping-event-*: trigger written to its "
 		    "session stopped (ms)", NULL, 0, "not run: dotnet-trace is not installed "
 		    "(make deps)");
@@ -409,7 +409,8 @@ static void stopping_event_rows(void)
 			_exit(127);
 		}
 		deadline = rp_clock_mono_ns() + 120000000000ull;
-		while (!rp_load_relaxed(&live_enabled) && rp_clock_mono_ns() < deadline)
+		while (!rp_load_relaxed(&live_enabled) && rp_clock_mono_ns() < deadline &&
+		       waitpid(pid, &st, WNOHANG) == 0)
 			usleep(1000);
 		if (!rp_load_relaxed(&live_enabled)) {
 			kill(pid, SIGKILL);
