@@ -89,7 +89,8 @@ static void row(const char *key, const char *what, const double *v, unsigned int
 	if (kv)
 		printf("%s %.3f\n%s_min %.3f\n%s_max %.3f\n", key, s.med, key, s.min, key, s.max);
 	else
-		printf("| %s | %.2f | %.2f | %.2f | %u | %s |\n", what, s.med, s.min, s.max, n, note);
+		printf("| %s | %.2f | %.2f | %.2f | %u | %s |\n", what, s.med, s.min, s.max, n,
+		       note);
 }
 
 /* ---- the drainer's wake ------------------------------------------------------ */
@@ -282,6 +283,8 @@ static uint64_t arrival_of(struct reader *rd, const char *marker)
 	return 0;
 }
 
+#define LIVE_ROW "live stream: a trickled event, write to the reader (ms)"
+
 static void live_rows(void)
 {
 	static const struct rp_field text[] = { { "Text", RP_TYPE_STRING, 0, 0, NULL } };
@@ -294,14 +297,12 @@ static void live_rows(void)
 	int sv[2];
 
 	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv)) {
-		row("live_lag_ms", "live stream: a trickled event, write to the reader (ms)", NULL, 0,
-		    "no socket pair");
+		row("live_lag_ms", LIVE_ROW, NULL, 0, "no socket pair");
 		return;
 	}
 	rd.fd = sv[1];
 	if (pthread_create(&th, NULL, reader_main, &rd)) {
-		row("live_lag_ms", "live stream: a trickled event, write to the reader (ms)", NULL, 0,
-		    "no reader thread");
+		row("live_lag_ms", LIVE_ROW, NULL, 0, "no reader thread");
 		return;
 	}
 	s = session_to("Bench-Latency-Live", NULL, sv[0], 0, RP_BUFFERING_DROP);
@@ -327,7 +328,7 @@ static void live_rows(void)
 	close(sv[1]);
 	free(rd.buf);
 	free(rd.arrival);
-	row("live_lag_ms", "live stream: a trickled event, write to the reader (ms)", lag, n,
+	row("live_lag_ms", LIVE_ROW, lag, n,
 	    n == events ? "events 230 ms apart" : "some never arrived in 30 s");
 }
 
@@ -365,8 +366,10 @@ static void stopping_event_rows(void)
 	bool serving = false;
 	double lat[64];
 
-	snprintf(why, sizeof(why), "%s/dotnet-trace", tools && *tools ? tools : ".output/dotnet-tools");
-	why[0] = realpath(why, trace_bin) ? 0 : why[0];	/* absolute: the child runs elsewhere */
+	snprintf(why, sizeof(why), "%s/dotnet-trace",
+		 tools && *tools ? tools : ".output/dotnet-tools");
+	/* absolute: the child runs in another directory */
+	why[0] = realpath(why, trace_bin) ? 0 : why[0];
 	if (why[0] || access(trace_bin, X_OK) || system("command -v dotnet >/dev/null 2>&1")) {
 		row("stopping_event_ms", "dotnet-trace --stopping-event-*: trigger written to its "
 		    "session stopped (ms)", NULL, 0, "not run: dotnet-trace is not installed "
@@ -415,8 +418,8 @@ static void stopping_event_rows(void)
 		if (!rp_load_relaxed(&live_enabled)) {
 			kill(pid, SIGKILL);
 			waitpid(pid, NULL, 0);
-			snprintf(why, sizeof(why), "dotnet-trace never enabled the provider (log %s)",
-				 log);
+			snprintf(why, sizeof(why),
+				 "dotnet-trace never enabled the provider (log %s)", log);
 			break;
 		}
 		/* the stream flowing, then a pause: the trigger trickles in alone */
@@ -435,7 +438,8 @@ static void stopping_event_rows(void)
 		if (!t1 || rp_load_relaxed(&live_enabled)) {
 			kill(pid, SIGKILL);
 			waitpid(pid, NULL, 0);
-			snprintf(why, sizeof(why), "dotnet-trace did not stop in 60 s (log %s)", log);
+			snprintf(why, sizeof(why), "dotnet-trace did not stop in 60 s (log %s)",
+				 log);
 			break;
 		}
 		waitpid(pid, &st, 0);
@@ -787,9 +791,9 @@ int main(int argc, char **argv)
 	if (!kv) {
 		printf("\n### Latencies and the drainer's placement (bench_latency%s)\n\n",
 		       quick ? " --quick" : "");
-		printf("What the tests leave unjudged, measured here: %d CPUs, load average %s at "
-		       "the start. Figures in ms unless the row says otherwise; median, min and max "
-		       "over the runs.\n\n", CPU_COUNT(&allowed_cpus), load);
+		printf("What the tests leave unjudged, measured here: %d CPUs, load average %s "
+		       "at the start. Figures in ms unless the row says otherwise; median, min "
+		       "and max over the runs.\n\n", CPU_COUNT(&allowed_cpus), load);
 		printf("| measure | median | min | max | runs | note |\n");
 		printf("|---|---|---|---|---|---|\n");
 	}

@@ -1431,8 +1431,8 @@ Test(agent, one_agent_one_run_finds_every_process_of_every_container, .timeout =
 	sh_app = spawn_sh(th_fmt("echo $$ > '%s/cgroup.procs'; exec unshare -p -m -f --mount-proc "
 				 "--kill-child sh -c '%s && export TMPDIR=/tmp "
 				 "DOTNET_DefaultDiagnosticPortSuspend=1 && exec dotnet %s --rate 100 "
-				 "--duration 2'", cg_app, th_private_tmp_cmd(th_fmt("%s/ctmp-app", e.dir)),
-				 dllabs),
+				 "--duration 2'", cg_app,
+				 th_private_tmp_cmd(th_fmt("%s/ctmp-app", e.dir)), dllabs),
 			  th_fmt("%s/app.out", e.dir));
 	made_pids[1] = sh_app;
 	sh_py = spawn_sh(th_fmt("echo $$ > '%s/cgroup.procs'; exec unshare -p -m -f --mount-proc "

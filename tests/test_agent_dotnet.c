@@ -1461,8 +1461,8 @@ Test(agent_dotnet_interop, a_runtime_that_never_answers_holds_up_nothing, .timeo
 	cancelled = th_fmt("pid %d (sleep): the agent stopped before the session started",
 			   (int)mute);
 	if (mute_waits)
-		cr_assert(strstr(log, cancelled), "the stop did not end the mute process's wait:\n%s",
-			  log);
+		cr_assert(strstr(log, cancelled),
+			  "the stop did not end the mute process's wait:\n%s", log);
 	free(cancelled);
 	free(log);
 	cr_assert_eq(wait_exit(app, 200), -1, "the app ended with the session");
