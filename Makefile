@@ -3,6 +3,7 @@
 #   make                 libringpipe.{a,so}, the ringpipe tool
 #   make run             the main job on the built-in demo
 #   make test            every test: unit, integration, interop, fuzz smoke
+#   make test-under-load the same suite beside CPU hogs (RUNS=3: three times)
 #   make bench           benchmarks (markdown table on stdout)
 #   make deps            install build/test dependencies (apt-get as root)
 #   make install         PREFIX=/usr/local DESTDIR=
@@ -121,7 +122,8 @@ EP_SRCS     := $(wildcard bench/EventPipeBench/*.cs bench/EventPipeBench/*.cspro
 
 bpf: $(BPF_SKELS)
 
-.PHONY: bpf all lib tools tests bench bench-bins eventpipe-bench run test deps install clean \
+.PHONY: bpf all lib tools tests bench bench-bins eventpipe-bench run test test-under-load deps \
+	install clean \
 	interop fuzz check-map check-deps check-version check-install checks sdt-check uninstall
 
 all: lib tools
@@ -336,6 +338,14 @@ test: deps
 	$(Q)$(MAKE) --no-print-directory checks
 	$(Q)$(MAKE) --no-print-directory interop
 	$(Q)OUT=$(OUT) OUTPUT=$(OUTPUT) SAN=$(SAN) scripts/run-tests.sh
+
+# The same suite with every CPU busy (scripts/test-under-load.sh: stress-ng
+# or busy loops, twice as many as CPUs; RUNS=N repeats it): the tests judge
+# outcomes, not speed, and must pass on a loaded host too.
+test-under-load: deps
+	$(Q)$(MAKE) --no-print-directory all tests fuzz $(if $(SAN),,bench-bins)
+	$(Q)$(MAKE) --no-print-directory interop
+	$(Q)OUT=$(OUT) OUTPUT=$(OUTPUT) SAN=$(SAN) scripts/test-under-load.sh
 
 bench-bins: $(BENCH_BINS) $(LTTNG_BENCH) $(OUT)/tests/agent_producer $(TOOL)
 

@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
-# Installs what ringpipe needs to build and test. As root it runs apt-get;
-# otherwise it prints the exact command to run. Also restores the .NET
-# interop project and the Aspire dashboard when the .NET SDK is present.
+# Installs what ringpipe needs to build and test (stress-ng: the CPU hogs
+# of make test-under-load). As root it runs apt-get; otherwise it prints the
+# exact command to run. Also restores the .NET interop project and the
+# Aspire dashboard when the .NET SDK is present.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PKGS=(gcc make pkg-config libcriterion-dev liburing-dev libbpf-dev libelf-dev
       zlib1g-dev clang llvm libclang-rt-14-dev bpftool unzip
       liblttng-ust-dev lttng-tools systemtap-sdt-dev bpftrace
-      clickhouse-server clickhouse-client zookeeper)
+      clickhouse-server clickhouse-client zookeeper stress-ng)
 
 missing=()
 for p in "${PKGS[@]}"; do

@@ -31,7 +31,10 @@
 # a minute, so its figures cost little to take from three times as many
 # runs, and a ratio of two medians of this host's runs, which spread by
 # a third, needs them); its figures are the medians over them, its ratios
-# are computed here. Progress goes to
+# are computed here. After the host agent's and the fleet egress's tables,
+# bench_latency's: how soon the drainer wakes, a live stream's lag,
+# dotnet-trace's stopping event, stop times and where the drainer runs,
+# the figures the tests do not judge (DESIGN invariant 10). Progress goes to
 # stderr, so stdout is the tables alone. A contender that cannot run gets
 # its reason in its cells, never a number.
 set -uo pipefail
@@ -412,6 +415,19 @@ if [ $sweep_only = 0 ]; then
 	else
 		echo "Not measured: $(tail -1 "$work/fleet.err")"
 		echo "skip failed: fleet" >"$work/fleet.kv"
+	fi
+fi
+
+# ---- latencies and the drainer's placement: bench_latency's own table
+if [ $sweep_only = 0 ]; then
+	echo "bench: latencies and the drainer's placement ..." >&2
+	if table=$(RINGPIPE_DOTNET_TOOLS=${RINGPIPE_DOTNET_TOOLS:-$OUTPUT/dotnet-tools} \
+		   "$OUT/bench/bench_latency" "${qarg[@]}" 2>"$work/latency.err"); then
+		echo "$table"
+	else
+		printf "\n### Latencies and the drainer's placement (bench_latency)\n\n"
+		echo "Not measured: $(tail -1 "$work/latency.err")"
+		echo "skip failed: bench_latency" >"$work/latency.kv"
 	fi
 fi
 

@@ -9,7 +9,9 @@
 #ifndef RINGPIPE_TEST_AGENT_HELPERS_H
 #define RINGPIPE_TEST_AGENT_HELPERS_H
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -81,7 +83,7 @@ static inline pid_t th_spawn(char *const argv[], char *const extra_env[], const 
 static inline void th_agent_up_argv(struct th_agent_env *e, char *const more[])
 {
 	char *argv[32] = { (char *)th_tool(), "agent", "--socket", e->sock, "--output-dir", e->out };
-	uint64_t end = th_now_ms() + 10000;
+	uint64_t end = th_now_ms() + 60000;	/* a hang guard */
 	struct stat st;
 	size_t n = 6, i;
 
@@ -120,6 +122,48 @@ static inline int th_agent_down(struct th_agent_env *e)
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
+/* Whether a thread of pid named comm is asleep (state S in its stat) */
+static inline bool th_thread_asleep(pid_t pid, const char *comm)
+{
+	char *dir = th_fmt("/proc/%d/task", (int)pid);
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	bool asleep = false;
+
+	while (d && !asleep && (de = readdir(d))) {
+		struct bytebuf c = { 0 }, st = { 0 };
+		const char *r;
+
+		if (de->d_name[0] == '.')
+			continue;
+		th_read_file(th_fmt("%s/%s/comm", dir, de->d_name), &c);
+		th_read_file(th_fmt("%s/%s/stat", dir, de->d_name), &st);
+		r = strrchr(th_text(&st), ')');
+		asleep = !strncmp(th_text(&c), comm, strlen(comm)) &&
+			 th_text(&c)[strlen(comm)] == '\n' && r && !strncmp(r, ") S", 3);
+		bb_free(&c);
+		bb_free(&st);
+	}
+	if (d)
+		closedir(d);
+	free(dir);
+	return asleep;
+}
+
+/* Waits until a process started before any agent has looked for one: its
+ * join thread (rp-agent-join) found no socket and sleeps until the next
+ * look. A hang guard of 60 s. */
+static inline void th_join_retrying(pid_t pid)
+{
+	uint64_t end = th_now_ms() + 60000;
+
+	while (!th_thread_asleep(pid, "rp-agent-join")) {
+		cr_assert_lt(th_now_ms(), end, "pid %d's rp-agent-join thread did not look for the "
+			     "agent in 60 s", (int)pid);
+		th_sleep_ms(5);
+	}
+}
+
 /* ---- producers ---- */
 
 /* A producer run through sh: RINGPIPE_AGENT=SOCK PRODUCER AgentTest T N
@@ -142,23 +186,38 @@ static inline pid_t th_producer_start(const struct th_agent_env *e, const char *
 	return th_producer_start_more(e, prefix, threads, events, "", out_file);
 }
 
-/* What a paced producer wrote so far, from its progress file (rewritten
- * every 50 ms: one caught empty is read again) */
+/* A paced producer's counts so far (*w written, *d dropped), from its
+ * progress file, which it renames into place whole: 0 before the first */
+static inline void th_progress_read(const char *file, uint64_t *w, uint64_t *d)
+{
+	unsigned long long wr = 0, dr = 0;
+	FILE *f = fopen(file, "r");
+
+	if (f) {
+		if (fscanf(f, "%llu %llu", &wr, &dr) != 2)
+			wr = dr = 0;
+		fclose(f);
+	}
+	*w = wr;
+	*d = dr;
+}
+
+/* What a paced producer wrote so far */
 static inline uint64_t th_progress_of(const char *file)
 {
-	int i;
+	uint64_t w, d;
 
-	for (i = 0; i < 100; i++) {
-		struct bytebuf b = { 0 };
-		bool whole = !th_read_file(file, &b) && b.len && b.p[b.len - 1] == '\n';
-		uint64_t n = whole ? strtoull(th_text(&b), NULL, 10) : 0;
+	th_progress_read(file, &w, &d);
+	return w;
+}
 
-		bb_free(&b);
-		if (whole)
-			return n;
-		th_sleep_ms(2);
-	}
-	return 0;
+/* The writes it attempted so far: written and dropped */
+static inline uint64_t th_attempts_of(const char *file)
+{
+	uint64_t w, d;
+
+	th_progress_read(file, &w, &d);
+	return w + d;
 }
 
 struct th_said {
@@ -267,6 +326,71 @@ static inline void th_status_wait(const struct th_agent_env *e, const char *want
 	}
 }
 
+/* The agent's status entry of pid ("{\"pid\":PID,...}", the last one
+ * listed), or NULL; the caller frees it */
+static inline char *th_status_entry(const struct th_agent_env *e, pid_t pid)
+{
+	struct bytebuf b = { 0 };
+	char *key = th_fmt("{\"pid\":%d,", (int)pid), *ret = NULL;
+	const char *at, *last = NULL;
+
+	if (!agent_status_query(e->sock, true, &b))
+		for (at = strstr(th_text(&b), key); at; at = strstr(at + 1, key))
+			last = at;
+	if (last)
+		ret = strndup(last, strcspn(last, "}") + 1);
+	bb_free(&b);
+	free(key);
+	return ret;
+}
+
+/* Waits until the agent's entry of pid has want in it (a state, a count:
+ * "\"state\":\"stopped\""); a hang guard of timeout_ms, nothing else */
+static inline void th_status_entry_wait(const struct th_agent_env *e, pid_t pid,
+					const char *want, int timeout_ms)
+{
+	uint64_t end = th_now_ms() + (uint64_t)timeout_ms;
+
+	for (;;) {
+		char *ent = th_status_entry(e, pid);
+		bool seen = ent && strstr(ent, want);
+
+		if (seen) {
+			free(ent);
+			return;
+		}
+		cr_assert_lt(th_now_ms(), end, "pid %d's status entry never said %s: %s", (int)pid,
+			     want, ent ? ent : "(no entry)");
+		free(ent);
+		th_sleep_ms(20);
+	}
+}
+
+/* Waits until the agent's entry of pid counts at least n under key
+ * ("events", "files"); a hang guard of timeout_ms */
+static inline void th_status_count_wait(const struct th_agent_env *e, pid_t pid,
+					const char *key, uint64_t n, int timeout_ms)
+{
+	uint64_t end = th_now_ms() + (uint64_t)timeout_ms;
+	char *k = th_fmt("\"%s\":", key);
+
+	for (;;) {
+		char *ent = th_status_entry(e, pid);
+		const char *at = ent ? strstr(ent, k) : NULL;
+		uint64_t v = at ? strtoull(at + strlen(k), NULL, 10) : 0;
+
+		if (v >= n) {
+			free(ent);
+			free(k);
+			return;
+		}
+		cr_assert_lt(th_now_ms(), end, "pid %d's status entry never counted %" PRIu64
+			     " %s: %s", (int)pid, n, key, ent ? ent : "(no entry)");
+		free(ent);
+		th_sleep_ms(20);
+	}
+}
+
 /* Waits until the agent's egress has nothing left: its spool empty and no
  * file waiting */
 static inline void th_shipped_wait(const struct th_agent_env *e, int timeout_ms)
@@ -313,7 +437,9 @@ static inline void th_cgroup_remove(char **cg)
 
 	if (!*cg)
 		return;
-	for (i = 0; i < 100 && rmdir(*cg) && errno == EBUSY; i++)
+	/* a killed process leaves its cgroup a moment later (longer on a
+	 * loaded host) */
+	for (i = 0; i < 3000 && rmdir(*cg) && errno == EBUSY; i++)
 		th_sleep_ms(10);
 	free(*cg);
 	*cg = NULL;

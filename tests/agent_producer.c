@@ -12,7 +12,8 @@
  * 0, 1, 2, ... per thread, so a reader can tell a gap from an end. Prints
  * {"pid":P,"written":W,"dropped":D} on stdout at the end. "forever" writes
  * until killed, about one event per 20 us per thread, and stores the number
- * written so far in PROGRESS_FILE every 50 ms. "idle" joins, then sleeps
+ * written so far in PROGRESS_FILE every 50 ms (renamed into place: a reader
+ * sees a whole file or none). "idle" joins, then sleeps
  * until killed (the agent's idle cost). ns_per_event in the JSON line is
  * the writing phase's wall time divided by the events each thread wrote.
  * "paced" writes EVENTS per thread at the pace of "forever", with the same
@@ -59,6 +60,27 @@ static void *writer(void *arg)
 	return NULL;
 }
 
+/*
+ * The counts so far into file, whole or not at all: written under a name of
+ * its own, then renamed over it, so that a reader finds either the last
+ * version or the one before, never a file being truncated or half written.
+ */
+static void publish_progress(const char *file)
+{
+	char tmp[4096];
+	FILE *f;
+
+	if (snprintf(tmp, sizeof(tmp), "%s.%d.tmp", file, (int)getpid()) >= (int)sizeof(tmp))
+		return;
+	f = fopen(tmp, "w");
+	if (!f)
+		return;
+	fprintf(f, "%llu %llu\n", (unsigned long long)__atomic_load_n(&written, __ATOMIC_RELAXED),
+		(unsigned long long)__atomic_load_n(&dropped, __ATOMIC_RELAXED));
+	if (fclose(f) || rename(tmp, file))
+		unlink(tmp);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct rp_field fields[] = {
@@ -95,12 +117,14 @@ int main(int argc, char **argv)
 		fprintf(stderr, "agent_producer: %s\n", rp_last_error());
 		return 1;
 	}
-	/* the agent's session enables the event once the process joined */
+	/* the agent's session enables the event once the process joined; the
+	 * bound only ends a run whose agent never comes (a loaded host may
+	 * take seconds to get the join through) */
 	for (i = 0; !rp_event_enabled(ev); i++) {
 		struct timespec ts = { 0, 10000000 };
 
-		if (i == 3000) {
-			fprintf(stderr, "agent_producer: never enabled in 30 s\n");
+		if (i == 12000) {
+			fprintf(stderr, "agent_producer: never enabled in 120 s\n");
 			return 3;
 		}
 		nanosleep(&ts, NULL);
@@ -117,14 +141,8 @@ int main(int argc, char **argv)
 	while (forever || (paced && __atomic_load_n(&written, __ATOMIC_RELAXED) +
 			   __atomic_load_n(&dropped, __ATOMIC_RELAXED) < events * (uint64_t)nthreads)) {
 		struct timespec ts = { 0, 50000000 };
-		FILE *f = fopen(argv[5], "w");
 
-		if (f) {
-			fprintf(f, "%llu %llu\n",
-				(unsigned long long)__atomic_load_n(&written, __ATOMIC_RELAXED),
-				(unsigned long long)__atomic_load_n(&dropped, __ATOMIC_RELAXED));
-			fclose(f);
-		}
+		publish_progress(argv[5]);
 		nanosleep(&ts, NULL);
 	}
 	for (t = 0; t < nthreads; t++)

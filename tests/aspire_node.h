@@ -124,7 +124,7 @@ static inline void th_aspire_start(struct th_aspire *a)
 	argv[n++] = (char *)th_aspire_bin();
 	argv[n] = NULL;
 	a->pid = th_daemon_spawn(a->dir, "dashboard.out", argv);
-	for (i = 0; i < 600; i++) {
+	for (i = 0; i < 2400; i++) {	/* 120 s: a loaded host starts it slowly */
 		if (waitpid(a->pid, &st, WNOHANG) == a->pid) {
 			struct bytebuf log = { 0 };
 
@@ -137,7 +137,7 @@ static inline void th_aspire_start(struct th_aspire *a)
 			return;
 		usleep(50000);
 	}
-	cr_assert_fail("the Aspire dashboard (pid %d, %s) did not answer on port %u in 30 s",
+	cr_assert_fail("the Aspire dashboard (pid %d, %s) did not answer on port %u in 120 s",
 		       a->pid, a->dir, a->ui_port);
 }
 

@@ -286,7 +286,7 @@ static inline bool th_ch_wait_ready(struct th_ch_node *n, int *st)
 {
 	int i;
 
-	for (i = 0; i < 600; i++) {
+	for (i = 0; i < 2400; i++) {	/* 120 s: a loaded host starts it slowly */
 		if (waitpid(n->pid, st, WNOHANG) == n->pid) {
 			n->pid = 0;
 			return false;
@@ -295,7 +295,7 @@ static inline bool th_ch_wait_ready(struct th_ch_node *n, int *st)
 			return true;
 		usleep(50000);
 	}
-	cr_assert_fail("clickhouse-server (pid %d, %s) did not answer /ping on port %u in 30 s",
+	cr_assert_fail("clickhouse-server (pid %d, %s) did not answer /ping on port %u in 120 s",
 		       n->pid, n->dir, n->http_port);
 	return false;
 }
@@ -415,7 +415,7 @@ static inline char *th_ch_ask(const char *url, const char *sql)
 	char err[2048], line[4096];
 
 	cr_assert_eq(ch_target_parse(&t, url, err, sizeof(err)), 0, "%s", err);
-	cr_assert_eq(ch_client_init(&c, &t, 10000), 0);
+	cr_assert_eq(ch_client_init(&c, &t, 60000), 0);
 	cr_assert_eq(ch_query_line(&c, sql, line, sizeof(line), err, sizeof(err)), 0,
 		     "expected '%s' to succeed: %s", sql, err);
 	ch_client_free(&c);
@@ -484,12 +484,12 @@ static inline void th_zk_start(struct th_zk *z)
 	cr_assert_eq(th_write_file(cfg, text, strlen(text)), 0);
 	argv[5] = cfg;
 	z->pid = th_daemon_spawn(z->dir, "zookeeper.out", argv);
-	for (i = 0; i < 600 && !th_zk_ok(z); i++) {
+	for (i = 0; i < 2400 && !th_zk_ok(z); i++) {	/* 120 s */
 		cr_assert_neq(waitpid(z->pid, &st, WNOHANG), z->pid,
 			      "ZooKeeper exited before it answered (see %s/zookeeper.out)", z->dir);
 		usleep(50000);
 	}
-	cr_assert_lt(i, 600, "ZooKeeper did not answer on port %u in 30 s", z->port);
+	cr_assert_lt(i, 2400, "ZooKeeper did not answer on port %u in 120 s", z->port);
 	free(cfg);
 	free(text);
 }

@@ -321,6 +321,91 @@ static inline char *th_fmt(const char *f, ...)
 	return s;
 }
 
+/* ---- a container's own /tmp ------------------------------------------- */
+
+/* Adds path's real path to keep[] (n of max) when it lies under /tmp and
+ * under no path kept already; a kept path under it gives way to it. */
+static inline void th_keep_under_tmp(char **keep, size_t *n, size_t max, const char *path)
+{
+	char *real = path ? realpath(path, NULL) : NULL;
+	size_t i, j, len;
+
+	if (!real || strncmp(real, "/tmp/", 5)) {
+		free(real);
+		return;
+	}
+	len = strlen(real);
+	for (i = 0; i < *n; i++) {
+		size_t kl = strlen(keep[i]);
+
+		if (!strncmp(real, keep[i], kl) && (real[kl] == '/' || !real[kl])) {
+			free(real);
+			return;
+		}
+	}
+	for (i = j = 0; i < *n; i++) {
+		if (!strncmp(keep[i], real, len) && keep[i][len] == '/')
+			free(keep[i]);
+		else
+			keep[j++] = keep[i];
+	}
+	*n = j;
+	if (*n < max)
+		keep[(*n)++] = real;
+	else
+		free(real);
+}
+
+/*
+ * A shell command for a container's first moments (after unshare -m, whose
+ * mounts are private): an empty tmpfs over /tmp, as a pod has, with what
+ * the test runs from this tree bound into it at the same paths (the
+ * checkout, the build output with the test binaries and the tools, the .NET
+ * tools and programs, the shared docs). A checkout under /tmp would be
+ * hidden by the tmpfs otherwise, and the container could exec nothing of
+ * it. The new /tmp is built in stage (a directory of the test's own, made
+ * if missing) and moved over /tmp. The caller frees the string; it holds
+ * no single quote, so it fits in sh -c '...'.
+ */
+static inline char *th_private_tmp_cmd(const char *stage)
+{
+	const char *dll = th_env("RINGPIPE_INTEROP_DLL", ".output/interop/TraceDump.dll");
+	const char *app = th_env("RINGPIPE_DOTNET_APP", ".output/interop-app/DotnetApp.dll");
+	char *keep[16], exe[4096], *cmd = NULL, *more;
+	const char *dirs[] = { ".", exe, th_env("RINGPIPE_TOOL", ".output/default/ringpipe"),
+			       th_env("RINGPIPE_DEMO", ".output/default/ringpipe-demo"), dll, app,
+			       th_env("RINGPIPE_DOTNET_TOOLS", ".output/dotnet-tools"),
+			       th_env("RINGPIPE_SHARED", "../shared") };
+	ssize_t len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	size_t n = 0, i;
+
+	exe[len > 0 ? len : 0] = 0;
+	for (i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+		char *d = strdup(dirs[i]), *slash;
+		struct stat sb;
+
+		cr_assert_not_null(d);
+		/* a file's directory: a binary's neighbours come with it */
+		if (!stat(d, &sb) && !S_ISDIR(sb.st_mode) && (slash = strrchr(d, '/')))
+			*slash = 0;
+		th_keep_under_tmp(keep, &n, sizeof(keep) / sizeof(keep[0]), d);
+		free(d);
+	}
+	if (!n)
+		return th_fmt("mount -t tmpfs tmpfs /tmp");
+	cmd = th_fmt("mkdir -p \"%s\" && mount -t tmpfs tmpfs \"%s\"", stage, stage);
+	for (i = 0; i < n; i++) {
+		more = th_fmt("%s && mkdir -p \"%s%s\" && mount --bind \"%s\" \"%s%s\"", cmd, stage,
+			      keep[i] + 4, keep[i], stage, keep[i] + 4);
+		free(cmd);
+		free(keep[i]);
+		cmd = more;
+	}
+	more = th_fmt("%s && mount --move \"%s\" /tmp", cmd, stage);
+	free(cmd);
+	return more;
+}
+
 /* ---- ringpipe-demo ---------------------------------------------------- */
 
 static inline const char *th_demo_bin(void)

@@ -22,6 +22,7 @@
 #include <inttypes.h>
 #include <signal.h>
 #include <sys/wait.h>
+#include <time.h>
 
 #include "helpers.h"
 
@@ -59,6 +60,14 @@ static void tracedump(const char *dll, const char *mode, const char *path, struc
 
 	run_ok(cmd, out);
 	free(cmd);
+}
+
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
 /* `dotnet-trace collect -p PID ARGS` for `seconds` into path. */
@@ -345,7 +354,7 @@ Test(demo_profile, dotnet_stack_report_prints_every_sampled_threads_stack_20_of_
 	th_demo_start(&d, dir, extra);
 	/* main, counters, writer, 2 allocators, 2 JIT threads; the last ones
 	 * start after the socket is up */
-	for (k = 0; k < 500 && (n = sampled_threads(d.pid, tid, names)) < 7; k++)
+	for (k = 0; k < 6000 && (n = sampled_threads(d.pid, tid, names)) < 7; k++)	/* 60 s */
 		usleep(10000);
 	cr_assert_eq(n, 7, "expected 7 sampled demo threads, found %u", n);
 	cmd = th_fmt("%s/dotnet-stack report -p %d 2>&1 </dev/null", th_dotnet_tools(), (int)d.pid);
@@ -547,26 +556,41 @@ static uint64_t clr_field(const char *line, const char *key)
 	return v ? strtoull(v + strlen(pat), NULL, 10) : ~0ull;
 }
 
-Test(demo_profile, the_jit_keyword_gets_live_method_load_events, .timeout = 180)
+Test(demo_profile, the_jit_keyword_gets_live_method_load_events, .timeout = 400)
 {
 	TH_NEED_TRACEDUMP(dll);
-	char *extra[] = { "--duration", "100", "--alloc-threads", "0", "--jit-threads", "2",
+	char *extra[] = { "--duration", "300", "--alloc-threads", "0", "--jit-threads", "2",
 			  "--jit-rate", "200", "--jit-live", "64", NULL };
 	struct bytebuf clr = { 0 };
 	char *dir, *trace, *line, *save = NULL;
 	size_t loads = 0, started = 0, unloads = 0;
-	uint64_t base;
+	uint64_t base, end;
 	struct th_demo d;
 
 	TH_NEED_DOTNET_TOOL("dotnet-trace");
 	dir = th_tmpdir();
 	trace = th_fmt("%s/t.nettrace", dir);
 	th_demo_start(&d, dir, extra);
-	/* JIT (0x10) at Verbose: MethodJittingStarted is a verbose event */
-	dotnet_trace(&d, "--providers Microsoft-Windows-DotNETRuntime:0x10:5", 3, trace);
+	/* JIT (0x10) at Verbose: MethodJittingStarted is a verbose event.
+	 * Traced 3 s at a time until a trace holds 600 loads (the first, on
+	 * a quiet host: 2 threads at 200/s; on a loaded one the JIT threads
+	 * may fall behind their rate) */
+	for (end = mono_ms() + 180000;;) {
+		const char *at;
+
+		dotnet_trace(&d, "--providers Microsoft-Windows-DotNETRuntime:0x10:5", 3, trace);
+		bb_free(&clr);
+		clr = (struct bytebuf){ 0 };
+		tracedump(dll, "clr", trace, &clr);
+		for (loads = 0, at = strstr(text(&clr), "Method/LoadVerbose\t"); at;
+		     at = strstr(at + 1, "Method/LoadVerbose\t"))
+			loads++;
+		if (loads > 600 || mono_ms() > end)
+			break;
+	}
+	loads = 0;
 	th_demo_stop(&d);
 	base = code_base(&d);
-	tracedump(dll, "clr", trace, &clr);
 	for (line = strtok_r((char *)clr.p, "\n", &save); line;
 	     line = strtok_r(NULL, "\n", &save)) {
 		uint64_t id = clr_field(line, "MethodID"), t = (id >> 40) - 1;
@@ -588,7 +612,8 @@ Test(demo_profile, the_jit_keyword_gets_live_method_load_events, .timeout = 180)
 	}
 	/* 2 threads at 200/s for 3 s: a live event per method, and past 64
 	 * methods each load unloads the method whose slot it takes */
-	cr_assert_gt(loads, 600, "only %zu MethodLoadVerbose events in 3 s", loads);
+	cr_assert_gt(loads, 600, "only %zu MethodLoadVerbose events in the last 3 s trace of 180 s",
+		     loads);
 	cr_assert(started >= loads && started <= loads + 2,
 		  "%zu MethodJittingStarted for %zu MethodLoadVerbose", started, loads);
 	cr_assert_gt(unloads, loads / 2, "only %zu MethodUnloadVerbose for %zu loads", unloads,
@@ -598,16 +623,17 @@ Test(demo_profile, the_jit_keyword_gets_live_method_load_events, .timeout = 180)
 	th_rmdir(dir);
 }
 
-Test(demo_profile, the_rundown_stays_bounded_while_methods_keep_being_jitted, .timeout = 180)
+Test(demo_profile, the_rundown_stays_bounded_while_methods_keep_being_jitted, .timeout = 400)
 {
 	TH_NEED_TRACEDUMP(dll);
-	char *extra[] = { "--duration", "100", "--alloc-threads", "0", "--jit-threads", "2",
+	char *extra[] = { "--duration", "300", "--alloc-threads", "0", "--jit-threads", "2",
 			  "--jit-rate", "20000", "--jit-live", "1024", NULL };
 	struct bytebuf clr = { 0 }, err = { 0 };
-	uint64_t before, emitted, live, code, published[2], base;
+	uint64_t before, emitted, live, code, published[2], base, end;
 	char *dir, *trace, *line, *save = NULL;
+	unsigned int sessions;
 	size_t methods = 0;
-	const char *p;
+	const char *p, *q;
 	struct th_demo d;
 	int sid;
 
@@ -615,19 +641,49 @@ Test(demo_profile, the_rundown_stays_bounded_while_methods_keep_being_jitted, .t
 	dir = th_tmpdir();
 	trace = th_fmt("%s/t.nettrace", dir);
 	th_demo_start(&d, dir, extra);
-	sleep(3);
-	dotnet_trace(&d, "--providers Microsoft-Windows-DotNETRuntime:0x1:4", 2, trace);
+	/* traced until a rundown begins with ten times as many methods JIT-
+	 * compiled as can be live (at 2 x 20,000 a second, the first on a
+	 * quiet host; on a loaded one the JIT threads get less of a CPU).
+	 * Each session's rundown adds two lines to the demo's stderr, the
+	 * second its per-thread counts; the demo may write them just after
+	 * dotnet-trace has ended, so they are waited for. */
+	for (sessions = 1, end = mono_ms() + 180000;; sessions++) {
+		uint64_t seen_by = mono_ms() + 60000;
+
+		dotnet_trace(&d, "--providers Microsoft-Windows-DotNETRuntime:0x1:4", 2, trace);
+		for (;;) {
+			unsigned int lines = 0;
+
+			bb_free(&err);
+			err = (struct bytebuf){ 0 };
+			cr_assert_eq(th_read_file(d.err, &err), 0);
+			for (p = strstr(text(&err), "per-thread-before "); p;
+			     p = strstr(p + 1, "per-thread-before "))
+				lines++;
+			if (lines >= sessions)
+				break;
+			cr_assert_lt(mono_ms(), seen_by, "no rundown line of session %u in 60 s: %s",
+				     sessions, text(&err));
+			usleep(10000);
+		}
+		for (p = strstr(text(&err), ": published-before "), q = NULL; p;
+		     p = strstr(p + 1, ": published-before "))
+			q = p;
+		while (q && q > text(&err) && q[-1] != '\n')
+			q--;
+		p = q;
+		cr_assert(p && sscanf(p, "rundown session %d: published-before %" SCNu64 " emitted %"
+				      SCNu64 " live-before %" SCNu64 " code %" SCNu64, &sid, &before,
+				      &emitted, &live, &code) == 5, "no rundown line: %s", text(&err));
+		if (before > 10 * 2048 || mono_ms() > end)
+			break;
+	}
 	th_demo_stop(&d);
 	base = code_base(&d);
-	cr_assert_eq(th_read_file(d.err, &err), 0);
-	p = strstr(text(&err), "rundown session ");
-	cr_assert(p && sscanf(p, "rundown session %d: published-before %" SCNu64 " emitted %" SCNu64
-			      " live-before %" SCNu64 " code %" SCNu64, &sid, &before, &emitted,
-			      &live, &code) == 5, "no rundown line: %s", text(&err));
 	p = strstr(p, "per-thread-before ");
 	cr_assert(p && sscanf(p, "per-thread-before %" SCNu64 ",%" SCNu64, &published[0],
 			      &published[1]) == 2, "%s", text(&err));
-	cr_assert_gt(before, 10 * 2048, "only %" PRIu64 " methods JIT-compiled in 5 s", before);
+	cr_assert_gt(before, 10 * 2048, "only %" PRIu64 " methods JIT-compiled in 180 s", before);
 	cr_assert_leq(emitted, 2048, "rundown listed %" PRIu64 " methods, at most 2 x 1024 live",
 		      emitted);
 	tracedump(dll, "clr", trace, &clr);

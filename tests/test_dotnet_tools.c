@@ -38,17 +38,17 @@ static void demo_start(struct demo *d, const char *rate)
 		_exit(127);
 	}
 	cr_assert_gt(d->pid, 0);
-	for (i = 0; i < 500; i++) {
+	for (i = 0; i < 6000; i++) {	/* a 60 s hang guard */
 		struct bytebuf b = { 0 };
 
 		th_read_file(d->out, &b);
 		if (b.p && strstr((char *)b.p, "socket "))
-			i = 1000;
+			i = 10000;
 		bb_free(&b);
-		if (i < 1000)
+		if (i < 10000)
 			usleep(10000);
 	}
-	cr_assert_eq(i, 1001, "ringpipe-demo did not start its diagnostics server");
+	cr_assert_eq(i, 10001, "ringpipe-demo did not start its diagnostics server");
 }
 
 static void demo_stop(struct demo *d)

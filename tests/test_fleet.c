@@ -8,6 +8,7 @@
  * server those tests skip, with the reason, unless RINGPIPE_REQUIRE_FLEET=1.
  */
 #include <inttypes.h>
+#include <poll.h>
 
 #include "clickhouse.h"
 #include "clickhouse_node.h"
@@ -35,7 +36,7 @@ static void client_of(struct ch_client *c, const char *url)
 	char err[512];
 
 	cr_assert_eq(ch_target_parse(&t, url, err, sizeof(err)), 0, "%s: %s", url, err);
-	cr_assert_eq(ch_client_init(c, &t, 10000), 0);
+	cr_assert_eq(ch_client_init(c, &t, 60000), 0);
 	/* the tests name the database in every statement */
 	c->use_database = false;
 }
@@ -472,7 +473,13 @@ Test(fleet, a_keep_alive_connection_closed_while_idle_is_reopened, .timeout = 12
 	client_of(&c, node.url);
 	free(answer(&c, "SELECT 1"));
 	cr_assert_geq(c.conn.fd, 0, "expected the connection kept open after an answer");
-	sleep(2);	/* the server closes it after 1 s idle */
+	/* the server closes it after 1 s idle: its end of the socket hangs up
+	 * (a hang guard of 60 s) */
+	{
+		struct pollfd pf = { .fd = c.conn.fd, .events = POLLIN | POLLRDHUP };
+
+		cr_assert_eq(poll(&pf, 1, 60000), 1, "the server kept the idle connection 60 s");
+	}
 	a = answer(&c, "SELECT 2");
 	cr_assert_str_eq(a, "2\n", "expected the second query answered on a new connection");
 	free(a);

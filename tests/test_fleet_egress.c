@@ -366,7 +366,7 @@ Test(fleet_egress, a_full_spool_parks_block_and_counts_drop_losses, .timeout = 3
 		     "the Block producer went on writing with the spool full: %" PRIu64 " events "
 		     "in 4 s, %" PRIu64 " in the %" PRIu64 " ms before", during, before, t_full - t0);
 	cr_assert_eq(waitpid(bp, NULL, WNOHANG), 0, "the Block producer ended with the spool full");
-	th_status_wait(block, "\"full\":true", 1000);
+	th_status_wait(block, "\"full\":true", 60000);
 	/* the Drop producer runs to its end with nowhere to ship: the files
 	 * finished once the spool is full are counted lost */
 	ds = th_producer_wait(dp, th_fmt("%s/p.json", drop->dir), 120000);
@@ -446,7 +446,7 @@ Test(fleet_egress, a_killed_agent_restarted_ships_everything_once, .timeout = 30
 	ps = th_producer_wait(pp, th_fmt("%s/p.json", e->dir), 120000);
 	started[0] = 0;
 	cr_assert_eq(ps.written, 100000u);
-	th_status_wait(e, "\"full\":true", 30000);
+	th_status_wait(e, "\"full\":true", 60000);
 	kill(e->agent, SIGKILL);
 	cr_assert_eq(waitpid(e->agent, &st, 0), e->agent);
 	e->agent = 0;
@@ -529,7 +529,7 @@ Test(fleet_egress, senders_side_by_side_ship_every_batch_once, .timeout = 300,
 	e = agent_env(0);
 	more[7] = node.url;
 	th_agent_up_argv(e, more);
-	th_status_wait(e, "\"senders\":4,", 10000);
+	th_status_wait(e, "\"senders\":4,", 60000);
 	started[0] = th_producer_start(e, "", 4, 60000, th_fmt("%s/p.json", e->dir));
 	/* killed while batches are in flight, then back on its data */
 	while (ask_u64("SELECT count() FROM ringpipe.batches WHERE host = 'egress-senders'") < 4)
@@ -590,7 +590,7 @@ static int export_paged(const char *where, int format, uint32_t page_rows, const
 	int rc;
 
 	cr_assert_eq(ch_target_parse(&tg, node.url, err, errlen), 0, "%s", err);
-	cr_assert_eq(ch_client_init(&c, &tg, 10000), 0);
+	cr_assert_eq(ch_client_init(&c, &tg, 60000), 0);
 	rc = fleet_export(&c, &o, t, err, errlen);
 	ch_client_free(&c);
 	return rc;

@@ -57,7 +57,7 @@ static void top_fini(void)
 		th_ch_stop(&shards[i]);
 	th_zk_stop(&zk);
 	for (k = 0; k < 2; k++) {
-		for (i = 0; made_cgroup[k] && i < 100 && rmdir(made_cgroup[k]) && errno == EBUSY; i++)
+		for (i = 0; made_cgroup[k] && i < 3000 && rmdir(made_cgroup[k]) && errno == EBUSY; i++)
 			th_sleep_ms(10);
 		free(made_cgroup[k]);
 		made_cgroup[k] = NULL;
@@ -448,7 +448,7 @@ Test(fleet_top, tables_show_what_the_programs_did, .timeout = 300, .fini = top_f
  */
 static void zookeeper_sessions_wait(void)
 {
-	uint64_t end = th_now_ms() + 30000;
+	uint64_t end = th_now_ms() + 60000;
 	struct bytebuf out = { 0 };
 	int i;
 

@@ -376,7 +376,7 @@ static pid_t app_start(const char *dll)
 		execlp("dotnet", "dotnet", dll, "--duration", "120", (char *)NULL);
 		_exit(127);
 	}
-	for (deadline = now_ms() + 30000; now_ms() < deadline; usleep(50000))
+	for (deadline = now_ms() + 120000; now_ms() < deadline; usleep(50000))
 		if (!ipcc_find_socket(pid, sock, sizeof(sock)))
 			return pid;
 	kill(pid, SIGKILL);

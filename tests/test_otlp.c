@@ -237,11 +237,11 @@ Test(otlp, a_receiver_that_is_down_gets_everything_once_it_is_up, .timeout = 240
 	said = th_producer_wait(p, th_fmt("%s/p.json", e->dir), 60000);
 	started[0] = 0;
 	cr_assert_eq(said.written, 3000u);
-	th_status_wait(e, "\"state\":\"retrying\"", 20000);
-	th_status_wait(e, "Connection refused", 1000);
+	th_status_wait(e, "\"state\":\"retrying\"", 60000);
+	th_status_wait(e, "Connection refused", 60000);
 	th_aspire_start(&dash);
-	th_status_wait(e, "\"state\":\"ok\"", 30000);
-	th_status_wait(e, "\"spool_batches\":0,", 30000);
+	th_status_wait(e, "\"state\":\"ok\"", 60000);
+	th_status_wait(e, "\"spool_batches\":0,", 60000);
 	cr_assert_eq(th_agent_down(e), 0, "the agent did not stop cleanly");
 	th_aspire_logs(&dash, &logs);
 	r = one_resource(th_text(&logs), th_fmt("%d", said.pid));
@@ -268,9 +268,9 @@ Test(otlp, a_refused_batch_is_counted_not_sent_again, .timeout = 120, .fini = ot
 	said = th_producer_wait(p, th_fmt("%s/p.json", e->dir), 60000);
 	started[0] = 0;
 	cr_assert_eq(said.written, 100u);
-	th_status_wait(e, "\"batches_rejected\":", 20000);
-	th_status_wait(e, "\"files_pending\":0,", 20000);
-	th_status_wait(e, "\"spool_batches\":0,", 20000);
+	th_status_wait(e, "\"batches_rejected\":", 60000);
+	th_status_wait(e, "\"files_pending\":0,", 60000);
+	th_status_wait(e, "\"spool_batches\":0,", 60000);
 	cr_assert_eq(agent_status_query(e->sock, true, &st), 0);
 	cr_assert(strstr(th_text(&st), "\"retries\":0,"), "a 4xx is not retried: %s",
 		  th_text(&st));
@@ -323,7 +323,7 @@ Test(otlp, what_a_full_spool_gave_up_arrives_as_loss_records, .timeout = 240,
 					     th_fmt("%s/p.json", e->dir));
 	said = th_producer_wait(p, th_fmt("%s/p.json", e->dir), 120000);
 	started[0] = 0;
-	th_status_wait(e, "\"full\":true", 30000);
+	th_status_wait(e, "\"full\":true", 60000);
 	th_aspire_start(&dash);
 	th_status_wait(e, "\"full\":false", 60000);
 	th_status_wait(e, "\"files_pending\":0,", 60000);
@@ -388,7 +388,7 @@ Test(otlp, beside_clickhouse_both_get_every_event, .timeout = 240, .fini = otlp_
 	r = one_resource(th_text(&logs), th_fmt("%d", said.pid));
 	cr_assert_eq(ticks_of(&r), 5000u, "records in the dashboard");
 	cr_assert_eq(ch_target_parse(&t, node.url, err, sizeof(err)), 0, "%s", err);
-	cr_assert_eq(ch_client_init(&c, &t, 10000), 0);
+	cr_assert_eq(ch_client_init(&c, &t, 60000), 0);
 	cr_assert_eq(ch_query_line(&c, th_fmt("SELECT count() FROM ringpipe.events WHERE host = "
 					      "'otlp-both' AND pid = %d", said.pid),
 				   line, sizeof(line), err, sizeof(err)), 0, "%s", err);

@@ -5,7 +5,9 @@
  * a clear error, every writer returns, and what reached the output plus
  * what was counted as dropped is exactly what was attempted: after the
  * error every attempt is a drop of its own reason (output), and what the
- * drainer had serialized but could not get out is counted too.
+ * drainer had serialized but could not get out is counted too. Writers
+ * write until their writes return the output's error, however much the
+ * output took before it failed and however much Drop lost on the way.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -23,8 +25,9 @@
 #include "ringpipe/ringpipe.h"
 
 #define WRITERS 2
-#define PER_WRITER 300000u
 #define BEFORE_FAULT 3	/* writes of the main thread before the fault */
+/* a writer that has not met the output's error after this long: a hang */
+#define WRITE_FOR_NS 120000000000ull
 
 static const struct rp_field fields[] = {
 	{ "A", RP_TYPE_U64, 0, 0, NULL },
@@ -35,24 +38,28 @@ static const struct rp_field fields[] = {
 
 struct writer {
 	struct rp_event *ev;
+	int want_err;		/* the output's error: the last write returns it */
 	uint64_t ok, refused;
 	int other_rc;
+	bool met;		/* a write returned want_err */
 };
 
 static void *writer_main(void *arg)
 {
 	struct writer *w = arg;
-	uint64_t p[4] = { 0 };
-	uint32_t i;
+	uint64_t p[4] = { 0 }, i, end = rp_clock_mono_ns() + WRITE_FOR_NS;
 
-	for (i = 0; i < PER_WRITER; i++) {
+	for (i = 0; !w->met; i++) {
 		int rc;
 
 		p[0] = i;
 		/* paced a little, so that in Drop mode the drainer keeps up and
 		 * the output, not the ring, is what fills */
-		if (!(i & 4095))
+		if (!(i & 4095)) {
 			usleep(500);
+			if (rp_clock_mono_ns() > end)
+				break;
+		}
 		rc = rp_event_write(w->ev, p, sizeof(p));
 		if (!rc)
 			w->ok++;
@@ -60,6 +67,7 @@ static void *writer_main(void *arg)
 			w->refused++;
 		else if (!w->other_rc)
 			w->other_rc = rc;
+		w->met = rc == w->want_err;
 	}
 	return NULL;
 }
@@ -90,7 +98,7 @@ static int run(const char *name, int mode, const char *path, int fd, int want_er
 	struct writer w[WRITERS];
 	pthread_t th[WRITERS];
 	struct rp_session *s;
-	uint64_t attempted = (uint64_t)WRITERS * PER_WRITER + BEFORE_FAULT, ok = 0, refused = 0, t0;
+	uint64_t attempted = BEFORE_FAULT, ok = 0, refused = 0, t0;
 	uint64_t p[4] = { 0 }, output_drops;
 	int i, err;
 
@@ -105,14 +113,18 @@ static int run(const char *name, int mode, const char *path, int fd, int want_er
 		ok++;
 	}
 	for (i = 0; i < WRITERS; i++) {
-		w[i] = (struct writer){ .ev = ev };
+		w[i] = (struct writer){ .ev = ev, .want_err = want_err };
 		cr_assert_eq(pthread_create(&th[i], NULL, writer_main, &w[i]), 0);
 	}
 	for (i = 0; i < WRITERS; i++) {
 		pthread_join(th[i], NULL);
 		cr_assert_eq(w[i].other_rc, 0, "%s: a write returned %d", name, w[i].other_rc);
+		cr_assert(w[i].met, "%s: writer %d wrote %" PRIu64 " events in %llu s and never met "
+			  "the output's error %d", name, i, w[i].ok + w[i].refused,
+			  WRITE_FOR_NS / 1000000000, want_err);
 		ok += w[i].ok;
 		refused += w[i].refused;
+		attempted += w[i].ok + w[i].refused;
 	}
 	/* the drainer goes on consuming after the error: wait until the error
 	 * came (a reader may die after everything was serialized) and every
@@ -123,7 +135,7 @@ static int run(const char *name, int mode, const char *path, int fd, int want_er
 		if (st.events_written + drops(&st) >= attempted && st.output_error)
 			break;
 		usleep(1000);
-	} while (rp_clock_mono_ns() - t0 < 10000000000ull);
+	} while (rp_clock_mono_ns() - t0 < 60000000000ull);
 	cr_assert_eq(st.output_error, want_err, "%s: output error %d, expected %d", name,
 		     st.output_error, want_err);
 	cr_assert_eq(st.events_written + drops(&st), attempted,

@@ -82,7 +82,7 @@ static void app_start(struct app *a, bool perf_map)
 	}
 	close(pfd[1]);
 	a->out_fd = pfd[0];
-	deadline = now_ms() + 30000;
+	deadline = now_ms() + 120000;	/* a .NET start on a loaded host: seconds */
 	while (now_ms() < deadline && n < sizeof(line) - 1) {
 		struct pollfd pf = { .fd = a->out_fd, .events = POLLIN };
 
@@ -111,7 +111,7 @@ static void app_kill(struct app *a)
 	a->out_fd = -1;
 }
 
-/* Waits (at most 20 s) until the app's diagnostic socket exists. */
+/* Waits (a hang guard of 60 s) until the app's diagnostic socket exists. */
 static void wait_socket(pid_t pid)
 {
 	char cmd[160];
@@ -119,7 +119,7 @@ static void wait_socket(pid_t pid)
 
 	snprintf(cmd, sizeof(cmd), "ls /tmp/dotnet-diagnostic-%d-*-socket >/dev/null 2>&1",
 		 (int)pid);
-	for (i = 0; i < 400; i++) {
+	for (i = 0; i < 1200; i++) {
 		if (!system(cmd))
 			return;
 		usleep(50000);
@@ -127,7 +127,7 @@ static void wait_socket(pid_t pid)
 	cr_assert_fail("pid %d never created its diagnostic socket", (int)pid);
 }
 
-/* Waits (at most 20 s) until the perf map names the spinning method. */
+/* Waits (a hang guard of 60 s) until the perf map names the spinning method. */
 static void wait_perf_map(pid_t pid)
 {
 	char cmd[160];
@@ -135,7 +135,7 @@ static void wait_perf_map(pid_t pid)
 
 	snprintf(cmd, sizeof(cmd), "grep -q 'Hot::SpinFibonacci' /tmp/perf-%d.map 2>/dev/null",
 		 (int)pid);
-	for (i = 0; i < 400; i++) {
+	for (i = 0; i < 1200; i++) {
 		if (!system(cmd))
 			return;
 		usleep(50000);

@@ -315,7 +315,7 @@ static void count_with_bpftrace(const char *writer, const char *object, const ch
 			*c = ' ';
 	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the writer failed (%d):\n%s", st, wout);
 	/* bpftrace -p ends when its target does; END prints the result */
-	st = wait_ms(bpid, 15000);
+	st = wait_ms(bpid, 60000);	/* a hang guard */
 	if (st == -1) {
 		kill(bpid, SIGINT);
 		st = wait_ms(bpid, 5000);

@@ -132,7 +132,7 @@ static int write_str(const char *path, const char *s)
 
 static bool wait_bit(struct rp_event *ev, bool set)
 {
-	for (int i = 0; i < 2000; i++) {
+	for (int i = 0; i < 60000; i++) {	/* a 60 s hang guard */
 		if (!!(__atomic_load_n(&ev->hot.sessions, __ATOMIC_RELAXED) & RP_UE_BIT) == set)
 			return true;
 		rp_clock_sleep_ns(1000000);
