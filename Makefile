@@ -269,7 +269,7 @@ $(OUT)/tests/usdt_writer_static: tests/usdt_writer.c $(STATIC_LIB) | $(OUT)/test
 BENCH_MARCH ?= -march=native
 $(OUT)/bench/%: bench/%.c $(TOOL_LIB) $(DEMO_LIB) $(STATIC_LIB) | $(OUT)/bench $(BPF_SKELS)
 	$(call msg,BENCH,$@)
-	$(Q)$(CC) $(CFLAGS) $(BPF_CFLAGS) $(TOOL_INC) -Itools/demo -O2 $(BENCH_MARCH) $(LDFLAGS) -o $@ $< \
+	$(Q)$(CC) $(CFLAGS) $(BPF_CFLAGS) $(TOOL_INC) -Itools/demo -Itests -O2 $(BENCH_MARCH) $(LDFLAGS) -o $@ $< \
 		$(TOOL_LIB) $(DEMO_LIB) $(STATIC_LIB) $(BPF_LIBS) $(LDLIBS)
 
 # bench_usdt compares itself with usdt_off: the same program over a copy of

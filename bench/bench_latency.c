@@ -59,6 +59,7 @@
 #include "session.h"
 #include "bench_env.h"
 #include "bench_event.h"
+#include "watch.h"
 
 static bool quick, kv;
 static char tmpdir[4096];
@@ -221,75 +222,13 @@ static void wake_rows(void)
 
 /* ---- a live stream's lag ------------------------------------------------------ */
 
-struct reader {
-	int fd;
-	unsigned char *buf;
-	size_t len, cap;
-	uint64_t *arrival;	/* arrival[i]: when byte i came */
-	pthread_mutex_t lock;
-};
-
-static void *reader_main(void *arg)
-{
-	struct reader *r = arg;
-	unsigned char chunk[65536];
-	ssize_t n;
-
-	while ((n = read(r->fd, chunk, sizeof(chunk))) > 0) {
-		uint64_t t = rp_clock_mono_ns();
-
-		pthread_mutex_lock(&r->lock);
-		if (r->len + (size_t)n > r->cap) {
-			r->cap = (r->len + (size_t)n) * 2;
-			r->buf = realloc(r->buf, r->cap);
-			r->arrival = realloc(r->arrival, r->cap * sizeof(uint64_t));
-			if (!r->buf || !r->arrival)
-				exit(1);
-		}
-		memcpy(r->buf + r->len, chunk, (size_t)n);
-		for (ssize_t i = 0; i < n; i++)
-			r->arrival[r->len + (size_t)i] = t;
-		r->len += (size_t)n;
-		pthread_mutex_unlock(&r->lock);
-	}
-	return NULL;
-}
-
-/* When the UTF-16 form of marker reached the reader (0: not in 30 s). */
-static uint64_t arrival_of(struct reader *rd, const char *marker)
-{
-	size_t n = strlen(marker), m = 2 * n;
-	uint64_t end = rp_clock_mono_ns() + 30000000000ull;
-	char wire[64];
-
-	for (size_t i = 0; i < n; i++) {
-		wire[2 * i] = marker[i];
-		wire[2 * i + 1] = 0;
-	}
-	while (rp_clock_mono_ns() < end) {
-		uint64_t t = 0;
-
-		pthread_mutex_lock(&rd->lock);
-		for (size_t i = 0; rd->len >= m && i <= rd->len - m; i++)
-			if (!memcmp(rd->buf + i, wire, m)) {
-				t = rd->arrival[i + m - 1];
-				break;
-			}
-		pthread_mutex_unlock(&rd->lock);
-		if (t)
-			return t;
-		usleep(1000);
-	}
-	return 0;
-}
-
 #define LIVE_ROW "live stream: a trickled event, write to the reader (ms)"
 
 static void live_rows(void)
 {
 	static const struct rp_field text[] = { { "Text", RP_TYPE_STRING, 0, 0, NULL } };
 	struct rp_event *ev = event_of("Bench-Latency-Live", text, 1);
-	struct reader rd = { .lock = PTHREAD_MUTEX_INITIALIZER };
+	struct stream_reader rd = { .lock = PTHREAD_MUTEX_INITIALIZER };
 	unsigned int events = quick ? 4 : 8, n = 0;
 	struct rp_session *s;
 	double lag[64];
@@ -301,7 +240,7 @@ static void live_rows(void)
 		return;
 	}
 	rd.fd = sv[1];
-	if (pthread_create(&th, NULL, reader_main, &rd)) {
+	if (pthread_create(&th, NULL, stream_reader_main, &rd)) {
 		row("live_lag_ms", LIVE_ROW, NULL, 0, "no reader thread");
 		return;
 	}
@@ -318,7 +257,7 @@ static void live_rows(void)
 			u16[i] = (uint16_t)marker[i];
 		t0 = rp_clock_mono_ns();
 		rp_event_write(ev, u16, (len + 1) * 2);
-		t1 = arrival_of(&rd, marker);
+		t1 = stream_reader_arrival(&rd, marker, 30000000000ull);
 		if (t1)
 			lag[n++] = ms_of(t1 - t0);
 	}
@@ -326,33 +265,20 @@ static void live_rows(void)
 	close(sv[0]);
 	pthread_join(th, NULL);
 	close(sv[1]);
-	free(rd.buf);
-	free(rd.arrival);
+	stream_reader_free(&rd);
 	row("live_lag_ms", LIVE_ROW, lag, n,
 	    n == events ? "events 230 ms apart" : "some never arrived in 30 s");
 }
 
 /* ---- dotnet-trace's stopping event -------------------------------------------- */
 
-static int live_enabled;		/* atomic: sessions enabling the provider */
-static uint64_t live_disabled_ns;	/* atomic: when the last one disabled it */
-
-static void live_enable(struct rp_provider *provider, int session_id, bool enabled,
-			uint64_t keywords, uint8_t level, const char *args, void *ctx)
-{
-	if (enabled) {
-		rp_add_relaxed(&live_enabled, 1);
-	} else {
-		rp_store_relaxed(&live_disabled_ns, rp_clock_mono_ns());
-		rp_add_relaxed(&live_enabled, -1);
-	}
-}
+static struct enable_watch live;
 
 static void stopping_event_rows(void)
 {
 	static const struct rp_field fields[] = { { "Round", RP_TYPE_U32, 0, 0, NULL } };
 	struct rp_provider_opts po = { .sz = sizeof(po), .name = "Bench-Latency-Stop",
-				       .enable_cb = live_enable };
+				       .enable_cb = enable_watch_cb, .cb_ctx = &live };
 	struct rp_event_opts tick = { .sz = sizeof(tick), .id = 1, .name = "Tick", .level = 4,
 				      .nfields = 1, .fields = fields };
 	struct rp_event_opts trig = { .sz = sizeof(trig), .id = 2, .name = "Trigger", .level = 4,
@@ -412,10 +338,10 @@ static void stopping_event_rows(void)
 			_exit(127);
 		}
 		deadline = rp_clock_mono_ns() + 120000000000ull;
-		while (!rp_load_relaxed(&live_enabled) && rp_clock_mono_ns() < deadline &&
+		while (!rp_load_relaxed(&live.enabled) && rp_clock_mono_ns() < deadline &&
 		       waitpid(pid, &st, WNOHANG) == 0)
 			usleep(1000);
-		if (!rp_load_relaxed(&live_enabled)) {
+		if (!rp_load_relaxed(&live.enabled)) {
 			kill(pid, SIGKILL);
 			waitpid(pid, NULL, 0);
 			snprintf(why, sizeof(why),
@@ -428,14 +354,14 @@ static void stopping_event_rows(void)
 			usleep(10000);
 		}
 		usleep(300000 + r * 110000);
-		rp_store_relaxed(&live_disabled_ns, 0);
+		rp_store_relaxed(&live.disabled_ns, 0);
 		t0 = rp_clock_mono_ns();
 		rp_event_write(ev_trig, &r, sizeof(r));
 		deadline = t0 + 60000000000ull;
-		while (rp_load_relaxed(&live_enabled) && rp_clock_mono_ns() < deadline)
+		while (rp_load_relaxed(&live.enabled) && rp_clock_mono_ns() < deadline)
 			usleep(1000);
-		t1 = rp_load_relaxed(&live_disabled_ns);
-		if (!t1 || rp_load_relaxed(&live_enabled)) {
+		t1 = rp_load_relaxed(&live.disabled_ns);
+		if (!t1 || rp_load_relaxed(&live.enabled)) {
 			kill(pid, SIGKILL);
 			waitpid(pid, NULL, 0);
 			snprintf(why, sizeof(why), "dotnet-trace did not stop in 60 s (log %s)",
@@ -634,15 +560,6 @@ struct filler {
 	int cpu;
 };
 
-static uint64_t rings_read(struct rp_session *s)
-{
-	uint64_t sum = 0;
-
-	for (uint32_t i = 0; i < rp_shm_nr_rings(s->shm); i++)
-		sum += rp_load_relaxed(&rp_shm_ring(s->shm, i)->hdr->consumer_pos);
-	return sum;
-}
-
 static void *filler_main(void *arg)
 {
 	struct filler *f = arg;
@@ -663,7 +580,7 @@ static void *filler_main(void *arg)
 		}
 	} while (rp_load_relaxed(&h->producer_pos) - p0 < fr->target);
 	if (!rp_xchg_acq_rel(&fr->first_done, 1)) {
-		fr->read_at_first = rings_read(fr->s) - fr->read_at_start;
+		fr->read_at_first = session_bytes_read(fr->s) - fr->read_at_start;
 		fr->first_ns = rp_clock_mono_ns();
 	}
 	return NULL;
@@ -685,7 +602,7 @@ static uint64_t fill_round(struct rp_session *s, struct rp_event *ev, double fra
 		if (CPU_ISSET(cpu, &allowed_cpus))
 			f[n++] = (struct filler){ .fr = &fr, .cpu = cpu };
 	pthread_barrier_init(&fr.bar, NULL, (unsigned int)n);
-	fr.read_at_start = rings_read(s);
+	fr.read_at_start = session_bytes_read(s);
 	for (int i = 0; i < n; i++)
 		pthread_create(&th[i], NULL, filler_main, &f[i]);
 	for (int i = 0; i < n; i++)

@@ -208,6 +208,23 @@ static inline const char *th_tracedump(const char **why)
 	return dll;
 }
 
+/* Whether this process may load a BPF program and open a uprobe: root, or
+ * CAP_BPF (39) with CAP_PERFMON (38), or CAP_SYS_ADMIN (21), which covers
+ * both on older kernels. */
+static inline bool th_has_bpf_privilege(void)
+{
+	struct bytebuf st = { 0 };
+	const char *p;
+	uint64_t eff = 0;
+
+	if (geteuid() == 0)
+		return true;
+	if (th_read_file("/proc/self/status", &st) == 0 && (p = strstr(((char *)st.p), "CapEff:")))
+		eff = strtoull(p + 7, NULL, 16);
+	bb_free(&st);
+	return (eff & (1ull << 21)) || ((eff & (1ull << 39)) && (eff & (1ull << 38)));
+}
+
 static inline bool th_require_interop(void)
 {
 	const char *v = getenv("RINGPIPE_REQUIRE_INTEROP");

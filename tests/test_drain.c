@@ -22,6 +22,7 @@
 #include "clock.h"
 #include "helpers.h"
 #include "ringpipe/ringpipe.h"
+#include "watch.h"
 #include "session.h"
 
 /* A hang guard for every wait here: a loaded host is slow, not stuck */
@@ -181,38 +182,6 @@ Test(drain, bytes_written_follows_the_output_while_running)
 
 #define LAG_EVENTS 6
 
-struct stream_reader {
-	int fd;
-	unsigned char *buf;
-	size_t len, cap;
-	uint64_t *arrival;	/* arrival[i]: CLOCK_MONOTONIC of byte i */
-	pthread_mutex_t lock;
-};
-
-static void *stream_reader_main(void *arg)
-{
-	struct stream_reader *r = arg;
-	unsigned char chunk[65536];
-	ssize_t n;
-
-	while ((n = read(r->fd, chunk, sizeof(chunk))) > 0) {
-		uint64_t t = rp_clock_mono_ns();
-
-		pthread_mutex_lock(&r->lock);
-		if (r->len + (size_t)n > r->cap) {
-			r->cap = (r->len + (size_t)n) * 2;
-			r->buf = realloc(r->buf, r->cap);
-			r->arrival = realloc(r->arrival, r->cap * sizeof(uint64_t));
-		}
-		memcpy(r->buf + r->len, chunk, (size_t)n);
-		for (ssize_t i = 0; i < n; i++)
-			r->arrival[r->len + (size_t)i] = t;
-		r->len += (size_t)n;
-		pthread_mutex_unlock(&r->lock);
-	}
-	return NULL;
-}
-
 /*
  * A live reader sees every event that trickles in while the session runs,
  * each before the next is written: events a few hundred milliseconds apart,
@@ -244,7 +213,7 @@ Test(drain, a_live_stream_shows_every_trickled_event_while_it_runs, .timeout = 6
 	for (int k = 0; k < LAG_EVENTS; k++) {
 		char marker[32];
 		uint16_t u16[32];
-		uint64_t t0, t1 = 0;
+		uint64_t t0, t1;
 		size_t n;
 
 		usleep(230000);	/* apart, and not in step with the 1 s points */
@@ -254,32 +223,7 @@ Test(drain, a_live_stream_shows_every_trickled_event_while_it_runs, .timeout = 6
 			u16[i] = (uint16_t)marker[i];
 		t0 = rp_clock_mono_ns();
 		cr_assert_eq(rp_event_write(ev, u16, (n + 1) * 2), 0);
-		{
-			char wire[64];
-
-			for (size_t i = 0; i < n; i++) {
-				wire[2 * i] = marker[i];
-				wire[2 * i + 1] = 0;
-			}
-			wire[2 * n] = 0;
-			while (rp_clock_mono_ns() - t0 < HANG_NS) {
-				size_t m = 2 * n;
-				uint64_t t = 0;
-
-				pthread_mutex_lock(&rd.lock);
-				for (size_t i = 0; rd.len >= m && i <= rd.len - m; i++)
-					if (!memcmp(rd.buf + i, wire, m)) {
-						t = rd.arrival[i + m - 1];
-						break;
-					}
-				pthread_mutex_unlock(&rd.lock);
-				if (t) {
-					t1 = t;
-					break;
-				}
-				usleep(2000);
-			}
-		}
+		t1 = stream_reader_arrival(&rd, marker, HANG_NS);
 		cr_assert(t1, "event %d never reached the live reader (%llu s)", k,
 			  HANG_NS / 1000000000);
 		cr_log_info("event %d: in the stream %.1f ms after the write", k,
@@ -289,6 +233,5 @@ Test(drain, a_live_stream_shows_every_trickled_event_while_it_runs, .timeout = 6
 	close(sv[0]);
 	pthread_join(th, NULL);
 	close(sv[1]);
-	free(rd.buf);
-	free(rd.arrival);
+	stream_reader_free(&rd);
 }

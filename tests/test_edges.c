@@ -145,20 +145,6 @@ static struct ledger ledger_sum(const struct writer *w, int n)
 
 /* ---- the probe, counted by bpftrace between sessions -------------------- */
 
-static bool has_bpf_privilege(void)
-{
-	struct bytebuf st = { 0 };
-	const char *p;
-	uint64_t eff = 0;
-
-	if (geteuid() == 0)
-		return true;
-	if (th_read_file("/proc/self/status", &st) == 0 && (p = strstr(((char *)st.p), "CapEff:")))
-		eff = strtoull(p + 7, NULL, 16);
-	bb_free(&st);
-	return (eff & (1ull << 21)) || ((eff & (1ull << 39)) && (eff & (1ull << 38)));
-}
-
 struct probe {
 	pid_t pid;
 	FILE *out;		/* bpftrace's stdout */
@@ -342,7 +328,7 @@ Test(edges, writes_racing_start_and_stop_are_accounted_exactly, .timeout = 900)
 	static struct writer w[NLEDGER + NFLAT];
 	pthread_t th[NLEDGER + NFLAT];
 	struct probe pr = { .pid = -1 };
-	bool probing = has_bpf_privilege() && system("command -v bpftrace >/dev/null 2>&1") == 0;
+	bool probing = th_has_bpf_privilege() && system("command -v bpftrace >/dev/null 2>&1") == 0;
 	uint64_t drops = 0, none_total = 0, probe_prev[3] = { 0 };
 	struct ledger before;
 	int i, k;

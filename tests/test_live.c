@@ -22,20 +22,9 @@
 #include "helpers.h"
 #include "nettrace.h"
 #include "ringpipe/ringpipe.h"
+#include "watch.h"
 
-static int live_enabled;		/* atomic: sessions enabling the provider */
-static uint64_t live_disabled_ns;	/* atomic: when the last one disabled it */
-
-static void live_enable(struct rp_provider *provider, int session_id, bool enabled,
-			uint64_t keywords, uint8_t level, const char *args, void *ctx)
-{
-	if (enabled) {
-		rp_add_relaxed(&live_enabled, 1);
-	} else {
-		rp_store_relaxed(&live_disabled_ns, rp_clock_mono_ns());
-		rp_add_relaxed(&live_enabled, -1);
-	}
-}
+static struct enable_watch live;
 
 /* The trigger of round r in file, read back with ringpipe's reader. */
 static bool has_trigger(const char *file, uint32_t r)
@@ -59,7 +48,7 @@ Test(live, dotnet_trace_stops_after_its_stopping_event, .timeout = 900)
 {
 	static const struct rp_field fields[] = { { "Round", RP_TYPE_U32, 0, 0, NULL } };
 	struct rp_provider_opts po = { .sz = sizeof(po), .name = "Ringpipe-Test-Live",
-				       .enable_cb = live_enable };
+				       .enable_cb = enable_watch_cb, .cb_ctx = &live };
 	struct rp_event_opts tick = { .sz = sizeof(tick), .id = 1, .name = "Tick", .level = 4,
 				      .nfields = 1, .fields = fields };
 	struct rp_event_opts trig = { .sz = sizeof(trig), .id = 2, .name = "Trigger", .level = 4,
@@ -98,9 +87,9 @@ Test(live, dotnet_trace_stops_after_its_stopping_event, .timeout = 900)
 		free(cmd);
 		/* its session is up once the provider is enabled */
 		deadline = rp_clock_mono_ns() + 120000000000ull;
-		while (!rp_load_relaxed(&live_enabled) && rp_clock_mono_ns() < deadline)
+		while (!rp_load_relaxed(&live.enabled) && rp_clock_mono_ns() < deadline)
 			usleep(1000);
-		cr_assert(rp_load_relaxed(&live_enabled), "dotnet-trace never enabled the provider");
+		cr_assert(rp_load_relaxed(&live.enabled), "dotnet-trace never enabled the provider");
 		/* events before the trigger, so the stream is flowing; then a
 		 * pause, so the trigger trickles in alone */
 		for (uint32_t i = 0; i < 50; i++) {
@@ -108,16 +97,16 @@ Test(live, dotnet_trace_stops_after_its_stopping_event, .timeout = 900)
 			usleep(10000);
 		}
 		usleep(300000 + round * 110000);
-		rp_store_relaxed(&live_disabled_ns, 0);
+		rp_store_relaxed(&live.disabled_ns, 0);
 		t0 = rp_clock_mono_ns();
 		cr_assert_eq(rp_event_write(ev_trig, &round, sizeof(round)), 0);
 		/* no other event comes: only the trigger, delivered while the
 		 * session runs, can stop it (the deadline is a hang guard) */
 		deadline = t0 + 120000000000ull;
-		while (rp_load_relaxed(&live_enabled) && rp_clock_mono_ns() < deadline)
+		while (rp_load_relaxed(&live.enabled) && rp_clock_mono_ns() < deadline)
 			usleep(1000);
-		t1 = rp_load_relaxed(&live_disabled_ns);
-		cr_assert(t1 && !rp_load_relaxed(&live_enabled),
+		t1 = rp_load_relaxed(&live.disabled_ns);
+		cr_assert(t1 && !rp_load_relaxed(&live.enabled),
 			  "dotnet-trace did not stop its session within 120 s of the trigger");
 		cr_assert_eq(waitpid(pid, &status, 0), pid);
 		cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0,

@@ -22,6 +22,7 @@
 #include "helpers.h"
 #include "ringpipe/ringpipe.h"
 #include "session.h"
+#include "watch.h"
 
 static const struct rp_field small_fields[] = {
 	{ "Counter", RP_TYPE_U64, 0, 0, NULL },
@@ -210,16 +211,6 @@ struct filler {
 	int cpu;
 };
 
-/* Bytes the drainer has handed back in every ring: what it read. */
-static uint64_t rings_read(struct rp_session *s)
-{
-	uint64_t sum = 0;
-
-	for (uint32_t i = 0; i < rp_shm_nr_rings(s->shm); i++)
-		sum += rp_load_relaxed(&rp_shm_ring(s->shm, i)->hdr->consumer_pos);
-	return sum;
-}
-
 /* Pinned to its CPU: writes into that CPU's ring until it holds `target`
  * more bytes (or, with until_read, until the drainer has read any of the
  * rings); the first writer there notes what the drainer read. */
@@ -252,9 +243,9 @@ static void *filler_main(void *arg)
 			}
 		}
 	} while (rp_load_relaxed(&h->producer_pos) - p0 < fr->target &&
-		 !(fr->until_read && rings_read(fr->s) != fr->read_at_start));
+		 !(fr->until_read && session_bytes_read(fr->s) != fr->read_at_start));
 	if (!rp_xchg_acq_rel(&fr->first_done, 1)) {
-		fr->read_at_first = rings_read(fr->s) - fr->read_at_start;
+		fr->read_at_first = session_bytes_read(fr->s) - fr->read_at_start;
 		fr->first_ns = rp_clock_mono_ns();
 	}
 	rp_add_relaxed(&fr->written, n);
@@ -292,7 +283,7 @@ static uint64_t fill_round(struct rp_session *s, struct rp_event *ev, const cpu_
 		if (CPU_ISSET(cpu, all))
 			f[n++] = (struct filler){ .fr = &fr, .cpu = cpu };
 	cr_assert_eq(pthread_barrier_init(&fr.bar, NULL, (unsigned int)n), 0);
-	fr.read_at_start = rings_read(s);
+	fr.read_at_start = session_bytes_read(s);
 	for (int i = 0; i < n; i++)
 		cr_assert_eq(pthread_create(&th[i], NULL, filler_main, &f[i]), 0);
 	for (int i = 0; i < n; i++)

@@ -168,25 +168,9 @@ Test(usdt, armed_path_without_tracer)
 
 /* ---- bpftrace ------------------------------------------------------------ */
 
-static bool has_bpf_privilege(void)
-{
-	struct bytebuf st = { 0 };
-	const char *p;
-	uint64_t eff = 0;
-
-	if (geteuid() == 0)
-		return true;
-	if (th_read_file("/proc/self/status", &st) == 0 && (p = strstr(((char *)st.p), "CapEff:")))
-		eff = strtoull(p + 7, NULL, 16);
-	bb_free(&st);
-	/* CAP_BPF (39) loads the program, CAP_PERFMON (38) opens the uprobe;
-	 * CAP_SYS_ADMIN (21) covers both on older kernels */
-	return (eff & (1ull << 21)) || ((eff & (1ull << 39)) && (eff & (1ull << 38)));
-}
-
 #define NEED_BPFTRACE()                                                          \
 	do {                                                                     \
-		if (!has_bpf_privilege())                                        \
+		if (!th_has_bpf_privilege())                                        \
 			cr_skip_test("bpftrace needs root or CAP_BPF + CAP_PERFMON, " \
 				     "which this process does not have");          \
 		if (system("command -v bpftrace >/dev/null 2>&1") != 0) {         \
