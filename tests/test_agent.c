@@ -632,6 +632,10 @@ static void containers_fini(void)
 	for (i = 0; i < 3; i++) {
 		char *cg = made_cg[i];
 
+		/* whatever the test left in the container (a python that waits
+		 * for its go file) ends with it */
+		if (cg)
+			th_write_file(th_fmt("%s/cgroup.kill", cg), "1", 1);
 		while (cg && strlen(cg) > made_mnt_len + 1) {
 			struct timespec ts = { 0, 10000000 };
 			int k;
@@ -1061,10 +1065,12 @@ Test(agent, cpython_in_a_container_through_its_usdt_probes, .timeout = 120,
 			th_sleep_ms(20);
 		}
 	}
-	/* started after the agent, in its container: 40 collections */
+	/* started after the agent, in its container: 40 collections; it
+	 * stays until the test has seen it (the file go), however late */
 	cmd = th_fmt("echo $$ > '%s/cgroup.procs'; exec unshare -p -m -f --mount-proc /usr/bin/python3.11 "
-		     "-c 'import gc, time\ntime.sleep(0.3)\nfor _ in range(40): gc.collect()\ntime.sleep(0.3)'",
-		     cg);
+		     "-c 'import gc, os, time\ntime.sleep(0.3)\nfor _ in range(40): gc.collect()\n"
+		     "while not os.path.exists(\"%s/python.go\"): time.sleep(0.01)\ntime.sleep(0.3)'",
+		     cg, e.dir);
 	{
 		char *argv[] = { "/bin/sh", "-c", cmd, NULL };
 
@@ -1077,6 +1083,7 @@ Test(agent, cpython_in_a_container_through_its_usdt_probes, .timeout = 120,
 		th_sleep_ms(10);
 	}
 	cr_assert_eq(agent_identity_read((uint32_t)host_pid, &idn), 0);
+	cr_assert_eq(th_write_file(th_fmt("%s/python.go", e.dir), "", 0), 0);
 	cr_assert_eq(waitpid(sh, &st, 0), sh);
 	made_pids[0] = 0;
 	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "python ended with 0x%x", st);
@@ -1436,8 +1443,9 @@ Test(agent, one_agent_one_run_finds_every_process_of_every_container, .timeout =
 			  th_fmt("%s/app.out", e.dir));
 	made_pids[1] = sh_app;
 	sh_py = spawn_sh(th_fmt("echo $$ > '%s/cgroup.procs'; exec unshare -p -m -f --mount-proc "
-				"/usr/bin/python3.11 -c 'import gc, time\ntime.sleep(0.5)\nfor _ in range(40): "
-				"gc.collect()\ntime.sleep(0.5)'", cg_py),
+				"/usr/bin/python3.11 -c 'import gc, os, time\ntime.sleep(0.5)\nfor _ in range(40): "
+				"gc.collect()\nwhile not os.path.exists(\"%s/python.go\"): time.sleep(0.01)\n"
+				"time.sleep(0.5)'", cg_py, e.dir),
 			 th_fmt("%s/python.out", e.dir));
 	made_pids[2] = sh_py;
 	/* and on the host, after it */
@@ -1454,6 +1462,8 @@ Test(agent, one_agent_one_run_finds_every_process_of_every_container, .timeout =
 		cr_assert_lt(th_now_ms(), end, "not started: demo %d, app %d, python %d", demo, app, py);
 		th_sleep_ms(10);
 	}
+	/* seen: python may end */
+	cr_assert_eq(th_write_file(th_fmt("%s/python.go", e.dir), "", 0), 0);
 	cr_assert_eq(waitpid(sh_demo, &st, 0), sh_demo);
 	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the demo ended with 0x%x", st);
 	cr_assert_eq(waitpid(sh_py, &st, 0), sh_py);
