@@ -786,6 +786,65 @@ Test(session, enable_callback_runs_with_the_drainer_already_running, .timeout = 
 	th_rmdir(dir);
 }
 
+/* One count per provider: enable callbacks and disable callbacks seen. */
+struct many_cb {
+	int enabled, disabled, stopping;
+};
+
+static void many_cb(struct rp_provider *p, int session_id, bool enabled, uint64_t keywords,
+		    uint8_t level, const char *args, void *ctx)
+{
+	struct many_cb *c = ctx;
+
+	if (enabled)
+		c->enabled++;
+	else
+		c->disabled++;
+}
+
+static void many_stopping_cb(struct rp_provider *p, int session_id, uint64_t keywords,
+			     uint8_t level, void *ctx)
+{
+	((struct many_cb *)ctx)->stopping++;
+}
+
+/*
+ * No cap on how many providers a session tells: every one of 1,000
+ * providers with enable and stopping callbacks, all named by one session,
+ * hears of its start once, of its end once and of its stop once.
+ */
+Test(session, every_named_providers_enable_callback_runs_however_many, .timeout = 120)
+{
+	enum { N = 1000 };
+	static struct many_cb cnt[N];
+	static struct rp_provider_config pc[N];
+	static char names[N][32];
+	struct rp_session_opts so = { .sz = sizeof(so), .providers = pc, .nproviders = N,
+				      .buffer_bytes = 1 << 20, .path = "/dev/null" };
+	struct rp_session *s;
+	int i;
+
+	for (i = 0; i < N; i++) {
+		struct rp_provider_opts po = { .sz = sizeof(po), .name = names[i],
+					       .enable_cb = many_cb, .stopping_cb = many_stopping_cb,
+					       .cb_ctx = &cnt[i] };
+
+		snprintf(names[i], sizeof(names[i]), "Test-Many-%04d", i);
+		pc[i].name = names[i];
+		cr_assert_not_null(rp_provider_new(&po), "%s", rp_last_error());
+	}
+	s = rp_session_start(&so);
+	cr_assert_not_null(s, "%s", rp_last_error());
+	for (i = 0; i < N; i++)
+		cr_assert_eq(cnt[i].enabled, 1, "provider %d: %d enable callbacks", i,
+			     cnt[i].enabled);
+	cr_assert_eq(rp_session_stop(s), 0);
+	for (i = 0; i < N; i++)
+		cr_assert(cnt[i].disabled == 1 && cnt[i].stopping == 1,
+			  "provider %d: %d disable and %d stopping callbacks", i, cnt[i].disabled,
+			  cnt[i].stopping);
+}
+
 Test(session, provider_and_event_defined_after_start_are_enabled, .timeout = 60)
 {
 	char *dir = th_tmpdir(), *path;

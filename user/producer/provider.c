@@ -238,13 +238,10 @@ static bool provider_in(const struct rp_provider *p, const struct session_cfg *c
 	return false;
 }
 
-size_t rp_enable_session(int slot, const struct session_cfg *cfg, bool enable,
-			 struct rp_provider **cbs, const struct rp_provider_config **cfgs,
-			 size_t max)
+struct rp_provider *rp_enable_session(int slot, const struct session_cfg *cfg, bool enable)
 {
 	uint64_t bit = 1ull << slot;
 	struct rp_provider *p;
-	size_t n = 0;
 
 	for (p = providers; p; p = p->next) {
 		const struct rp_provider_config *pc;
@@ -262,13 +259,25 @@ size_t rp_enable_session(int slot, const struct session_cfg *cfg, bool enable,
 			p->enabled_sessions |= bit;
 		else
 			p->enabled_sessions &= ~bit;
-		if (p->enable_cb && n < max) {
-			cbs[n] = p;
-			cfgs[n] = pc;
-			n++;
-		}
 	}
-	return n;
+	return providers;
+}
+
+void rp_enable_callbacks(struct rp_provider *from, const struct session_cfg *cfg, int slot,
+			 bool enable)
+{
+	struct rp_provider *p;
+
+	/* outside the control lock: the list only grows at its head, and a
+	 * provider's next, name and callback never change once it is on it,
+	 * so the walk from a head taken under the lock sees exactly those
+	 * providers (the lock's unlock and lock order their writes before) */
+	for (p = from; p; p = p->next) {
+		const struct rp_provider_config *pc;
+
+		if (p->enable_cb && provider_in(p, cfg, &pc))
+			p->enable_cb(p, slot, enable, pc->keywords, pc->level, pc->args, p->cb_ctx);
+	}
 }
 
 size_t rp_stopping_hooks(int slot, const struct session_cfg *cfg, uint64_t rundown_keywords,
@@ -286,10 +295,11 @@ size_t rp_stopping_hooks(int slot, const struct session_cfg *cfg, uint64_t rundo
 			if (rundown_keywords)
 				continue;	/* its callback runs once, last */
 		}
-		if (!p->stopping_cb || !(p->enabled_sessions & bit) || !provider_in(p, cfg, &pc) ||
-		    n == max)
+		if (!p->stopping_cb || !(p->enabled_sessions & bit) || !provider_in(p, cfg, &pc))
 			continue;
-		hooks[n++] = (struct rp_stopping_hook){ p, pc->keywords, pc->level };
+		if (n < max)
+			hooks[n] = (struct rp_stopping_hook){ p, pc->keywords, pc->level };
+		n++;
 	}
 	if (rundown && rundown_keywords) {
 		struct rp_event *ev;
@@ -300,8 +310,11 @@ size_t rp_stopping_hooks(int slot, const struct session_cfg *cfg, uint64_t rundo
 		for (ev = rundown->events; ev; ev = ev->next)
 			if (!ev->desc.keywords || (ev->desc.keywords & rundown_keywords))
 				rp_or_relaxed(&ev->hot.sessions, bit);
-		if (rundown->stopping_cb && n < max)
-			hooks[n++] = (struct rp_stopping_hook){ rundown, rundown_keywords, 5 };
+		if (rundown->stopping_cb) {
+			if (n < max)
+				hooks[n] = (struct rp_stopping_hook){ rundown, rundown_keywords, 5 };
+			n++;
+		}
 	}
 	return n;
 }

@@ -129,19 +129,7 @@ static void session_free(struct rp_session *s)
 	cfg_free(&s->cfg);
 	pthread_mutex_destroy(&s->final_lock);
 	free(s->finals);
-	free(s->held_cbs);
-	free(s->held_cfgs);
 	free(s);
-}
-
-static void fire_callbacks(struct rp_session *s, bool enable, struct rp_provider **cbs,
-			   const struct rp_provider_config **cfgs, size_t n)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++)
-		cbs[i]->enable_cb(cbs[i], s->slot, enable, cfgs[i]->keywords, cfgs[i]->level,
-				  cfgs[i]->args, cbs[i]->cb_ctx);
 }
 
 RP_API struct rp_session *rp_session_start(const struct rp_session_opts *uopts)
@@ -154,12 +142,8 @@ void rp_session_release(struct rp_session *s)
 	if (!s || !rp_load_relaxed(&s->held))
 		return;
 	rp_drainer_release(s);
-	fire_callbacks(s, true, s->held_cbs, s->held_cfgs, s->nheld_cbs);
-	free(s->held_cbs);
-	free(s->held_cfgs);
-	s->held_cbs = NULL;
-	s->held_cfgs = NULL;
-	s->nheld_cbs = 0;
+	rp_enable_callbacks(s->held_from, &s->cfg, s->slot, true);
+	s->held_from = NULL;
 }
 
 static struct rp_session *session_start(const struct rp_session_opts *uopts, unsigned int flags,
@@ -181,11 +165,9 @@ static struct rp_session *session_start(const struct rp_session_opts *uopts, uns
 {
 	struct rp_session_opts o = { 0 };
 	struct rp_shm_opts so = { .sz = sizeof(so) };
-	struct rp_provider *cbs[256];
-	const struct rp_provider_config *cfgs[256];
+	struct rp_provider *enabled;
 	struct rp_session *s;
 	struct stat st;
-	size_t ncb;
 	int slot = -1, err, i;
 
 	if (!uopts || uopts->sz < sizeof(size_t)) {
@@ -347,19 +329,13 @@ static struct rp_session *session_start(const struct rp_session_opts *uopts, uns
 	 * above pairs with the full write's */
 	if (flat_ok(s, &rp_slots[slot]))
 		rp_store_release(&rp_slots[slot].flat_gen, s->gen);
-	ncb = rp_enable_session(slot, &s->cfg, true, cbs, cfgs, 256);
+	enabled = rp_enable_session(slot, &s->cfg, true);
 	pthread_mutex_unlock(&rp_control_lock);
 	if (s->held) {
-		s->held_cbs = malloc((ncb ? ncb : 1) * sizeof(*s->held_cbs));
-		s->held_cfgs = malloc((ncb ? ncb : 1) * sizeof(*s->held_cfgs));
-		if (s->held_cbs && s->held_cfgs) {
-			memcpy(s->held_cbs, cbs, ncb * sizeof(*cbs));
-			memcpy(s->held_cfgs, cfgs, ncb * sizeof(*cfgs));
-			s->nheld_cbs = ncb;
-		}
+		s->held_from = enabled;
 		return s;
 	}
-	fire_callbacks(s, true, cbs, cfgs, ncb);
+	rp_enable_callbacks(enabled, &s->cfg, slot, true);
 	return s;
 
 err_slot:
@@ -473,10 +449,10 @@ int rp_session_rotate(struct rp_session *s, int new_fd)
  * events go to this session only, then rundown. A deferred session's drainer
  * starts first, so these writes find room as it drains.
  */
-static int run_stopping_hooks(struct rp_session *s, struct slot *sl)
+static int run_stopping_hooks(struct rp_session *s, struct slot *sl, int *hooks_err)
 {
-	struct rp_stopping_hook hooks[256];
-	size_t n, i;
+	struct rp_stopping_hook *hooks = NULL;
+	size_t n = 0, got, i;
 	int err = 0;
 
 	if (s->deferred) {
@@ -492,41 +468,57 @@ static int run_stopping_hooks(struct rp_session *s, struct slot *sl)
 	rp_store_release(&sl->state, SLOT_ENDING);
 	/* a session stopped while still held (its IPC reply could not be
 	 * sent) never started for anyone: no end, and its drainer would not
-	 * make room for one */
-	n = rp_load_relaxed(&s->held) ? 0 :
-	    rp_stopping_hooks(s->slot, &s->cfg, s->rundown_keywords, hooks, 256);
+	 * make room for one. Counted, then taken: no provider enables an
+	 * ENDING session, so the count cannot grow in between. */
+	if (!rp_load_relaxed(&s->held))
+		n = rp_stopping_hooks(s->slot, &s->cfg, s->rundown_keywords, NULL, 0);
 	pthread_mutex_unlock(&rp_control_lock);
-	if (!n || rp_thread_begin_ending(s->slot))
+	if (!n)
 		return 0;
-	for (i = 0; i < n; i++)
-		hooks[i].provider->stopping_cb(hooks[i].provider, s->slot, hooks[i].keywords,
-					       hooks[i].level, hooks[i].provider->cb_ctx);
-	rp_thread_end_ending();
+	hooks = malloc(n * sizeof(*hooks));
+	if (!hooks) {
+		/* the session still stops and its trace ends; the caller hears
+		 * that the callbacks did not run */
+		rp_set_error("rp_session_stop: no memory for the %zu stopping callbacks", n);
+		*hooks_err = -ENOMEM;
+		return 0;
+	}
+	pthread_mutex_lock(&rp_control_lock);
+	got = rp_stopping_hooks(s->slot, &s->cfg, s->rundown_keywords, hooks, n);
+	pthread_mutex_unlock(&rp_control_lock);
+	if (got < n)
+		n = got;
+	if (!rp_thread_begin_ending(s->slot)) {
+		for (i = 0; i < n; i++)
+			hooks[i].provider->stopping_cb(hooks[i].provider, s->slot,
+						       hooks[i].keywords, hooks[i].level,
+						       hooks[i].provider->cb_ctx);
+		rp_thread_end_ending();
+	}
+	free(hooks);
 	return 0;
 }
 
 RP_API int rp_session_stop(struct rp_session *s)
 {
-	struct rp_provider *cbs[256];
-	const struct rp_provider_config *cfgs[256];
+	struct rp_provider *enabled;
 	struct slot *sl;
-	size_t ncb;
-	int err;
+	int err, hooks_err = 0;
 
 	if (!s)
 		return -EINVAL;
 	sl = &rp_slots[s->slot];
-	err = run_stopping_hooks(s, sl);
+	err = run_stopping_hooks(s, sl, &hooks_err);
 	pthread_mutex_lock(&rp_control_lock);
 	/* the flat write first, then: pairs with the writers' load_acquire
 	 * of the state: a writer that sees STOPPING skips the session (and
 	 * stop's quiesce waits for the ones that did not, flat ones too) */
 	rp_store_relaxed(&sl->flat_gen, RP_SLOT_NOT_FLAT);
 	rp_store_release(&sl->state, SLOT_STOPPING);
-	ncb = rp_enable_session(s->slot, &s->cfg, false, cbs, cfgs, 256);
+	enabled = rp_enable_session(s->slot, &s->cfg, false);
 	rp_rundown_disable(s->slot);
 	pthread_mutex_unlock(&rp_control_lock);
-	fire_callbacks(s, false, cbs, cfgs, ncb);
+	rp_enable_callbacks(enabled, &s->cfg, s->slot, false);
 
 	/* parked producers give up (counted) so the quiesce below ends */
 	if (sl->block)
@@ -545,7 +537,7 @@ RP_API int rp_session_stop(struct rp_session *s)
 	rp_store_release(&sl->state, SLOT_FREE);
 	pthread_mutex_unlock(&rp_control_lock);
 	session_free(s);
-	return err;
+	return err ? err : hooks_err;
 }
 
 RP_API int rp_session_id(const struct rp_session *s)

@@ -117,10 +117,9 @@ struct rp_session {
 	int held;			/* atomic: started held, nothing written yet */
 	/* atomic: rp_session_hold_drain(); not drained until released */
 	int drain_hold;
-	/* enable callbacks held back until rp_session_release() */
-	struct rp_provider **held_cbs;
-	const struct rp_provider_config **held_cfgs;
-	size_t nheld_cbs;
+	/* enable callbacks held back until rp_session_release(): the
+	 * providers from this one on (rp_enable_session()'s head) */
+	struct rp_provider *held_from;
 	uint32_t sp_interval_ms;
 	uint64_t block_timeout_ns;	/* Block: the bound on one wait; 0: none */
 	uint64_t rundown_keywords;
@@ -176,11 +175,14 @@ struct rp_session {
 struct rp_event *rp_event_by_index(uint32_t index);
 bool rp_event_matches(const struct rp_event *ev, const struct session_cfg *cfg,
 		      const struct rp_provider_config **which);
-/* Under rp_control_lock: set or clear a session's bit in every matching event;
- * fills cbs[] with the providers whose callback must fire. */
-size_t rp_enable_session(int slot, const struct session_cfg *cfg, bool enable,
-			 struct rp_provider **cbs, const struct rp_provider_config **cfgs,
-			 size_t max);
+/* Under rp_control_lock: set or clear a session's bit in every matching
+ * event and provider. Returns the list's head as of then, for
+ * rp_enable_callbacks(). */
+struct rp_provider *rp_enable_session(int slot, const struct session_cfg *cfg, bool enable);
+/* Outside the lock: the enable callback of every provider from `from` on
+ * (a head rp_enable_session() returned) that cfg names, however many. */
+void rp_enable_callbacks(struct rp_provider *from, const struct session_cfg *cfg, int slot,
+			 bool enable);
 
 /* Under rp_control_lock, at stop: the providers whose stopping callback must
  * run for the session, in order, the rundown provider last (enabled for this
@@ -190,6 +192,7 @@ struct rp_stopping_hook {
 	uint64_t keywords;
 	uint8_t level;
 };
+/* Returns how many there are; fills hooks[] with the first max of them. */
 size_t rp_stopping_hooks(int slot, const struct session_cfg *cfg, uint64_t rundown_keywords,
 			 struct rp_stopping_hook *hooks, size_t max);
 /* Under rp_control_lock: clears the session's bit from the rundown events. */
