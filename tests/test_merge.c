@@ -1000,6 +1000,48 @@ Test(merge, a_cut_short_input_gives_its_whole_blocks_and_stays_as_it_was, .timeo
 	th_rmdir(dir);
 }
 
+/*
+ * Damage inside a block is not a stream cut short: the merge keeps the
+ * events before it, says which file, and exits 1, since its output is not
+ * whole.
+ */
+Test(merge, a_corrupt_input_keeps_what_came_before_and_fails_the_merge, .timeout = 120)
+{
+	char *dir = th_tmpdir(), *good, *bad, *out;
+	struct bytebuf o = { 0 }, b = { 0 };
+	uint64_t events;
+	int64_t lost;
+
+	good = write_gen_file(&four[0], dir, "good.nettrace");
+	bad = write_gen_file(&four[1], dir, "bad.nettrace");
+	cr_assert_eq(th_read_file(bad, &b), 0);
+	cr_assert_gt(b.len, 4096u);
+	/* 512 bytes of 0xff in the middle: record headers and varints no
+	 * reader can take, far from the end */
+	memset(b.p + b.len / 2, 0xff, 512);
+	cr_assert_eq(th_write_file(bad, b.p, b.len), 0);
+	out = th_fmt("%s/out.nettrace", dir);
+	cr_assert_eq(merge_run(&o, "-o '%s' '%s' '%s'", out, good, bad), 1, "%s", th_text(&o));
+	{
+		char *line = th_fmt("ringpipe merge: %s: reading stopped early", bad);
+
+		cr_assert(strstr(th_text(&o), line), "%s", th_text(&o));
+		free(line);
+	}
+	cr_assert(strstr(th_text(&o), "an input is corrupt"), "%s", th_text(&o));
+	/* what came before the damage is there */
+	our_counts(out, &events, &lost);
+	cr_assert(events >= four[0].n && events < four[0].n + four[1].n,
+		  "%" PRIu64 " events: the good file's %u and a part of the other's", events,
+		  (unsigned)four[0].n);
+	bb_free(&o);
+	bb_free(&b);
+	free(good);
+	free(bad);
+	free(out);
+	th_rmdir(dir);
+}
+
 Test(merge, bad_inputs_fail_naming_the_file_and_bad_usage_exits_2)
 {
 	char *dir = th_tmpdir(), *good, *text, *stub, *missing, *out, *empty;

@@ -30,7 +30,9 @@ static const char merge_usage[] =
 "*.nettrace file in it, in name order (hidden files, OUT and the agent's own\n"
 "merged " AGENT_MERGED_PREFIX "* files excepted). A file\n"
 "cut short (its writer died in the middle of a block) gives its whole blocks,\n"
-"with a note; the input files are never changed.\n"
+"with a note, and the merge succeeds; a file damaged inside a block gives the\n"
+"events before the damage, with a note, and the merge exits 1. The input files\n"
+"are never changed.\n"
 "Prints one summary line on standard error.\n";
 
 struct merge_inputs {
@@ -200,6 +202,13 @@ int cmd_merge(int argc, char **argv)
 				fprintf(stderr, " (of which %" PRIu64 " events the V6 format cannot "
 					"hold, left out)", st.skipped);
 			fputc('\n', stderr);
+			/* a stream cut short was repaired to its whole blocks
+			 * before reading, so a read that still stops early met
+			 * damage inside a block: OUT holds what came before it,
+			 * and the exit status says the merge is not whole */
+			if (st.read_err)
+				rc = tool_err("merge", "an input is corrupt (its line above): %s "
+					      "holds the events before the damage only", out);
 		}
 	}
 	inputs_free(&in);
