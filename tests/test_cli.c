@@ -258,3 +258,45 @@ Test(cli, report_on_a_gcdump_says_what_it_is)
 	bb_free(&out);
 	th_rmdir(dir);
 }
+
+/*
+ * Long work shows how far it has come on a terminal (a pty that script(1)
+ * gives the command), and the line is gone when it ends; piped, not a byte
+ * of it.
+ */
+Test(cli, report_convert_and_merge_show_progress_on_a_terminal_only, .timeout = 120)
+{
+	static const char *const cmds[][2] = {
+		{ "report", "report '%s/p.nettrace'" },
+		{ "convert", "convert --to text -o /dev/null '%s/p.nettrace'" },
+		{ "merge", "merge -o '%s/m.nettrace' '%s/p.nettrace' '%s/p.nettrace'" },
+	};
+	char *dir = th_tmpdir();
+	struct bytebuf out = { 0 };
+	size_t i;
+
+	if (th_run("command -v script >/dev/null 2>&1", NULL))
+		cr_skip_test("script(1) (util-linux) is not installed: no terminal to show it on");
+	cr_assert_eq(th_run_fmt(&out, "'%s' gen -o '%s/p.nettrace' --events 20000 >/dev/null",
+				th_tool(), dir), 0);
+	for (i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+		char *args = th_fmt(cmds[i][1], dir, dir, dir);
+		char *line = th_fmt("\rringpipe %s: ", cmds[i][0]);
+
+		out.len = 0;
+		cr_assert_eq(th_run_fmt(&out, "script -qec \"'%s' %s >/dev/null\" /dev/null",
+					th_tool(), args), 0, "%s", th_text(&out));
+		cr_assert(strstr(th_text(&out), line) && strstr(th_text(&out), " % of "),
+			  "%s on a terminal: no progress line in '%s'", cmds[i][0], th_text(&out));
+		cr_assert(strstr(th_text(&out), "\r\033[K"), "%s: the line is not cleared",
+			  cmds[i][0]);
+		out.len = 0;
+		cr_assert_eq(th_run_fmt(&out, "'%s' %s 2>&1 >/dev/null", th_tool(), args), 0);
+		cr_assert(!strchr(th_text(&out), '\r') && !strstr(th_text(&out), " % of "),
+			  "%s piped: '%s'", cmds[i][0], th_text(&out));
+		free(args);
+		free(line);
+	}
+	bb_free(&out);
+	th_rmdir(dir);
+}

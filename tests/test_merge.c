@@ -471,7 +471,7 @@ Test(merge, three_v6_processes_and_a_v5_one_keep_their_pids_events_and_losses, .
 	}
 	out = th_fmt("%s/merged.nettrace", dir);
 	cr_assert_eq(retrace_merge_files((const char *const *)in, NSRC, out, &st, note,
-					 sizeof(note)), 0, "%s", note);
+					 sizeof(note), NULL), 0, "%s", note);
 	cr_assert_str_eq(note, "", "nothing to say about whole files: %s", note);
 	cr_assert_eq(st.events, 3000 + 4000 + 2000 + 3000);
 	cr_assert_eq(st.lost, sum);
@@ -953,7 +953,8 @@ Test(merge, a_cut_short_input_gives_its_whole_blocks_and_stays_as_it_was, .timeo
 	in[0] = good;
 	in[1] = cut5;
 	in[2] = cut6;
-	cr_assert_eq(retrace_merge_files(in, 3, out, &st, note, sizeof(note)), 0, "%s", note);
+	cr_assert_eq(retrace_merge_files(in, 3, out, &st, note, sizeof(note), NULL), 0, "%s",
+		     note);
 	cr_assert_eq(st.events, four[0].n + 6 + 6, "%" PRIu64 " events", st.events);
 	cr_assert_eq(st.read_err, 0, "the repaired streams read to their end: %s", st.read_msg);
 	cr_assert_eq(st.lost, four_lost[0]);

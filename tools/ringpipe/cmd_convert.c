@@ -63,7 +63,15 @@ struct conv {
 	const struct nt_reader_info *info;
 	struct prof_scan scan;		/* the time range */
 	FILE *out;
+	struct tool_progress pg;	/* the second pass: the second half */
 };
+
+static void conv_progress(struct conv *c)
+{
+	uint64_t total, done = nt_reader_offset(c->r, &total);
+
+	tool_progress(&c->pg, total + done, 2 * total);
+}
 
 static double rel_us(const struct conv *c, uint64_t ts)
 {
@@ -173,6 +181,7 @@ static int speedscope(struct conv *c, const char *path)
 		struct prof *p;
 		uint32_t k;
 
+		conv_progress(c);
 		if (!prof_is_sample(&rec))
 			continue;
 		prof_get_stack(c->r, &rec, s);
@@ -353,6 +362,7 @@ static int chrome(struct conv *c)
 		const struct nt_meta *m = rec.meta;
 		struct open_spans *os;
 
+		conv_progress(c);
 		if (!strcmp(m->provider, SYM_PROVIDER)) {
 			if (m->event_id == SYM_EV_THREAD && rec.payload_len >= 10) {
 				/* this event's name: a thread renamed later (exec)
@@ -535,7 +545,10 @@ int cmd_convert(int argc, char **argv)
 		return tool_err("convert", "libelf: %s", strerror(errno));
 	/* a process that has exited leaves its perf map behind */
 	sym_use_perf_maps(c.syms, true);
-	err = prof_load_symbols(path, c.syms, &c.scan);
+	tool_progress_init(&c.pg, "convert");
+	c.pg.passes = 2;	/* symbols first, then the conversion */
+	err = prof_load_symbols(path, c.syms, &c.scan, &c.pg);
+	tool_progress_end(&c.pg);	/* the second pass draws it again */
 	if (err == -ENOENT || err == -EACCES || err == -EISDIR) {
 		tool_err("convert", "%s: %s", path, strerror(-err));
 		goto out;
@@ -565,11 +578,14 @@ int cmd_convert(int argc, char **argv)
 		if (!s) {
 			err = -ENOMEM;
 		} else {
-			while ((err = nt_reader_next(c.r, &rec)) > 0)
+			while ((err = nt_reader_next(c.r, &rec)) > 0) {
+				conv_progress(&c);
 				if (strcmp(rec.meta->provider, SYM_PROVIDER))
 					text_event(&c, &rec, s);
+			}
 		}
 	}
+	tool_progress_end(&c.pg);
 	if (err < 0) {
 		tool_err("convert", "%s: %s", path,
 			 err == -ENOMEM ? "out of memory" : nt_reader_errmsg(c.r));
@@ -577,6 +593,7 @@ int cmd_convert(int argc, char **argv)
 	}
 	rc = 0;
 out:
+	tool_progress_end(&c.pg);
 	if (c.out && c.out != stdout && fclose(c.out) && !rc)
 		rc = tool_err("convert", "%s: %s", outp, strerror(errno));
 	else if (c.out == stdout && fflush(stdout) && !rc)

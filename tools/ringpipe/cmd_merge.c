@@ -186,8 +186,12 @@ int cmd_merge(int argc, char **argv)
 	}
 	free(args);
 	if (!rc) {
+		struct tool_progress pg;
+
+		tool_progress_init(&pg, "merge");
 		err = retrace_merge_files((const char *const *)in.path, in.n, out, &st, note,
-					  sizeof(note));
+					  sizeof(note), &pg);
+		tool_progress_end(&pg);
 		if (err) {
 			rc = tool_err("merge", "%s", note);
 		} else {

@@ -344,12 +344,16 @@ static int build_rows(struct report *rp)
  * A malformed tail ends the pass early: rp->err says so. */
 static int report_read(struct report *rp)
 {
+	struct tool_progress pg;
 	struct nt_rec rec;
 	size_t i;
 
+	tool_progress_init(&pg, "report");
 	while ((rp->err = nt_reader_next(rp->r, &rec)) > 0) {
-		uint64_t key = ((uint64_t)(uint32_t)rec.pid << 32) | (uint32_t)rec.tid, v;
+		uint64_t key = ((uint64_t)(uint32_t)rec.pid << 32) | (uint32_t)rec.tid, v, total;
+		uint64_t done = nt_reader_offset(rp->r, &total);
 
+		tool_progress(&pg, done, total);
 		if (!rp->events)
 			rp->first_ts = rec.ts;
 		if (rec.ts > rp->last_ts)
@@ -359,7 +363,7 @@ static int report_read(struct report *rp)
 			rp->with_stack++;
 		if (!hmap_get(&rp->tmap, key, &v)) {
 			if (array_grow((void **)&rp->tc, &rp->captc, rp->ntc, sizeof(*rp->tc), 64))
-				return tool_err("report", "out of memory");
+				break;
 			rp->tc[rp->ntc] = (struct tcount){ rec.pid, rec.tid, 0 };
 			v = rp->ntc++;
 			hmap_put(&rp->tmap, key, v);
@@ -370,8 +374,11 @@ static int report_read(struct report *rp)
 		hmap_put(&rp->bytes_by_meta, (uintptr_t)rec.meta, v + rec.payload_len);
 		cgroup_account(&rp->cg, &rec);
 		if (is_gc_dynamic(rec.meta) && count_dynamic(rp, &rec))
-			return tool_err("report", "out of memory");
+			break;
 	}
+	tool_progress_end(&pg);
+	if (rp->err > 0)	/* the loop broke off */
+		return tool_err("report", "out of memory");
 	array_sort(rp->cg.v, rp->cg.n, sizeof(*rp->cg.v), cmp_cgroup);
 
 	rp->nm = nt_reader_nmeta(rp->r);

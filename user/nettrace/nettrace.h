@@ -289,6 +289,9 @@ const struct nt_reader_info *nt_reader_info(const struct nt_reader *r);
  */
 int nt_reader_next(struct nt_reader *r, struct nt_rec *rec);
 const char *nt_reader_errmsg(const struct nt_reader *r);
+/* How far reading has come: bytes of the stream behind the next block or
+ * object, of *total; for a progress line. */
+uint64_t nt_reader_offset(const struct nt_reader *r, uint64_t *total);
 /* EventsLost, counted the way TraceEvent counts it. */
 int64_t nt_reader_lost(const struct nt_reader *r);
 /* All metadata seen so far, in definition order. */

@@ -1695,6 +1695,13 @@ const char *nt_reader_errmsg(const struct nt_reader *r)
 	return r->err ? r->errmsg : NULL;
 }
 
+uint64_t nt_reader_offset(const struct nt_reader *r, uint64_t *total)
+{
+	if (total)
+		*total = r->len;
+	return r->done ? r->len : r->pos < r->len ? r->pos : r->len;
+}
+
 int64_t nt_reader_lost(const struct nt_reader *r)
 {
 	return r->lost;

@@ -1099,7 +1099,7 @@ static void *merge_main(void *arg)
 	struct retrace_stats st = { 0 };
 
 	a->job.rc = retrace_merge_files((const char *const *)a->job.files, a->job.n, a->job.out, &st,
-					a->job.note, sizeof(a->job.note));
+					a->job.note, sizeof(a->job.note), NULL);
 	/* pairs with the load_acquire in merge_reap(): the job's results */
 	rp_store_release(&a->merge_done, 1);
 	return NULL;

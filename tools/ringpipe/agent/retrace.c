@@ -67,6 +67,7 @@
 
 #include "hmap.h"
 #include "retrace.h"
+#include "tool_util.h"
 
 /* The writer's default seq_base: a capture thread's number before its
  * first event (retrace_writer_opts() leaves it) */
@@ -151,6 +152,7 @@ struct rt {
 	bool any;		/* an event was written */
 	uint32_t since_sp;
 	uint64_t unreported;	/* losses noted since the last sequence point */
+	uint64_t events_seen;	/* for the progress line */
 };
 
 void retrace_writer_opts(const struct nt_reader *r, int format, uint32_t pid,
@@ -797,7 +799,8 @@ static void rt_sum(const struct retrace_stats *a, struct retrace_stats *sum)
  * zero_keeps_own, 0 keeps each event's own instead.
  */
 static int rt_run(struct nt_reader **r, const uint32_t *pids, size_t n, bool zero_keeps_own,
-		  struct nt_writer *w, struct retrace_stats *st, struct retrace_stats *each)
+		  struct nt_writer *w, struct retrace_stats *st, struct retrace_stats *each,
+		  struct tool_progress *pg)
 {
 	struct rt t = { .w = w, .out_format = nt_writer_format(w) };
 	const struct nt_reader_info *clock;
@@ -845,6 +848,17 @@ static int rt_run(struct nt_reader **r, const uint32_t *pids, size_t n, bool zer
 	while (t.nheap) {
 		struct rt_source *s = &t.src[t.heap[0]];
 
+		if (pg && !(++t.events_seen & 1023)) {
+			uint64_t done = 0, total = 0;
+
+			for (i = 0; i < n; i++) {
+				uint64_t len;
+
+				done += nt_reader_offset(r[i], &len);
+				total += len;
+			}
+			tool_progress(pg, done, total);
+		}
 		err = rt_event(&t, s, &s->head, s->head_ts);
 		if (err)
 			break;
@@ -880,7 +894,7 @@ static int rt_run(struct nt_reader **r, const uint32_t *pids, size_t n, bool zer
 int retrace_copy_stats(struct nt_reader *r, struct nt_writer *w, uint32_t pid,
 		       struct retrace_stats *st)
 {
-	return rt_run(&r, &pid, 1, false, w, st, NULL);
+	return rt_run(&r, &pid, 1, false, w, st, NULL, NULL);
 }
 
 int retrace_copy(struct nt_reader *r, struct nt_writer *w, uint32_t pid, uint64_t *events)
@@ -896,13 +910,13 @@ int retrace_copy(struct nt_reader *r, struct nt_writer *w, uint32_t pid, uint64_
 int retrace_merge_each(struct nt_reader **r, const uint32_t *pids, size_t n,
 		       struct nt_writer *w, struct retrace_stats *st, struct retrace_stats *each)
 {
-	return rt_run(r, pids, n, true, w, st, each);
+	return rt_run(r, pids, n, true, w, st, each, NULL);
 }
 
 int retrace_merge(struct nt_reader **r, const uint32_t *pids, size_t n, struct nt_writer *w,
 		  struct retrace_stats *st)
 {
-	return rt_run(r, pids, n, true, w, st, NULL);
+	return rt_run(r, pids, n, true, w, st, NULL, NULL);
 }
 
 /* ---- whole streams ---------------------------------------------------------- */
@@ -1330,13 +1344,14 @@ struct rt_merge_job {
 	struct nt_reader **r;
 	size_t n;
 	struct retrace_stats *each;
+	struct tool_progress *pg;
 };
 
 static int rt_fill_merge(void *ctx, struct nt_writer *w, struct retrace_stats *st)
 {
 	struct rt_merge_job *job = ctx;
 
-	return retrace_merge_each(job->r, NULL, job->n, w, st, job->each);
+	return rt_run(job->r, NULL, job->n, true, w, st, job->each, job->pg);
 }
 
 /* Adds input path's line to the merge's note, when it has something to say. */
@@ -1357,9 +1372,10 @@ static void rt_note_input(char *note, size_t notelen, const char *path,
 }
 
 int retrace_merge_files(const char *const *in, size_t n, const char *out,
-			struct retrace_stats *st, char *note, size_t notelen)
+			struct retrace_stats *st, char *note, size_t notelen,
+			struct tool_progress *pg)
 {
-	struct rt_merge_job job = { .n = n };
+	struct rt_merge_job job = { .n = n, .pg = pg };
 	struct rt_input *inputs;
 	struct nt_writer_opts o;
 	char spare[1];

@@ -147,9 +147,12 @@ int retrace_file(const char *in, const char *out, uint32_t pid, int format,
  * that has something to say ("FILE: ..."), which were cut short or
  * stopped reading early and what was kept; otherwise -errno with note
  * saying "FILE: why" (an input that is not nettrace, or is unreadable, or
- * whose trace header does not read), and no out.
+ * whose trace header does not read), and no out. pg, when not NULL, shows
+ * how much of the inputs has been read (tool_util.h).
  */
+struct tool_progress;
 int retrace_merge_files(const char *const *in, size_t n, const char *out,
-			struct retrace_stats *st, char *note, size_t notelen);
+			struct retrace_stats *st, char *note, size_t notelen,
+			struct tool_progress *pg);
 
 #endif /* RINGPIPE_AGENT_RETRACE_H */

@@ -10,6 +10,7 @@
 
 #include "bytebuf.h"
 #include "profile.h"
+#include "tool_util.h"
 #include "sample_out.h"
 
 bool prof_is_thread_sample(const struct nt_rec *rec)
@@ -112,7 +113,8 @@ void prof_strtab_free(struct prof_strtab *t)
 
 /* ---- passes over a trace -------------------------------------------------- */
 
-int prof_load_symbols(const char *path, struct sym_table *syms, struct prof_scan *scan)
+int prof_load_symbols(const char *path, struct sym_table *syms, struct prof_scan *scan,
+		      struct tool_progress *pg)
 {
 	struct nt_reader *r = nt_reader_open(path);
 	struct nt_rec rec;
@@ -122,6 +124,11 @@ int prof_load_symbols(const char *path, struct sym_table *syms, struct prof_scan
 	if (!r)
 		return -errno;
 	while ((err = nt_reader_next(r, &rec)) > 0) {
+		if (pg) {
+			uint64_t total, done = nt_reader_offset(r, &total);
+
+			tool_progress(pg, done, 2 * total);
+		}
 		sym_add_from_event(syms, &rec);
 		if (first || rec.ts < scan->t0)
 			scan->t0 = rec.ts;
@@ -169,7 +176,7 @@ int prof_top_functions(const char *path, FILE *out, size_t top)
 		goto out;
 	}
 	sym_use_perf_maps(syms, true);
-	err = prof_load_symbols(path, syms, &scan);
+	err = prof_load_symbols(path, syms, &scan, NULL);
 	if (err || !scan.nsamples)
 		goto out;
 	r = nt_reader_open(path);

@@ -68,9 +68,12 @@ struct prof_scan {
 	uint64_t nthread_samples;	/* of which .NET ThreadSamples */
 };
 
+struct tool_progress;
 /* Reads the trace at path once, feeding its Ringpipe-Symbols events to
- * syms; 0, or a negative errno (what nt_reader_open() or the reader said). */
-int prof_load_symbols(const char *path, struct sym_table *syms, struct prof_scan *scan);
+ * syms; 0, or a negative errno (what nt_reader_open() or the reader said).
+ * pg, when not NULL, shows the pass as the first half of two. */
+int prof_load_symbols(const char *path, struct sym_table *syms, struct prof_scan *scan,
+		      struct tool_progress *pg);
 
 /* Prints the top functions (leaf frames) of the trace's samples to out, as
  * 'ringpipe report' shows them; nothing for a trace without samples. 0 or

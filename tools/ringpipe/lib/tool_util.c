@@ -3,6 +3,7 @@
  * The commands' shared helpers (see tool_util.h).
  */
 #include <errno.h>
+#include <stdint.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -25,6 +26,54 @@ int tool_err(const char *cmd, const char *fmt, ...)
 	va_end(ap);
 	fputc('\n', stderr);
 	return 1;
+}
+
+void tool_progress_init(struct tool_progress *p, const char *cmd)
+{
+	memset(p, 0, sizeof(*p));
+	p->cmd = cmd;
+	p->passes = 1;
+	p->on = isatty(STDERR_FILENO) == 1;
+}
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void tool_progress(struct tool_progress *p, uint64_t done, uint64_t total)
+{
+	static const char *const unit[] = { "bytes", "KiB", "MiB", "GiB", "TiB" };
+	double size = (double)total / (p->passes ? p->passes : 1);
+	uint64_t now;
+	int u = 0;
+
+	/* the clock every 256 calls: per event, the check costs nothing */
+	if (!p->on || (p->calls++ & 255))
+		return;
+	now = mono_ns();
+	if (now < p->next_ns)
+		return;
+	p->next_ns = now + 200000000ull;
+	while (size >= 1024 && u < 4) {
+		size /= 1024;
+		u++;
+	}
+	fprintf(stderr, "\rringpipe %s: %3u %% of %.*f %s\033[K", p->cmd,
+		(unsigned)(total ? (done > total ? 100 : done * 100 / total) : 0), u ? 1 : 0, size,
+		unit[u]);
+	fflush(stderr);
+	p->shown = true;
+}
+
+void tool_progress_end(struct tool_progress *p)
+{
+	if (p->shown)
+		fputs("\r\033[K", stderr);
+	p->shown = false;
 }
 
 void tool_say(bool quiet, const char *prefix, const char *fmt, ...)

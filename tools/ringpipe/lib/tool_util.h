@@ -19,6 +19,24 @@ int tool_err(const char *cmd, const char *fmt, ...) __attribute__((format(printf
 void tool_say(bool quiet, const char *prefix, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
+/*
+ * A progress line for long work ("ringpipe report: 41 % of 1.0 GiB"): on
+ * standard error when it is a terminal, redrawn at most every 200 ms and
+ * cleared when the work is done; nothing at all when standard error is a
+ * pipe or a file. tool_progress() is cheap enough to call per event.
+ */
+struct tool_progress {
+	const char *cmd;
+	unsigned int passes;	/* over the input: total / passes is its size */
+	bool on;		/* standard error is a terminal */
+	bool shown;		/* a line is on the screen */
+	uint32_t calls;
+	uint64_t next_ns;	/* the next redraw, not before */
+};
+void tool_progress_init(struct tool_progress *p, const char *cmd);
+void tool_progress(struct tool_progress *p, uint64_t done, uint64_t total);
+void tool_progress_end(struct tool_progress *p);
+
 /* Formats a message into err (errlen bytes) for a caller to print; returns rc.
  * For library parts that say why they failed without printing it. */
 int tool_set_err(char *err, size_t errlen, int rc, const char *fmt, ...)
