@@ -2,6 +2,7 @@
 /*
  * The ringpipe command: what users type, and what they get back for bad input.
  */
+#include <ctype.h>
 #include <string.h>
 
 #include "helpers.h"
@@ -299,4 +300,70 @@ Test(cli, report_convert_and_merge_show_progress_on_a_terminal_only, .timeout = 
 	}
 	bb_free(&out);
 	th_rmdir(dir);
+}
+
+/* "\-\-name" as groff source writes --name */
+static char *man_escaped(const char *opt)
+{
+	struct bytebuf b = { 0 };
+	const char *p;
+
+	for (p = opt; *p; p++)
+		if (*p == '-')
+			bb_append(&b, "\\-", 2);
+		else
+			bb_append(&b, p, 1);
+	bb_append(&b, "", 1);
+	return (char *)b.p;
+}
+
+/*
+ * ringpipe(1) answers what --help answers: every command and subcommand's
+ * --help exits 0, and each long option it names is in the man page, which
+ * has EXAMPLES.
+ */
+Test(cli, the_man_page_has_every_option_that_help_names, .timeout = 120)
+{
+	static const char *const cmds[] = {
+		"report", "dump", "gen", "stress", "ps", "collect", "stop", "record",
+		"gcdump", "gcdump report", "gcdump collect", "sample", "convert", "merge",
+		"agent", "agent status", "fleet", "fleet init", "fleet query", "fleet check",
+		"fleet export", "fleet top",
+	};
+	struct bytebuf man = { 0 }, help = { 0 };
+	char *path = th_fmt("%.*s/../Documentation/man/ringpipe.1",
+			    (int)(strrchr(__FILE__, '/') - __FILE__), __FILE__);
+	size_t i, checked = 0;
+
+	cr_assert_eq(th_read_file(path, &man), 0, "%s", path);
+	cr_assert(strstr(th_text(&man), "\n.SH EXAMPLES\n"), "ringpipe(1) has no EXAMPLES");
+	for (i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+		char *p;
+
+		help.len = 0;
+		cr_assert_eq(th_run_fmt(&help, "'%s' %s --help 2>&1", th_tool(), cmds[i]), 0,
+			     "ringpipe %s --help: %s", cmds[i], th_text(&help));
+		for (p = strstr((char *)help.p, "--"); p; p = strstr(p + 2, "--")) {
+			char opt[64], *esc;
+			size_t n = 2;
+
+			if (p > (char *)help.p && (isalnum((unsigned char)p[-1]) || p[-1] == '-'))
+				continue;
+			while (n < sizeof(opt) - 1 && (isalnum((unsigned char)p[n]) || p[n] == '-'))
+				n++;
+			if (n == 2 || !isalpha((unsigned char)p[2]))
+				continue;	/* "--" itself: the command's start */
+			memcpy(opt, p, n);
+			opt[n] = 0;
+			esc = man_escaped(opt);
+			cr_assert(strstr(th_text(&man), esc), "ringpipe %s --help names %s, "
+				  "ringpipe(1) does not", cmds[i], opt);
+			free(esc);
+			checked++;
+		}
+	}
+	cr_assert_gt(checked, 100u, "only %zu options found in the --help texts", checked);
+	bb_free(&man);
+	bb_free(&help);
+	free(path);
 }

@@ -176,6 +176,10 @@ static int collect(int argc, char **argv)
 	for (i = 0; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 
+		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+			fputs(gcdump_usage, stdout);
+			return 0;
+		}
 		if (!strcmp(a, "--force")) {
 			o.force = true;
 			continue;
@@ -240,7 +244,10 @@ int cmd_gcdump(int argc, char **argv)
 	for (i = 2; i < argc; i++) {
 		uint64_t v;
 
-		if (!strcmp(argv[i], "--all")) {
+		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+			fputs(gcdump_usage, stdout);
+			return 0;
+		} else if (!strcmp(argv[i], "--all")) {
 			all = true;
 		} else if (!strcmp(argv[i], "--top") && i + 1 < argc) {
 			if (tool_parse_u64(argv[++i], 1000000, &v))
