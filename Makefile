@@ -70,6 +70,15 @@ LDFLAGS += $(SANFLAGS)
 
 LIB_SRCS  := $(sort $(wildcard $(addprefix user/,$(addsuffix /*.c,$(LIB_DIRS)))))
 LIB_OBJS  := $(patsubst user/%.c,$(OUT)/user/%.o,$(LIB_SRCS))
+# What the tools, tests, benchmarks and fuzzers share with the library but
+# applications never call (the nettrace reader and its JSON dump, the trace
+# generator, the diagnostics IPC client): libringpipe-internal.a, with its
+# headers in internal/. libringpipe.so and .a hold none of it, and the
+# library includes none of its headers (make check-deps).
+INTERNAL_SRCS := $(sort $(wildcard internal/*.c))
+INTERNAL_OBJS := $(patsubst internal/%.c,$(OUT)/internal/%.o,$(INTERNAL_SRCS))
+INTERNAL_LIB  := $(OUT)/libringpipe-internal.a
+INTERNAL_INC  := -Iinternal
 # The tool: main.c and one file per command, over a static library of what
 # several commands (and the host agent) share: tools/ringpipe/lib/.
 TOOL_SRCS := $(sort $(wildcard tools/ringpipe/*.c))
@@ -104,7 +113,7 @@ BPF_CFLAGS:= -I$(OUT)/bpf -Ibpf
 BPF_ARCH_INC := $(shell $(CC) -dumpmachine 2>/dev/null)
 # headers as the fuzzers and the install rule see them (objects track their
 # own through -MMD)
-HDRS      := $(wildcard include/ringpipe/*.h user/*/*.h user/*/*.inc)
+HDRS      := $(wildcard include/ringpipe/*.h user/*/*.h user/*/*.inc internal/*.h)
 
 STATIC_LIB := $(OUT)/libringpipe.a
 SHARED_LIB := $(OUT)/libringpipe.so.$(VERSION)
@@ -136,6 +145,10 @@ $(OUT)/user/%.o: user/%.c
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D) && $(CC) $(CFLAGS) -c $< -o $@
 
+$(OUT)/internal/%.o: internal/%.c
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D) && $(CC) $(CFLAGS) $(INTERNAL_INC) -c $< -o $@
+
 # the ringpipe:event USDT probe (user/usdt.h) needs <sys/sdt.h>
 $(OUT)/user/producer/write.o $(OUT)/user/kernel/usdt.o: | sdt-check
 sdt-check:
@@ -145,7 +158,7 @@ sdt-check:
 
 $(OUT)/tools/%.o: tools/%.c
 	$(call msg,CC,$@)
-	$(Q)mkdir -p $(@D) && $(CC) $(CFLAGS) $(BPF_CFLAGS) $(TOOL_INC) -c $< -o $@
+	$(Q)mkdir -p $(@D) && $(CC) $(CFLAGS) $(INTERNAL_INC) $(BPF_CFLAGS) $(TOOL_INC) -c $< -o $@
 
 # The tool's BPF loaders include the generated skeletons: they exist before
 # any tool object compiles (afterwards -MMD tracks them).
@@ -192,6 +205,10 @@ $(TOOL_LIB): $(TLIB_OBJS)
 	$(call msg,AR,$@)
 	$(Q)rm -f $@ && ar rcs $@ $^
 
+$(INTERNAL_LIB): $(INTERNAL_OBJS)
+	$(call msg,AR,$@)
+	$(Q)rm -f $@ && ar rcs $@ $^
+
 $(DEMO_LIB): $(DEMO_LIB_OBJS)
 	$(call msg,AR,$@)
 	$(Q)rm -f $@ && ar rcs $@ $^
@@ -200,13 +217,14 @@ $(DEMO_LIB): $(DEMO_LIB_OBJS)
 $(SHARED_LIB): $(LIB_OBJS) user/libringpipe.map
 	$(call msg,LD,$@)
 	$(Q)$(CC) -shared $(LDFLAGS) -Wl,-soname,libringpipe.so.$(SOVERSION) \
-		-Wl,--version-script=user/libringpipe.map -o $@ $(LIB_OBJS) $(LDLIBS)
+		-Wl,--version-script=user/libringpipe.map -Wl,--no-undefined -o $@ $(LIB_OBJS) $(LDLIBS)
 	$(Q)ln -sf libringpipe.so.$(VERSION) $(OUT)/libringpipe.so.$(SOVERSION)
 	$(Q)ln -sf libringpipe.so.$(VERSION) $(OUT)/libringpipe.so
 
-$(TOOL): $(TOOL_OBJS) $(TOOL_LIB) $(STATIC_LIB)
+$(TOOL): $(TOOL_OBJS) $(TOOL_LIB) $(INTERNAL_LIB) $(STATIC_LIB)
 	$(call msg,LINK,$@)
-	$(Q)$(CC) $(LDFLAGS) -o $@ $(TOOL_OBJS) $(TOOL_LIB) $(STATIC_LIB) $(BPF_LIBS) $(LDLIBS)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(TOOL_OBJS) $(TOOL_LIB) $(INTERNAL_LIB) $(STATIC_LIB) $(BPF_LIBS) \
+		$(LDLIBS)
 
 # The demo runtime keeps frame pointers and symbols: it is what users attach to.
 $(OUT)/ringpipe-demo: $(OUT)/tools/demo/demo.o $(DEMO_LIB) $(STATIC_LIB)
@@ -214,10 +232,11 @@ $(OUT)/ringpipe-demo: $(OUT)/tools/demo/demo.o $(DEMO_LIB) $(STATIC_LIB)
 	$(Q)$(CC) $(LDFLAGS) -rdynamic -o $@ $^ $(LDLIBS)
 
 # Tests link the tool's and the demo's libraries too (never a .c of theirs)
-$(OUT)/tests/%: tests/%.c $(TOOL_LIB) $(DEMO_LIB) $(STATIC_LIB) | $(OUT)/tests $(BPF_SKELS)
+$(OUT)/tests/%: tests/%.c $(TOOL_LIB) $(DEMO_LIB) $(INTERNAL_LIB) $(STATIC_LIB) | $(OUT)/tests $(BPF_SKELS)
 	$(call msg,TEST,$@)
-	$(Q)$(CC) $(CFLAGS) $(BPF_CFLAGS) $(TOOL_INC) -Itools/demo -Itests $(LDFLAGS) -o $@ $< \
-		$(TOOL_LIB) $(DEMO_LIB) $(STATIC_LIB) -lcriterion $(BPF_LIBS) $(LDLIBS)
+	$(Q)$(CC) $(CFLAGS) $(INTERNAL_INC) $(BPF_CFLAGS) $(TOOL_INC) -Itools/demo -Itests $(LDFLAGS) \
+		-o $@ $< $(TOOL_LIB) $(DEMO_LIB) $(INTERNAL_LIB) $(STATIC_LIB) -lcriterion $(BPF_LIBS) \
+		$(LDLIBS)
 
 # ---- CPU sampling and symbols ------------------------------------------
 # bpf/sample.bpf.c builds through the generic bpf/%.bpf.c rule above.
@@ -267,10 +286,11 @@ $(OUT)/tests/usdt_writer_static: tests/usdt_writer.c $(STATIC_LIB) | $(OUT)/test
 # (empty) builds them for any x86-64, as valgrind needs on CPUs whose
 # instructions it does not know (AVX-512).
 BENCH_MARCH ?= -march=native
-$(OUT)/bench/%: bench/%.c $(TOOL_LIB) $(DEMO_LIB) $(STATIC_LIB) | $(OUT)/bench $(BPF_SKELS)
+$(OUT)/bench/%: bench/%.c $(TOOL_LIB) $(DEMO_LIB) $(INTERNAL_LIB) $(STATIC_LIB) | $(OUT)/bench $(BPF_SKELS)
 	$(call msg,BENCH,$@)
-	$(Q)$(CC) $(CFLAGS) $(BPF_CFLAGS) $(TOOL_INC) -Itools/demo -Itests -O2 $(BENCH_MARCH) $(LDFLAGS) -o $@ $< \
-		$(TOOL_LIB) $(DEMO_LIB) $(STATIC_LIB) $(BPF_LIBS) $(LDLIBS)
+	$(Q)$(CC) $(CFLAGS) $(INTERNAL_INC) $(BPF_CFLAGS) $(TOOL_INC) -Itools/demo -Itests -O2 \
+		$(BENCH_MARCH) $(LDFLAGS) -o $@ $< $(TOOL_LIB) $(DEMO_LIB) $(INTERNAL_LIB) $(STATIC_LIB) \
+		$(BPF_LIBS) $(LDLIBS)
 
 # bench_usdt compares itself with usdt_off: the same program over a copy of
 # the library built with -DRP_NO_USDT
@@ -300,11 +320,11 @@ $(EP_BENCH): $(EP_SRCS)
 	else echo "  SKIP     EventPipe benchmark: dotnet not found (install the .NET SDK)"; fi
 
 # libFuzzer targets always build with clang + ASan + UBSan, whatever SAN says.
-$(OUTPUT)/fuzz/%: tests/fuzz/%.c $(LIB_SRCS) $(HDRS) | $(OUTPUT)/fuzz
+$(OUTPUT)/fuzz/%: tests/fuzz/%.c $(LIB_SRCS) $(INTERNAL_SRCS) $(HDRS) | $(OUTPUT)/fuzz
 	$(call msg,FUZZ,$@)
-	$(Q)$(CLANG) -std=gnu11 -g -O1 -D_GNU_SOURCE $(LIB_INC) \
+	$(Q)$(CLANG) -std=gnu11 -g -O1 -D_GNU_SOURCE $(LIB_INC) $(INTERNAL_INC) \
 		-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-		-o $@ $< $(LIB_SRCS) $(LDLIBS)
+		-o $@ $< $(LIB_SRCS) $(INTERNAL_SRCS) $(LDLIBS)
 
 fuzz: $(FUZZ_BINS)
 
@@ -366,8 +386,10 @@ checks: check-map check-deps check-version $(if $(SAN),,check-install)
 check-map: $(SHARED_LIB)
 	$(Q)scripts/check-exports.sh $(SHARED_LIB) user/libringpipe.map
 
-check-deps: $(LIB_OBJS) $(TOOL_OBJS) $(TLIB_OBJS) $(DEMO_OBJS)
-	$(Q)scripts/check-deps.py "library:$(subst $() ,$(comma),$(LIB_OBJS))" \
+check-deps: $(LIB_OBJS) $(INTERNAL_OBJS) $(TOOL_OBJS) $(TLIB_OBJS) $(DEMO_OBJS)
+	$(Q)scripts/check-deps.py --private internal:user \
+		"library:$(subst $() ,$(comma),$(LIB_OBJS))" \
+		"internal:$(subst $() ,$(comma),$(INTERNAL_OBJS))" \
 		"tool:$(subst $() ,$(comma),$(TOOL_OBJS) $(TLIB_OBJS))" \
 		"demo:$(subst $() ,$(comma),$(DEMO_OBJS))"
 

@@ -83,7 +83,7 @@
 #include <unistd.h>
 
 #include "clock.h"
-#include "nettrace.h"
+#include "nettrace_read.h"
 #include "ring.h"
 #include "ringpipe/ringpipe.h"
 #include "session.h"

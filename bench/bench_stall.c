@@ -45,7 +45,7 @@
 
 #include "agent.h"
 #include "bytebuf.h"
-#include "nettrace.h"
+#include "nettrace_read.h"
 #include "../tests/stall.h"
 
 #define THREADS 3

@@ -1,15 +1,24 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: MIT
-"""Module dependency check: no cycles among object files.
+"""Module dependency check: no cycles among object files, and no call or
+include across the library's boundary.
 
-Usage: check-deps.py GROUP:OBJ... [GROUP:OBJ...]
+Usage: check-deps.py [--private DIR:SRCDIR...] GROUP:OBJ... [GROUP:OBJ...]
 
-Each argument names a group (the library, the tool, the demo) and the object
-files that form it, separated by commas. An object depends on another when it
-uses a symbol the other defines (from `nm`). A group passes when the graph of
-its objects has no cycle; a cycle is printed with the symbol behind each edge,
-so the fix is where it points.
+Each GROUP argument names a group (the library, the internal archive, the
+tool, the demo) and the object files that form it, separated by commas. An
+object depends on another when it uses a symbol the other defines (from
+`nm`). A group passes when the graph of its objects has no cycle; a cycle is
+printed with the symbol behind each edge, so the fix is where it points.
+The groups are layers in the order given: an object may use what a group
+before its own defines, never what a later one does (the library calls
+nothing of the internal archive's).
+
+--private DIR:SRCDIR: no file below SRCDIR includes a header of DIR (the
+library's sources and none of internal/'s headers).
 """
+import os
+import re
 import subprocess
 import sys
 
@@ -28,7 +37,7 @@ def name(obj):
     parts = obj.split("/")
     # the path below the build directory's first level names the module
     for i, p in enumerate(parts):
-        if p in ("user", "tools"):
+        if p in ("user", "tools", "internal"):
             return "/".join(parts[i + 1:])
     return obj
 
@@ -86,14 +95,68 @@ def cycles(objs, key=lambda o: o):
     return sccs, edges
 
 
+def layers(groups):
+    """Uses of a later group's symbols by an earlier group's objects."""
+    bad = 0
+    defined = []
+    for group, objs in groups:
+        d = set()
+        for o in objs:
+            d |= symbols(o)[0]
+        defined.append((group, d))
+    for i, (group, objs) in enumerate(groups):
+        for o in objs:
+            used = symbols(o)[1]
+            for later, d in defined[i + 1:]:
+                for s in sorted(used & d):
+                    print(f"check-deps: {name(o)} ({group}) uses {s}, which {later} defines: "
+                          f"{group} comes before {later} and calls nothing of it",
+                          file=sys.stderr)
+                    bad = 1
+    if not bad:
+        print(f"  DEPS     {' < '.join(g for g, _ in groups)}: no call against the order",
+              flush=True)
+    return bad
+
+
+INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^">]+)[">]', re.M)
+
+
+def private_headers(hdr_dir, src_dir):
+    """Files below src_dir that include a header of hdr_dir, by any path."""
+    names = {f for f in os.listdir(hdr_dir) if f.endswith(".h")}
+    bad = 0
+    for root, _, files in os.walk(src_dir):
+        for f in sorted(files):
+            if not f.endswith((".c", ".h", ".inc")):
+                continue
+            path = os.path.join(root, f)
+            with open(path, encoding="utf-8", errors="replace") as fh:
+                for inc in INCLUDE.findall(fh.read()):
+                    if os.path.basename(inc) in names:
+                        print(f"check-deps: {path} includes {inc}, a header of {hdr_dir}/, "
+                              f"which {src_dir}/ never includes", file=sys.stderr)
+                        bad = 1
+    if not bad:
+        print(f"  DEPS     {src_dir}/ includes no header of {hdr_dir}/", flush=True)
+    return bad
+
+
 def main(argv):
     bad = 0
+    groups = []
+    while argv and argv[0] == "--private":
+        hdr_dir, _, src_dir = argv[1].partition(":")
+        bad |= private_headers(hdr_dir, src_dir)
+        argv = argv[2:]
     for arg in argv:
         group, _, objs = arg.partition(":")
         objs = [o for o in objs.split(",") if o]
+        groups.append((group, objs))
         # the objects, then the folders they live in (the modules)
         for what, key in (("objects", lambda o: o), ("folders", lambda o: o.rsplit("/", 1)[0])):
             bad |= report(group, what, *cycles(objs, key))
+    bad |= layers(groups)
     return bad
 
 

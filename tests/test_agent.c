@@ -28,7 +28,7 @@
 #include "agent_helpers.h"
 #include "helpers.h"
 #include "identity.h"
-#include "nettrace.h"
+#include "nettrace_read.h"
 #include "ring.h"
 
 static void agent_up_with(struct th_agent_env *e, const char *mode, const char *buffer_mb,

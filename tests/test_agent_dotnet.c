@@ -35,7 +35,7 @@
 #include "helpers.h"
 #include "ipc.h"		/* rp_proc_start_ticks: the key of a socket's name */
 #include "ipc_client.h"
-#include "nettrace.h"
+#include "nettrace_read.h"
 #include "retrace.h"
 #include "ringpipe/ringpipe.h"
 

@@ -32,7 +32,7 @@
 
 #include "clock.h"
 #include "helpers.h"
-#include "nettrace.h"
+#include "nettrace_read.h"
 #include "ringpipe/ringpipe.h"
 #include "session.h"
 

@@ -18,7 +18,7 @@
 #include "fleet_export.h"
 #include "helpers.h"
 #include "identity.h"
-#include "nettrace.h"
+#include "nettrace_read.h"
 
 #define MAX_AGENTS 2
 

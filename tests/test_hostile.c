@@ -38,7 +38,7 @@
 
 #include "clock.h"
 #include "helpers.h"
-#include "nettrace.h"
+#include "nettrace_read.h"
 #include "ring.h"
 #include "ringpipe/ringpipe.h"
 #include "session.h"

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "helpers.h"
-#include "nettrace.h"
+#include "nettrace_read.h"
 #include "tracegen.h"
 
 static void gen_file(const char *path, const struct tracegen_opts *o, struct tracegen_result *res)

@@ -2,7 +2,7 @@
 /*
  * The diagnostics IPC server: the message parser and reply encoders, then
  * the server over real Unix sockets, driven by a small client written here
- * (its encoder is independent of user/ipc_proto.c on purpose) the way
+ * (its encoder is independent of user/ipc/ipc_proto.c on purpose) the way
  * dotnet-trace, dotnet-counters and dotnet-gcdump drive a .NET runtime.
  */
 #include <dirent.h>
@@ -20,7 +20,7 @@
 #include "helpers.h"
 #include "ipc.h"
 #include "ipc_client.h"
-#include "nettrace.h"
+#include "nettrace_read.h"
 #include "ringpipe/ringpipe.h"
 #include "session.h"
 

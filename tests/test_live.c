@@ -20,7 +20,7 @@
 #include "atomics.h"
 #include "clock.h"
 #include "helpers.h"
-#include "nettrace.h"
+#include "nettrace_read.h"
 #include "ringpipe/ringpipe.h"
 #include "watch.h"
 

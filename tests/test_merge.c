@@ -19,7 +19,7 @@
 #include <inttypes.h>
 
 #include "helpers.h"
-#include "nettrace.h"
+#include "nettrace_read.h"
 #include "retrace.h"
 
 /* A whole second: the trace header keeps the wall clock in milliseconds */

@@ -8,7 +8,7 @@
 
 #include "helpers.h"
 #include "hmap.h"
-#include "nettrace.h"
+#include "nettrace_read.h"
 #include "tracegen.h"
 
 static const struct nt_field one_u32[] = { { "V", NT_U32, 0, 0, NULL } };

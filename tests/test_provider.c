@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "helpers.h"
-#include "nettrace.h"
+#include "nettrace_read.h"
 #include "ringpipe/ringpipe.h"
 #include "session.h"
 

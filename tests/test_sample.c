@@ -14,7 +14,7 @@
 #include <ringpipe/ringpipe.h>
 
 #include "helpers.h"
-#include "nettrace.h"
+#include "nettrace_read.h"
 #include "symbolize.h"
 
 /* tests/progs/busy (non-PIE) or busy-pie, next to the tool's build */

@@ -16,7 +16,7 @@
 #include "clock.h"
 #include "helpers.h"
 #include "hmap.h"
-#include "nettrace.h"
+#include "nettrace_read.h"
 #include "ringpipe/ringpipe.h"
 #include "session.h"
 

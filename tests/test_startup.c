@@ -8,7 +8,7 @@
 #include <sys/wait.h>
 
 #include "helpers.h"
-#include "nettrace.h"
+#include "nettrace_read.h"
 #include "ringpipe/ringpipe.h"
 #include "config.h"
 #include "startup.h"

@@ -25,7 +25,7 @@
 
 #include "atomics.h"
 #include "helpers.h"
-#include "nettrace.h"
+#include "nettrace_read.h"
 #include "ringpipe/ringpipe.h"
 #include "session.h"
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * libFuzzer target for the diagnostics IPC parser (user/ipc_proto.c): any
+ * libFuzzer target for the diagnostics IPC parser (user/ipc/ipc_proto.c): any
  * input must give a message or an error with an HRESULT and a reason, never
  * a crash, an overread, a leak or a hang. A parsed message must satisfy what
  * the server relies on. The same bytes, as text, also go through the

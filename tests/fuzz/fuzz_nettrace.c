@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "nettrace.h"
+#include "nettrace_read.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -24,7 +24,7 @@
 
 #include "cmds.h"
 #include "hmap.h"
-#include "nettrace.h"
+#include "nettrace_read.h"
 #include "profile.h"
 #include "sample_out.h"
 #include "symbolize.h"

@@ -12,7 +12,7 @@
 #include "agent_report.h"
 #include "cmds.h"
 #include "hmap.h"
-#include "nettrace.h"
+#include "nettrace_read.h"
 #include "profile.h"
 #include "tool_util.h"
 #include "utf.h"

@@ -61,7 +61,7 @@
 #include "egress_sidecar.h"
 #include "http_conn.h"
 #include "identity.h"
-#include "nettrace.h"
+#include "nettrace_read.h"
 #include "otlp_logs.h"
 #include "rowbinary.h"
 #include "spool.h"

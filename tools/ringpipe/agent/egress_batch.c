@@ -24,7 +24,7 @@
 #include "egress_batch.h"
 #include "hmap.h"
 #include "identity.h"
-#include "nettrace.h"
+#include "nettrace_read.h"
 #include "profile.h"
 #include "symbolize.h"
 #include "utf.h"

@@ -16,7 +16,7 @@
 
 #include "egress_otlp.h"
 #include "identity.h"
-#include "nettrace.h"
+#include "nettrace_read.h"
 #include "otlp_logs.h"
 #include "rowbinary.h"
 

@@ -25,7 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "nettrace.h"
+#include "nettrace_read.h"
 
 struct retrace_stats {
 	uint64_t events;	/* events written */

@@ -30,7 +30,7 @@
 #include "agent_report.h"
 #include "bytebuf.h"
 #include "hmap.h"
-#include "nettrace.h"
+#include "nettrace_read.h"
 #include "tool_util.h"
 #include "utf.h"
 

@@ -44,7 +44,7 @@
 #include "collect.h"
 #include "config.h"
 #include "ipc_client.h"
-#include "nettrace.h"
+#include "nettrace_read.h"
 #include "tool_util.h"
 
 #define CO_REPLY_TIMEOUT_MS 30000
@@ -90,7 +90,7 @@ static void co_on_signal(int sig)
 	}
 	if (c)
 		/* pairs with the load_acquire of the cancel flag in the IPC
-		 * client's waits (ipc_client.c): they give up */
+		 * client's waits (internal/ipc_client.c): they give up */
 		rp_store_release(c, 1);
 }
 

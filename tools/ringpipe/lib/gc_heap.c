@@ -13,7 +13,7 @@
 
 #include "bytebuf.h"
 #include "gc_heap.h"
-#include "nettrace.h"
+#include "nettrace_read.h"
 #include "utf.h"
 
 enum clr_event_id {

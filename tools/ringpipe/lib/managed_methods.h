@@ -24,7 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "nettrace.h"
+#include "nettrace_read.h"
 
 #define MM_RUNTIME_PROVIDER "Microsoft-Windows-DotNETRuntime"
 #define MM_RUNDOWN_PROVIDER "Microsoft-Windows-DotNETRuntimeRundown"

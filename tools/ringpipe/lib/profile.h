@@ -17,7 +17,7 @@
 
 #include "capture.h"
 #include "hmap.h"
-#include "nettrace.h"
+#include "nettrace_read.h"
 #include "symbolize.h"
 
 #define PROF_DOTNET_SAMPLER "Microsoft-DotNETCore-SampleProfiler"

@@ -26,7 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "nettrace.h"
+#include "nettrace_read.h"
 
 /* The provider whose events carry what symbolization needs. */
 #define SYM_PROVIDER "Ringpipe-Symbols"

@@ -27,7 +27,7 @@
 #include <unistd.h>
 
 #include "hmap.h"
-#include "nettrace.h"
+#include "nettrace_read.h"
 #include "utf.h"
 
 #define MAX_FIELD_DEPTH 16

@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "nettrace.h"
+#include "nettrace_read.h"
 #include "utf.h"
 
 void nt_json_string(struct bytebuf *out, const char *s, size_t n)
