@@ -13,27 +13,50 @@
 
 void nt_json_string(struct bytebuf *out, const char *s, size_t n)
 {
-	size_t i;
+	const uint8_t *p = (const uint8_t *)s, *end = p + n;
 
+	/* at most 6 bytes out per byte in ("\u001f"); U+FFFD, 3 bytes, stands
+	 * for at least one byte */
 	if (bb_reserve(out, n * 6 + 2))
 		return;
 	bb_u8(out, '"');
-	for (i = 0; i < n; i++) {
-		unsigned char ch = (unsigned char)s[i];
+	while (p < end) {
+		uint32_t cp = *p;
+		char enc[8];
 
-		if (ch == '"' || ch == '\\') {
+		if (cp >= 0x80) {
+			/* JSON is UTF-8: what is not (a stray byte, a
+			 * surrogate, an overlong form) goes out as U+FFFD */
+			cp = utf8_next(&p, end);
+			bb_put(out, enc, utf8_put(enc, cp));
+			continue;
+		}
+		p++;
+		if (cp == '"' || cp == '\\') {
 			bb_u8(out, '\\');
-			bb_u8(out, ch);
-		} else if (ch < 0x20) {
-			char esc[8];
-
-			snprintf(esc, sizeof(esc), "\\u%04x", ch);
-			bb_put(out, esc, 6);
+			bb_u8(out, (uint8_t)cp);
+		} else if (cp < 0x20) {
+			snprintf(enc, sizeof(enc), "\\u%04x", cp);
+			bb_put(out, enc, 6);
 		} else {
-			bb_u8(out, ch);
+			bb_u8(out, (uint8_t)cp);
 		}
 	}
 	bb_u8(out, '"');
+}
+
+void nt_json_cstring(struct bytebuf *out, const char *s)
+{
+	nt_json_string(out, s ? s : "", s ? strlen(s) : 0);
+}
+
+void nt_json_fputs(const char *s, FILE *f)
+{
+	struct bytebuf b = { 0 };
+
+	nt_json_cstring(&b, s);
+	bb_fwrite(&b, f);
+	bb_free(&b);
 }
 
 static void json_guid(struct bytebuf *out, const uint8_t g[16])

@@ -7,6 +7,8 @@
 #ifndef RINGPIPE_INTERNAL_NETTRACE_READ_H
 #define RINGPIPE_INTERNAL_NETTRACE_READ_H
 
+#include <stdio.h>
+
 #include "nettrace.h"
 
 /* ---- reader ---------------------------------------------------------- */
@@ -98,6 +100,11 @@ const struct nt_meta *nt_reader_meta(const struct nt_reader *r, size_t i);
 /* Canonical dump (tests/interop/README.md) of one event / the summary. */
 void nt_dump_event(const struct nt_reader *r, const struct nt_rec *rec, struct bytebuf *out);
 void nt_dump_summary(const struct nt_reader *r, uint64_t events, int err, struct bytebuf *out);
+/* A JSON string of n bytes at s: quotes, escapes, and valid UTF-8 out
+ * whatever comes in (invalid sequences become U+FFFD). */
 void nt_json_string(struct bytebuf *out, const char *s, size_t n);
+/* The same of a C string (NULL: ""), appended to out or written to f. */
+void nt_json_cstring(struct bytebuf *out, const char *s);
+void nt_json_fputs(const char *s, FILE *f);
 
 #endif

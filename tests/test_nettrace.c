@@ -10,6 +10,7 @@
 #include "hmap.h"
 #include "nettrace_read.h"
 #include "tracegen.h"
+#include "utf.h"
 
 static const struct nt_field one_u32[] = { { "V", NT_U32, 0, 0, NULL } };
 static const struct nt_event_desc plain_desc = {
@@ -459,4 +460,37 @@ Test(nettrace, not_a_nettrace_file)
 	cr_assert(strstr(st.errmsg, "magic"), "%s", st.errmsg);
 	st = read_all("Nettrace\0\0\0\0\x07\0\0\0\0\0\0\0", 20);
 	cr_assert(strstr(st.errmsg, "major version 7"), "%s", st.errmsg);
+}
+
+/*
+ * JSON is UTF-8: a stray byte, a cut sequence, an overlong form or a
+ * surrogate in a name comes out as U+FFFD, never as itself, and what is
+ * valid comes out as it is.
+ */
+Test(nettrace, json_strings_are_valid_utf8_whatever_comes_in)
+{
+	static const struct {
+		const char *in, *out;
+	} cases[] = {
+		{ "plain", "\"plain\"" },
+		{ "q\"b\\\n", "\"q\\\"b\\\\\\u000a\"" },
+		{ "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80", "\"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80\"" },
+		{ "a\xff" "b", "\"a\xef\xbf\xbd" "b\"" },
+		{ "cut\xc3", "\"cut\xef\xbf\xbd\"" },
+		{ "over\xc0\xaf", "\"over\xef\xbf\xbd\"" },
+		{ "sur\xed\xa0\x80", "\"sur\xef\xbf\xbd\"" },
+		{ "big\xf4\x90\x80\x80", "\"big\xef\xbf\xbd\"" },
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct bytebuf b = { 0 };
+
+		nt_json_cstring(&b, cases[i].in);
+		cr_assert(utf8_valid((const char *)b.p, b.len), "case %zu: not UTF-8", i);
+		cr_assert(b.len == strlen(cases[i].out) && !memcmp(b.p, cases[i].out, b.len),
+			  "case %zu: '%.*s', not '%s'", i, (int)b.len, (const char *)b.p,
+			  cases[i].out);
+		bb_free(&b);
+	}
 }

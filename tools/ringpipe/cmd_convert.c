@@ -48,15 +48,6 @@ static const char convert_usage[] =
 
 enum fmt { F_SPEEDSCOPE, F_CHROME, F_TEXT };
 
-static void json_str(FILE *f, const char *s)
-{
-	struct bytebuf b = { 0 };
-
-	nt_json_string(&b, s, strlen(s));
-	bb_fwrite(&b, f);
-	bb_free(&b);
-}
-
 struct conv {
 	struct nt_reader *r;
 	struct sym_table *syms;
@@ -229,11 +220,11 @@ static int speedscope(struct conv *c, const char *path)
 	if (err >= 0) {
 		fprintf(c->out, "{\"$schema\":\"https://www.speedscope.app/file-format-schema.json\","
 			"\"exporter\":\"ringpipe convert\",\"name\":");
-		json_str(c->out, path);
+		nt_json_fputs(path, c->out);
 		fprintf(c->out, ",\"activeProfileIndex\":0,\"shared\":{\"frames\":[");
 		for (i = 0; i < frames.n; i++) {
 			fprintf(c->out, "%s{\"name\":", i ? "," : "");
-			json_str(c->out, frames.s[i]);
+			nt_json_fputs(frames.s[i], c->out);
 			fputc('}', c->out);
 		}
 		fprintf(c->out, "]},\"profiles\":[");
@@ -244,7 +235,7 @@ static int speedscope(struct conv *c, const char *path)
 			snprintf(buf, sizeof(buf), "%s pid %u tid %u", comm ? comm : "thread", p->pid,
 				 p->tid);
 			fprintf(c->out, "%s{\"type\":\"sampled\",\"name\":", i ? "," : "");
-			json_str(c->out, buf);
+			nt_json_fputs(buf, c->out);
 			fprintf(c->out, ",\"unit\":\"nanoseconds\",\"startValue\":0,\"endValue\":%"
 				PRIu64 ",\"samples\":[", p->total);
 			bb_fwrite(&p->samples, c->out);
@@ -324,9 +315,9 @@ static void chrome_ev(struct conv *c, bool *first, const char *ph, const char *n
 {
 	fprintf(c->out, "%s\n{\"ph\":\"%s\",\"name\":", *first ? "" : ",", ph);
 	*first = false;
-	json_str(c->out, name);
+	nt_json_fputs(name, c->out);
 	fprintf(c->out, ",\"cat\":");
-	json_str(c->out, cat);
+	nt_json_fputs(cat, c->out);
 	fprintf(c->out, ",\"pid\":%u,\"tid\":%u,\"ts\":%.3f", pid, tid, rel_us(c, ts));
 }
 
@@ -377,7 +368,7 @@ static int chrome(struct conv *c)
 				bb_append(&nb, "", 1);
 				fprintf(c->out, "%s\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%u,"
 					"\"tid\":%u,\"args\":{\"name\":", first ? "" : ",", pid, tid);
-				json_str(c->out, nb.p ? (const char *)nb.p : "?");
+				nt_json_fputs(nb.p ? (const char *)nb.p : "?", c->out);
 				fprintf(c->out, "}}");
 				first = false;
 				bb_free(&nb);
@@ -411,7 +402,7 @@ static int chrome(struct conv *c)
 			fprintf(c->out, ",\"s\":\"t\"");
 			if (parent) {
 				fprintf(c->out, ",\"sf\":\"%" PRIu64 "\",\"args\":{\"leaf\":", parent);
-				json_str(c->out, prof_func_name(c->syms, s, 0, buf, sizeof(buf)));
+				nt_json_fputs(prof_func_name(c->syms, s, 0, buf, sizeof(buf)), c->out);
 				/* the runtime's sampler knows no CPU, but whether the
 				 * thread was in managed code (2) or outside it (1) */
 				if (!s->thread_time)

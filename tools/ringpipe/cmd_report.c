@@ -66,15 +66,6 @@ static int cmp_bytes(const void *a, const void *b)
 	return 0;
 }
 
-static void json_str(const char *s)
-{
-	struct bytebuf b = { 0 };
-
-	nt_json_string(&b, s, strlen(s));
-	bb_fwrite(&b, stdout);
-	bb_free(&b);
-}
-
 /* ---- cgroups ---------------------------------------------------------------
  * BPF-captured events (ringpipe record, ringpipe sample) carry a CgroupId
  * field; record also writes one Ringpipe-Kernel/CgroupMap event (CgroupId,
@@ -407,7 +398,7 @@ static void report_json(const struct report *rp, const char *path, double dur)
 	bool first = true;
 
 	printf("{\"file\":");
-	json_str(path);
+	nt_json_fputs(path, stdout);
 	printf(",\"format\":%d,\"events\":%" PRIu64 ",\"lost\":%" PRId64
 	       ",\"duration_s\":%.9f,\"events_with_stack\":%" PRIu64 ",\"providers\":{",
 	       nt_reader_info(r)->format, rp->events, nt_reader_lost(r), dur, rp->with_stack);
@@ -426,15 +417,15 @@ static void report_json(const struct report *rp, const char *path, double dur)
 				sum += nt_reader_meta(r, k)->count;
 		printf("%s", first ? "" : ",");
 		first = false;
-		json_str(m->provider);
+		nt_json_fputs(m->provider, stdout);
 		printf(":%" PRIu64, sum);
 	}
 	printf("},\"by_event\":[");
 	for (i = 0; i < rp->nrows; i++) {
 		printf("%s{\"provider\":", i ? "," : "");
-		json_str(rp->rows[i].provider);
+		nt_json_fputs(rp->rows[i].provider, stdout);
 		printf(",\"id\":%u,\"name\":", rp->rows[i].id);
-		json_str(rp->rows[i].name);
+		nt_json_fputs(rp->rows[i].name, stdout);
 		printf(",\"count\":%" PRIu64 "}", rp->rows[i].count);
 	}
 	printf("],\"threads\":[");
@@ -445,14 +436,14 @@ static void report_json(const struct report *rp, const char *path, double dur)
 	for (i = 0; i < rp->cg.n; i++) {
 		printf("%s{\"id\":%" PRIu64 ",\"path\":", i ? "," : "", rp->cg.v[i].id);
 		if (rp->cg.v[i].path)
-			json_str(rp->cg.v[i].path);
+			nt_json_fputs(rp->cg.v[i].path, stdout);
 		else
 			printf("null");
 		printf(",\"count\":%" PRIu64 "}", rp->cg.v[i].n);
 	}
 	printf("],\"error\":");
 	if (rp->err < 0)
-		json_str(nt_reader_errmsg(r));
+		nt_json_fputs(nt_reader_errmsg(r), stdout);
 	else
 		printf("null");
 	printf("}\n");

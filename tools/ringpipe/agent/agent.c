@@ -1605,11 +1605,6 @@ int agent_stop(struct agent *a)
 
 /* ---- status ------------------------------------------------------------------ */
 
-static void json_str(struct bytebuf *b, const char *s)
-{
-	nt_json_string(b, s, strlen(s));
-}
-
 static uint64_t lost_of(const struct rp_session_stats *st)
 {
 	uint64_t n = 0;
@@ -1631,11 +1626,11 @@ static void proc_line(struct bytebuf *b, bool json, const struct conn *c, bool l
 	if (json) {
 		bb_printf(b, "%s{\"pid\":%u,\"start_time\":%llu,\"comm\":", *first ? "" : ",", c->pid,
 			  (unsigned long long)c->id.start_time);
-		json_str(b, c->id.comm);
+		nt_json_cstring(b, c->id.comm);
 		bb_printf(b, ",\"source\":\"ringpipe\",\"container_id\":");
-		json_str(b, c->id.tags.container_id);
+		nt_json_cstring(b, c->id.tags.container_id);
 		bb_printf(b, ",\"pod_uid\":");
-		json_str(b, c->id.tags.pod_uid);
+		nt_json_cstring(b, c->id.tags.pod_uid);
 		bb_printf(b, ",\"state\":\"%s\",\"events\":%llu,\"lost\":%llu,\"lost_full\":%llu,"
 			  "\"lost_aborted\":%llu,\"corrupt\":%llu,\"bytes\":%llu,\"files\":%u,\"file\":",
 			  live ? "joined" : c->how, (unsigned long long)st.events_written,
@@ -1644,7 +1639,7 @@ static void proc_line(struct bytebuf *b, bool json, const struct conn *c, bool l
 			  (unsigned long long)st.dropped[RP_DROP_REASON_ABORTED],
 			  (unsigned long long)st.corrupt_records, (unsigned long long)st.bytes_written,
 			  c->files);
-		json_str(b, c->file);
+		nt_json_cstring(b, c->file);
 		bb_printf(b, "}");
 	} else {
 		bb_printf(b, "%8u  %-16s %-12.12s %-22s %12llu %10llu  %s\n", c->pid, c->id.comm,
@@ -1670,16 +1665,16 @@ static void status_text(struct agent *a, bool json, struct bytebuf *b)
 	pthread_mutex_lock(&a->lock);
 	if (json) {
 		bb_printf(b, "{\"pid\":%d,\"socket\":", getpid());
-		json_str(b, a->socket_path);
+		nt_json_cstring(b, a->socket_path);
 		bb_printf(b, ",\"output_dir\":");
-		json_str(b, a->o.out_dir);
+		nt_json_cstring(b, a->o.out_dir);
 		bb_printf(b, ",\"trace\":");
-		json_str(b, a->trace_file);
+		nt_json_cstring(b, a->trace_file);
 		bb_printf(b, ",\"rotate_mb\":%llu,\"rotate_s\":%u,\"merge\":%s,\"merging\":%s,"
 			  "\"merged_last\":", (unsigned long long)(a->o.rotate_bytes >> 20), a->o.rotate_s,
 			  a->o.merge ? "true" : "false", a->merging ? "true" : "false");
 		if (a->merged_last[0])
-			json_str(b, a->merged_last);
+			nt_json_cstring(b, a->merged_last);
 		else
 			bb_printf(b, "null");
 		bb_printf(b, ",\"joined_total\":%llu,\"containers\":%zu,\"processes\":[",
@@ -1718,11 +1713,11 @@ static void status_text(struct agent *a, bool json, struct bytebuf *b)
 		if (json) {
 			bb_printf(b, "%s{\"pid\":%u,\"start_time\":%llu,\"comm\":", first ? "" : ",",
 				  v[i].pid, (unsigned long long)v[i].start_time);
-			json_str(b, v[i].comm);
+			nt_json_cstring(b, v[i].comm);
 			bb_printf(b, ",\"source\":\"dotnet\",\"state\":\"%s\",\"bytes\":%llu,\"events\":%llu,"
 				  "\"lost\":%lld,\"file\":", st, (unsigned long long)v[i].bytes,
 				  (unsigned long long)v[i].events, (long long)v[i].lost);
-			json_str(b, v[i].file);
+			nt_json_cstring(b, v[i].file);
 			bb_printf(b, "}");
 			first = false;
 		} else {

@@ -807,17 +807,12 @@ static int list_dir(struct ar *a)
 /* Appends a string literal. */
 #define PUT(b, lit) bb_append(b, lit, sizeof(lit) - 1)
 
-static void json_str(struct bytebuf *b, const char *s)
-{
-	nt_json_string(b, s, strlen(s));
-}
-
 /* A tag, or null where the agent said nothing. */
 static void json_opt(struct bytebuf *b, const char *key, const char *s)
 {
 	bb_printf(b, ",\"%s\":", key);
 	if (s && *s)
-		json_str(b, s);
+		nt_json_cstring(b, s);
 	else
 		PUT(b, "null");
 }
@@ -841,11 +836,11 @@ static void print_json(const struct ar *a, struct bytebuf *b)
 	size_t i;
 
 	PUT(b, "{\"dir\":");
-	json_str(b, a->dir);
+	nt_json_cstring(b, a->dir);
 	PUT(b, ",\"agent_traces\":[");
 	for (i = 0; i < a->ntr; i++) {
 		bb_printf(b, "%s{\"file\":", i ? "," : "");
-		json_str(b, a->tr[i].name);
+		nt_json_cstring(b, a->tr[i].name);
 		bb_printf(b, ",\"events\":%" PRIu64, a->tr[i].events);
 		json_opt(b, "error", a->tr[i].error);
 		PUT(b, "}");
@@ -878,7 +873,7 @@ static void print_json(const struct ar *a, struct bytebuf *b)
 			bb_printf(b, ",\"exit_status\":null");
 		bb_printf(b, ",\"events\":%" PRIu64 ",\"lost\":%" PRId64 ",\"file\":", p->events,
 			  p->lost);
-		json_str(b, p->name);
+		nt_json_cstring(b, p->name);
 		json_opt(b, "error", p->error);
 		PUT(b, "}");
 	}
@@ -887,7 +882,7 @@ static void print_json(const struct ar *a, struct bytebuf *b)
 		const struct ar_crow *c = &a->crows[i];
 
 		bb_printf(b, "%s{\"container_id\":", i ? "," : "");
-		json_str(b, c->id);
+		nt_json_cstring(b, c->id);
 		json_opt(b, "pod_uid", c->pod);
 		json_opt(b, "runtime", c->runtime);
 		json_opt(b, "qos", c->qos);
