@@ -574,10 +574,25 @@ Test(session, corrupted_ring_is_reported_and_skipped, .timeout = 120)
 			break;
 		usleep(10000);
 	}
-	cr_assert_eq(rp_session_stop(s), 0);
-	cr_assert_geq(st.corrupt_records, 2 * nrings, "the drainer must report each corruption");
-	t = read_trace(path);
-	cr_assert_eq(t.per_thread[0], 100, "valid records before and after the garbage survive");
+	{
+		uint64_t stale = 0, skipped[2] = { 0 };
+
+		for (r = 0; r < nrings; r++) {
+			stale += rp_ring_stale_count(rp_shm_ring(s->shm, r));
+			skipped[r & 1] += rp_ring_corrupt_count(rp_shm_ring(s->shm, r));
+		}
+		cr_assert_eq(rp_session_stop(s), 0);
+		cr_assert_geq(st.corrupt_records, 2 * nrings,
+			      "the drainer must report each corruption");
+		t = read_trace(path);
+		/* what the drainer saw, said when a record goes missing */
+		cr_assert_eq(t.per_thread[0], 100, "valid records before and after the garbage "
+			     "survive: %" PRIu64 " of 100 in the trace, EventsLost %" PRId64
+			     ", %" PRIu64 " corrupt records, %" PRIu64 " bytes skipped, %" PRIu64
+			     " stale heads, ring corruptions %" PRIu64 " + %" PRIu64 ", %u rings",
+			     t.per_thread[0], (int64_t)t.lost, st.corrupt_records,
+			     st.skipped_bytes, stale, skipped[0], skipped[1], nrings);
+	}
 	free(path);
 	th_rmdir(dir);
 }

@@ -63,6 +63,7 @@
 #include "clock.h"
 #include "ipc.h"
 #include "nettrace.h"
+#include "procfs.h"
 #include "session.h"
 #include "thread.h"
 
@@ -266,30 +267,11 @@ static int send_all(int fd, int stop, const void *buf, size_t n)
 
 unsigned long long rp_proc_start_ticks(pid_t pid)
 {
-	char path[64], buf[4096], *p, *save = NULL, *tok;
-	unsigned long long ticks = 0;
-	ssize_t n;
-	int fd, field = 3;
+	struct rp_proc_stat st;
+	char path[64];
 
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = 0;
-	p = strrchr(buf, ')');	/* the command name may hold spaces and ')' */
-	if (!p)
-		return 0;
-	for (tok = strtok_r(p + 1, " ", &save); tok; tok = strtok_r(NULL, " ", &save), field++) {
-		if (field == 22) {
-			ticks = strtoull(tok, NULL, 10);
-			break;
-		}
-	}
-	return ticks;
+	return rp_proc_stat_read(AT_FDCWD, path, &st) ? 0 : rp_proc_stat_u64(&st, 22, 0);
 }
 
 /* The runtime's disambiguation key: our own start time. */

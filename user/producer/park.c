@@ -42,6 +42,7 @@
 #include "clock.h"
 #include "futex.h"
 #include "park.h"
+#include "procfs.h"
 #include "ring_local.h"
 #include "session.h"
 #include "threads.h"
@@ -138,23 +139,11 @@ static uint32_t place_claim(struct rp_block_queue *q, uint32_t tid, uint32_t *ge
  * stat file. False when that cannot be read. */
 static bool thread_can_run(uint32_t tid)
 {
-	char path[48], buf[512];
-	const char *paren;
-	ssize_t n;
-	int fd;
+	struct rp_proc_stat st;
+	char path[48];
 
 	snprintf(path, sizeof(path), "/proc/self/task/%u/stat", tid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return false;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return false;
-	buf[n] = 0;
-	/* "tid (comm) S ...": comm may hold anything, the last ')' ends it */
-	paren = strrchr(buf, ')');
-	return paren && paren[1] == ' ' && paren[2] == 'R';
+	return !rp_proc_stat_read(AT_FDCWD, path, &st) && st.state == 'R';
 }
 
 /*

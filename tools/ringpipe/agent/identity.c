@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "identity.h"
+#include "procfs.h"
 
 #define READ_MAX (64u << 20)	/* environ is bounded by the stack rlimit: room */
 #define N(a) (sizeof(a) / sizeof((a)[0]))
@@ -308,58 +309,25 @@ static int parse_nspids(const char *status, struct agent_identity *id)
 	return id->nnspids ? 0 : -EPROTO;
 }
 
-/* Field n (3 or more) of stat, counted after the last ')' since comm may
- * hold anything; NULL when the line is shorter. */
-static const char *stat_field(const char *stat, int n)
-{
-	const char *p = strrchr(stat, ')');
-	int field;
-
-	for (field = 2; p && field < n; field++)
-		if ((p = strchr(p, ' ')))
-			p++;
-	return p && *p ? p : NULL;
-}
-
-/* Field 22 of stat: the start time. */
-static int parse_start_time(const char *stat, uint64_t *start)
-{
-	const char *p = stat_field(stat, 22);
-	char *e;
-
-	if (!p)
-		return -EPROTO;
-	*start = strtoull(p, &e, 10);
-	return e == p ? -EPROTO : 0;
-}
-
 int agent_proc_stat(uint32_t pid, struct agent_proc_stat *st)
 {
-	char path[64], buf[2048];
-	const char *l, *r, *f;
-	ssize_t n;
-	int fd;
+	struct rp_proc_stat ps;
+	char path[64];
+	int rc;
 
 	snprintf(path, sizeof(path), "/proc/%u/stat", pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return gone(-errno);
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return n < 0 ? gone(-errno) : -ESRCH;
-	buf[n] = 0;
-	l = strchr(buf, '(');
-	r = strrchr(buf, ')');
-	if (!l || !r || r < l || r[1] != ' ' || !r[2] || parse_start_time(buf, &st->start_time))
+	rc = rp_proc_stat_read(AT_FDCWD, path, &ps);
+	if (rc)
+		return rc;
+	if (ps.nfields < 22)
 		return -EBADMSG;
-	snprintf(st->comm, sizeof(st->comm), "%.*s", (int)(r - l - 1), l + 1);
-	st->state = r[2];
-	f = stat_field(buf, 52);
-	st->exit_code = f ? (int)strtol(f, NULL, 10) : -1;
-	f = stat_field(buf, 9);
+	/* TASK_COMM_LEN: what comm holds; stat may show a kernel thread's longer */
+	snprintf(st->comm, sizeof(st->comm), "%.*s", (int)sizeof(st->comm) - 1, ps.comm);
+	st->state = ps.state;
+	st->start_time = rp_proc_stat_u64(&ps, 22, 0);
+	st->exit_code = (int)rp_proc_stat_u64(&ps, 52, (uint64_t)-1);
 	/* PF_EXITING (include/linux/sched.h): do_exit() has begun */
-	st->exiting = f && (strtoul(f, NULL, 10) & 0x4u);
+	st->exiting = rp_proc_stat_u64(&ps, 9, 0) & 0x4u;
 	return 0;
 }
 
@@ -398,6 +366,7 @@ static void parse_cgroup(const char *text, ssize_t n, struct agent_identity *id)
 
 int agent_identity_read_dir(int dirfd, uint32_t pid, struct agent_identity *id)
 {
+	struct rp_proc_stat ps;
 	ssize_t n;
 	char *buf;
 	int rc;
@@ -425,10 +394,13 @@ int agent_identity_read_dir(int dirfd, uint32_t pid, struct agent_identity *id)
 	parse_tmpdir(buf, n, id->tmpdir, sizeof(id->tmpdir));
 	free(buf);
 	/* last, so that success says the process outlived the optional reads */
-	n = read_all(dirfd, "stat", &buf);
-	rc = n < 0 ? gone(n) : parse_start_time(buf, &id->start_time);
-	free(buf);
-	return rc;
+	rc = rp_proc_stat_read(dirfd, "stat", &ps);
+	if (rc)
+		return rc;
+	if (ps.nfields < 22)
+		return -EPROTO;
+	id->start_time = rp_proc_stat_u64(&ps, 22, 0);
+	return 0;
 }
 
 int agent_identity_read(uint32_t pid, struct agent_identity *id)

@@ -45,6 +45,7 @@
 #include "config.h"
 #include "ipc_client.h"
 #include "nettrace_read.h"
+#include "procfs.h"
 #include "tool_util.h"
 
 #define CO_REPLY_TIMEOUT_MS 30000
@@ -125,22 +126,13 @@ static void co_note(const char *fmt, ...)
  * process accepts connections (the kernel queues them) but never answers. */
 static bool proc_stopped(pid_t pid)
 {
-	char path[64], buf[512], *paren;
-	size_t n;
-	FILE *f;
+	struct rp_proc_stat st;
+	char path[64];
 
 	if (pid <= 0)
 		return false;
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	f = fopen(path, "re");
-	if (!f)
-		return false;
-	n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = 0;
-	/* the state follows the comm, which may itself hold ')' */
-	paren = strrchr(buf, ')');
-	return paren && paren[1] == ' ' && (paren[2] == 'T' || paren[2] == 't');
+	return !rp_proc_stat_read(AT_FDCWD, path, &st) && (st.state == 'T' || st.state == 't');
 }
 
 /*
