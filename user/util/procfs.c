@@ -41,6 +41,8 @@ int rp_proc_stat_read(int dirfd, const char *path, struct rp_proc_stat *st)
 		*sp = 0;
 		p = sp + 1;
 	}
+	if (st->nfields < 3)	/* nothing after the command */
+		return -EBADMSG;
 	st->state = st->field[3][0];
 	return 0;
 }

@@ -3,9 +3,9 @@
  * The commands' shared helpers (see tool_util.h).
  */
 #include <errno.h>
-#include <stdint.h>
 #include <fcntl.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "duration.h"
 #include "tool_util.h"
 
@@ -36,14 +37,6 @@ void tool_progress_init(struct tool_progress *p, const char *cmd)
 	p->on = isatty(STDERR_FILENO) == 1;
 }
 
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 void tool_progress(struct tool_progress *p, uint64_t done, uint64_t total)
 {
 	static const char *const unit[] = { "bytes", "KiB", "MiB", "GiB", "TiB" };
@@ -54,7 +47,7 @@ void tool_progress(struct tool_progress *p, uint64_t done, uint64_t total)
 	/* the clock every 256 calls: per event, the check costs nothing */
 	if (!p->on || (p->calls++ & 255))
 		return;
-	now = mono_ns();
+	now = rp_clock_mono_ns();
 	if (now < p->next_ns)
 		return;
 	p->next_ns = now + 200000000ull;
