@@ -72,18 +72,48 @@ static inline bool th_require_fleet(void)
 		}                                                               \
 	} while (0)
 
-/* A loopback TCP port that was free a moment ago */
+/*
+ * A loopback TCP port that was free a moment ago, outside the kernel's
+ * ephemeral range (ip_local_port_range): a port from inside it can be handed
+ * to any outgoing connection (an agent's, another server's) while the
+ * server that owns it is down, and a restarted server would find it taken.
+ * Outside the range only an explicit bind takes it; picked at random so
+ * that tests running side by side do not pick the same one.
+ */
 static inline uint16_t th_free_port(void)
 {
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	socklen_t len = sizeof(a);
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	static unsigned int seed;	/* one sequence per process: each call a new port */
+	unsigned int lo = 32768, hi = 60999, base, span;
+	FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+	int i;
 
-	cr_assert_geq(fd, 0, "socket: %s", strerror(errno));
-	cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0, "bind: %s", strerror(errno));
-	cr_assert_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
-	close(fd);
-	return ntohs(a.sin_port);
+	if (!seed)
+		seed = ((unsigned int)getpid() << 16) ^ (unsigned int)time(NULL) ^ 1u;
+	if (f) {
+		if (fscanf(f, "%u %u", &lo, &hi) != 2)
+			lo = 32768, hi = 60999;
+		fclose(f);
+	}
+	/* below the range if there is room there, else above it */
+	if (lo > 12000)
+		base = 10000, span = lo - 10000;
+	else
+		base = hi + 1, span = 65535 - hi;
+	cr_assert_gt(span, 0, "no ports outside the ephemeral range %u-%u", lo, hi);
+	for (i = 0; i < 10000; i++) {
+		uint16_t port = (uint16_t)(base + (unsigned int)rand_r(&seed) % span);
+		struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port),
+					 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+		int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), ok;
+
+		cr_assert_geq(fd, 0, "socket: %s", strerror(errno));
+		ok = !bind(fd, (struct sockaddr *)&a, sizeof(a));
+		close(fd);
+		if (ok)
+			return port;
+	}
+	cr_assert_fail("no free loopback port outside the ephemeral range %u-%u", lo, hi);
+	return 0;
 }
 
 static inline void th_ch_pick_ports(struct th_ch_node *n)
