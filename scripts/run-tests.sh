@@ -35,25 +35,59 @@ recap=""
 logdir=$OUTPUT/test-logs
 mkdir -p "$logdir"
 
+# A binary whose log has not grown for STALL_SECONDS (no test started or
+# ended) may hang: the stacks of all its processes' threads go to a file
+# beside its log, once, so that a hang in CI (which ends at the test's
+# Criterion timeout) leaves more than "Timed out". Nothing is decided here.
+STALL_SECONDS=${STALL_SECONDS:-300}
+descendants() {
+	local p
+	for p in $(ps -o pid= --ppid "$1" 2>/dev/null); do
+		echo "$p"
+		descendants "$p"
+	done
+}
+watch_stall() {
+	local pid=$1 log=$2 out=$3 age p
+	command -v gdb >/dev/null 2>&1 || return 0
+	while kill -0 "$pid" 2>/dev/null; do
+		sleep 10
+		age=$(( $(date +%s) - $(stat -c %Y "$log" 2>/dev/null || date +%s) ))
+		[ "$age" -ge "$STALL_SECONDS" ] || continue
+		for p in "$pid" $(descendants "$pid"); do
+			echo "=== pid $p: $(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null)"
+			timeout 60 gdb -p "$p" -batch -nx -ex 'thread apply all bt' 2>&1 |
+				grep -v '^\[New \|^Download\|^warning: '
+		done >"$out"
+		return 0
+	done
+}
+
 run_criterion() {
 	local bin=$1 name log p f c s tested
 	name=$(basename "$bin")
 	log=$logdir/$name.log
 	printf '  %-28s ' "$name"
-	# Block mode's timing checks (parked producers leave within 100 ms of a
-	# stop) and the hostile suite's (rings heal within 1.5 s of a scribbler,
-	# 1 s of it the stale timeout) measure ringpipe, not a CPU shared with
-	# the binary's other tests: those binaries run their tests one at a time
-	# (Criterion runs them in parallel otherwise, four mappers and their
-	# producers on two CPUs; the TSan mini-runner always runs them in turn)
+	# Block mode's and the hostile suite's tests each keep every CPU busy
+	# (parked producers, mappers scribbling as fast as they can): side by
+	# side they only take longer, with nothing more tested, so those
+	# binaries run their tests one at a time (no assertion depends on time;
+	# the TSan mini-runner always runs them in turn)
 	local args=()
 	# test_placement needs a CPU its test leaves idle: one at a time too
 	case "$name:$OUT" in
 	test_block:*tsan* | test_hostile:*tsan* | test_placement:*tsan*) ;;
 	test_block:* | test_hostile:* | test_placement:*) args=(-j1) ;;
 	esac
-	"$bin" "${args[@]}" >"$log" 2>&1
-	local rc=$?
+	rm -f "$logdir/$name.stacks"
+	"$bin" "${args[@]}" >"$log" 2>&1 &
+	local pid=$! watcher rc
+	watch_stall "$pid" "$log" "$logdir/$name.stacks" &
+	watcher=$!
+	wait "$pid"
+	rc=$?
+	kill "$watcher" 2>/dev/null
+	wait "$watcher" 2>/dev/null
 	s=$(grep -c '^\[SKIP\]' "$log")
 	if grep -q 'Synthesis: Tested:' "$log"; then
 		if grep -q 'TSan mini-runner' "$log"; then
@@ -79,6 +113,8 @@ run_criterion() {
 	printf '%3d passed, %d failed, %d skipped\n' "$p" "$((f + c))" "$s"
 	if [ "$((f + c))" -ne 0 ]; then
 		sed 's/^/      /' "$log" | grep -v '^      \[----\] *$' | tail -60
+		[ -s "$logdir/$name.stacks" ] &&
+			echo "      (it stalled for ${STALL_SECONDS}s: stacks in $logdir/$name.stacks)"
 		recap+="  $name:"$'\n'
 		# each failed assertion with its message line, and the verdicts
 		recap+=$(awk '/Assertion Failed/ { print; n = 3; next }

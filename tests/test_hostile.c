@@ -861,8 +861,8 @@ static void wait_written(struct rp_session *s, uint64_t n)
 /*
  * consumer_pos = producer_pos + 4096 on every ring, rewritten by the other
  * process as fast as it can for a while: producers see full rings at most
- * until the drainer's next pass, stop returns within the bound, and writes
- * after it are captured.
+ * until the drainer's next pass, stop returns, and writes after it are
+ * captured (the times are logged, never asserted).
  */
 static void scribble_consumer_pos(int mode)
 {
