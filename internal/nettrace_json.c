@@ -87,86 +87,64 @@ static bool dump_fields(struct bytebuf *out, struct pl *pl, const struct nt_rfie
 /* One value; false when the payload is too short for it. */
 static bool dump_value(struct bytebuf *out, struct pl *pl, const struct nt_rtype *t, int depth)
 {
-	const uint8_t *a;
+	const uint8_t *a = NULL;
 	union {
 		uint8_t u8; int8_t i8; uint16_t u16; int16_t i16; uint32_t u32;
 		int32_t i32; uint64_t u64; int64_t i64;
 	} v;
+	/* a fixed-size value is taken whole first, by the one size table */
+	int sz = nt_type_fixed_size(t->code);
 
+	if (sz > 0 && !take(pl, (size_t)sz, &a))
+		return false;
 	switch (t->code) {
 	case NT_BOOL:
-		if (!take(pl, 4, &a))
-			return false;
 		memcpy(&v.u32, a, 4);
 		bb_printf(out, v.u32 ? "true" : "false");
 		return true;
 	case NT_CHAR: case NT_U16:
-		if (!take(pl, 2, &a))
-			return false;
 		memcpy(&v.u16, a, 2);
 		bb_printf(out, "%u", v.u16);
 		return true;
 	case NT_I16:
-		if (!take(pl, 2, &a))
-			return false;
 		memcpy(&v.i16, a, 2);
 		bb_printf(out, "%d", v.i16);
 		return true;
 	case NT_I8:
-		if (!take(pl, 1, &a))
-			return false;
 		memcpy(&v.i8, a, 1);
 		bb_printf(out, "%d", v.i8);
 		return true;
 	case NT_U8:
-		if (!take(pl, 1, &a))
-			return false;
 		bb_printf(out, "%u", a[0]);
 		return true;
 	case NT_I32:
-		if (!take(pl, 4, &a))
-			return false;
 		memcpy(&v.i32, a, 4);
 		bb_printf(out, "%d", v.i32);
 		return true;
 	case NT_U32:
-		if (!take(pl, 4, &a))
-			return false;
 		memcpy(&v.u32, a, 4);
 		bb_printf(out, "%u", v.u32);
 		return true;
 	case NT_I64: case NT_DATETIME:
-		if (!take(pl, 8, &a))
-			return false;
 		memcpy(&v.i64, a, 8);
 		bb_printf(out, "%" PRId64, v.i64);
 		return true;
 	case NT_U64:
-		if (!take(pl, 8, &a))
-			return false;
 		memcpy(&v.u64, a, 8);
 		bb_printf(out, "%" PRIu64, v.u64);
 		return true;
 	case NT_F32:
-		if (!take(pl, 4, &a))
-			return false;
 		memcpy(&v.u32, a, 4);
 		bb_printf(out, "\"f32:0x%08x\"", v.u32);
 		return true;
 	case NT_F64:
-		if (!take(pl, 8, &a))
-			return false;
 		memcpy(&v.u64, a, 8);
 		bb_printf(out, "\"f64:0x%016" PRIx64 "\"", v.u64);
 		return true;
 	case NT_GUID:
-		if (!take(pl, 16, &a))
-			return false;
 		json_guid(out, a);
 		return true;
 	case NT_DECIMAL:
-		if (!take(pl, 16, &a))
-			return false;
 		bb_printf(out, "\"?Decimal\"");
 		return true;
 	case NT_STRING: {

@@ -71,20 +71,6 @@ static int cmp_bytes(const void *a, const void *b)
  * field; record also writes one Ringpipe-Kernel/CgroupMap event (CgroupId,
  * Path) per id it saw. The report counts events per cgroup and names each. */
 
-/* Size of a fixed-size nettrace field type, 0 for strings, -1 otherwise. */
-static int field_size(uint8_t code)
-{
-	switch (code) {
-	case 5: case 6: return 1;
-	case 4: case 7: case 8: return 2;
-	case 3: case 9: case 10: case 13: return 4;
-	case 11: case 12: case 14: case 16: return 8;
-	case 17: return 16;
-	case 18: return 0;
-	default: return -1;
-	}
-}
-
 /* Byte offset of the named field in this event's payload, or -1 when the
  * fields before it cannot be walked (arrays, structs) or it is absent. */
 static long field_offset(const struct nt_meta *m, const uint8_t *p, uint32_t len,
@@ -96,7 +82,7 @@ static long field_offset(const struct nt_meta *m, const uint8_t *p, uint32_t len
 	if (!m->has_fields)
 		return -1;
 	for (i = 0; i < m->nfields; i++) {
-		int sz = field_size(m->fields[i].type.code);
+		int sz = nt_type_fixed_size(m->fields[i].type.code);
 
 		if (!strcmp(m->fields[i].name, name)) {
 			*code = m->fields[i].type.code;

@@ -53,6 +53,23 @@ enum nt_type {
 	NT_VARUINT = 21,	/* V6 only */
 };
 
+/* How many payload bytes a value of type code takes: its size for the
+ * fixed-size types, 0 for NT_STRING (up to its NUL unit), -1 for the types
+ * whose size depends on their contents (objects, arrays, varints) or that
+ * are unknown. The one table writers, readers and the tools decode by. */
+static inline int nt_type_fixed_size(uint8_t code)
+{
+	switch (code) {
+	case NT_I8: case NT_U8: return 1;
+	case NT_CHAR: case NT_I16: case NT_U16: return 2;
+	case NT_BOOL: case NT_I32: case NT_U32: case NT_F32: return 4;
+	case NT_I64: case NT_U64: case NT_F64: case NT_DATETIME: return 8;
+	case NT_DECIMAL: case NT_GUID: return 16;
+	case NT_STRING: return 0;
+	default: return -1;
+	}
+}
+
 /* Field schema. An array's element type is `elem_type`; an object (or an
  * array of objects) lists its members in `fields` (at least one). Member
  * lists nest at most NT_MAX_FIELD_DEPTH levels below the event's own. */

@@ -246,18 +246,6 @@ struct ar_val {
 	uint32_t len;			/* strings: bytes before the NUL unit */
 };
 
-static int fixed_size(uint8_t code)
-{
-	switch (code) {
-	case NT_I8: case NT_U8: return 1;
-	case NT_CHAR: case NT_I16: case NT_U16: return 2;
-	case NT_BOOL: case NT_I32: case NT_U32: case NT_F32: return 4;
-	case NT_I64: case NT_U64: case NT_F64: case NT_DATETIME: return 8;
-	case NT_GUID: return 16;
-	default: return -1;
-	}
-}
-
 /*
  * The payload's fields by the event's own field list, as far as they can
  * be walked: the agent writes numbers and strings only, and a field the
@@ -275,7 +263,7 @@ static size_t decode(const struct nt_rec *rec, struct ar_val *v, size_t max)
 		return 0;
 	for (i = 0; i < m->nfields && n < max && off < len; i++) {
 		uint8_t code = m->fields[i].type.code;
-		int sz = fixed_size(code);
+		int sz = nt_type_fixed_size(code);
 		uint32_t flen, skip;
 
 		if (sz > 0) {
