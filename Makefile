@@ -149,7 +149,7 @@ $(OUT)/internal/%.o: internal/%.c
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D) && $(CC) $(CFLAGS) $(INTERNAL_INC) -c $< -o $@
 
-# the ringpipe:event USDT probe (user/usdt.h) needs <sys/sdt.h>
+# the ringpipe:event USDT probe (user/kernel/usdt.h) needs <sys/sdt.h>
 $(OUT)/user/producer/write.o $(OUT)/user/kernel/usdt.o: | sdt-check
 sdt-check:
 	$(Q)printf '#include <sys/sdt.h>\n' | $(CC) $(filter-out -MMD -MP,$(CFLAGS)) -E -x c - >/dev/null 2>&1 || { \
