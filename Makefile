@@ -115,6 +115,11 @@ BPF_ARCH_INC := $(shell $(CC) -dumpmachine 2>/dev/null)
 # own through -MMD)
 HDRS      := $(wildcard include/ringpipe/*.h user/*/*.h user/*/*.inc internal/*.h)
 
+# ringpipe(1); libringpipe(3), the API's overview, and a page per exported
+# function (make check-man3)
+MAN1_PAGES := $(wildcard Documentation/man/*.1)
+MAN3_PAGES := $(wildcard Documentation/man/*.3)
+
 STATIC_LIB := $(OUT)/libringpipe.a
 SHARED_LIB := $(OUT)/libringpipe.so.$(VERSION)
 TOOL       := $(OUT)/ringpipe
@@ -133,7 +138,8 @@ bpf: $(BPF_SKELS)
 
 .PHONY: bpf all lib tools tests bench bench-bins eventpipe-bench run test test-under-load deps \
 	install clean \
-	interop fuzz check-map check-deps check-version check-install checks sdt-check uninstall
+	interop fuzz check-map check-deps check-version check-man3 check-install checks sdt-check \
+	uninstall
 
 all: lib tools
 
@@ -149,7 +155,7 @@ $(OUT)/internal/%.o: internal/%.c
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D) && $(CC) $(CFLAGS) $(INTERNAL_INC) -c $< -o $@
 
-# the ringpipe:event USDT probe (user/usdt.h) needs <sys/sdt.h>
+# the ringpipe:event USDT probe (user/kernel/usdt.h) needs <sys/sdt.h>
 $(OUT)/user/producer/write.o $(OUT)/user/kernel/usdt.o: | sdt-check
 sdt-check:
 	$(Q)printf '#include <sys/sdt.h>\n' | $(CC) $(filter-out -MMD -MP,$(CFLAGS)) -E -x c - >/dev/null 2>&1 || { \
@@ -380,8 +386,9 @@ bench: deps
 	$(Q)OUT=$(OUT) OUTPUT=$(OUTPUT) scripts/run-bench.sh $(BENCH_ARGS)
 
 # The build's own checks, run by `make test`: the export list, the module
-# graph, one version everywhere, and an install used as a user would.
-checks: check-map check-deps check-version $(if $(SAN),,check-install)
+# graph, one version everywhere, a man page per exported function, and an
+# install used as a user would.
+checks: check-map check-deps check-version check-man3 $(if $(SAN),,check-install)
 
 check-map: $(SHARED_LIB)
 	$(Q)scripts/check-exports.sh $(SHARED_LIB) user/libringpipe.map
@@ -395,6 +402,11 @@ check-deps: $(LIB_OBJS) $(INTERNAL_OBJS) $(TOOL_OBJS) $(TLIB_OBJS) $(DEMO_OBJS)
 
 check-version:
 	$(Q)scripts/check-version.sh $(VERSION)
+
+# every function user/libringpipe.map exports has its page in
+# Documentation/man/, whose SYNOPSIS is the header's prototype
+check-man3:
+	$(Q)scripts/check-man3.py
 
 check-install: lib tools
 	$(Q)OUT=$(OUT) scripts/check-install.sh
@@ -412,16 +424,16 @@ install: lib tools
 		-e 's|@INCDIR@|$(patsubst $(PREFIX)%,$${prefix}%,$(INCDIR))|' \
 		-e 's|@VERSION@|$(VERSION)|' libringpipe.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/libringpipe.pc
 	install -d $(DESTDIR)$(MANDIR)/man3
-	install -m 644 Documentation/man/*.1 $(DESTDIR)$(MANDIR)/man1/
-	$(if $(wildcard Documentation/man/*.3),install -m 644 Documentation/man/*.3 $(DESTDIR)$(MANDIR)/man3/)
+	install -m 644 $(MAN1_PAGES) $(DESTDIR)$(MANDIR)/man1/
+	install -m 644 $(MAN3_PAGES) $(DESTDIR)$(MANDIR)/man3/
 
 uninstall:
 	rm -f $(DESTDIR)$(LIBDIR)/libringpipe.a $(DESTDIR)$(LIBDIR)/libringpipe.so \
 		$(DESTDIR)$(LIBDIR)/libringpipe.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/libringpipe.so.$(VERSION) \
 		$(DESTDIR)$(LIBDIR)/pkgconfig/libringpipe.pc \
 		$(DESTDIR)$(BINDIR)/ringpipe $(DESTDIR)$(BINDIR)/ringpipe-demo \
-		$(addprefix $(DESTDIR)$(MANDIR)/man1/,$(notdir $(wildcard Documentation/man/*.1))) \
-		$(addprefix $(DESTDIR)$(MANDIR)/man3/,$(notdir $(wildcard Documentation/man/*.3)))
+		$(addprefix $(DESTDIR)$(MANDIR)/man1/,$(notdir $(MAN1_PAGES))) \
+		$(addprefix $(DESTDIR)$(MANDIR)/man3/,$(notdir $(MAN3_PAGES)))
 	rm -rf $(DESTDIR)$(INCDIR)/ringpipe
 
 clean:

@@ -49,19 +49,20 @@
  * Block, timed as above; loss = events missing from the trace read back.
  * Prints "key value" lines (medians) instead of tables.
  *
- * --sweep: Block at production shape (DESIGN.md 3a), the thread sweep of
- * scripts/run-bench.sh's second table: T = 1, 2, 8, 32, 128 writer threads,
- * not pinned (many more threads than CPUs is the point), 1,000,000 events in
- * all split over them, Block and Drop, 1 MiB and 16 MiB; per case events/s
- * attempted and delivered (read back as above), loss, voluntary and
- * involuntary context switches per 1000 events (getrusage(RUSAGE_SELF) from
- * the writers' start gate opening until stop returned), and for Block the
- * park times rp_bench_park_hook reports (p50/p99/p99.9/max of each run,
- * recorded into a preallocated array). 5 repetitions of every case in turn
- * (3 with --quick, N with --reps); a table, or with --kv "key value" lines
- * (medians; run-bench.sh runs --kv --reps 1 three times per repetition,
- * alternating with LTTng-UST's side). With --verbose, one line per run on
- * stderr: its time, its last write, the process's CPU time, the trace check.
+ * --sweep: Block at production shape (Documentation/design.md, 3a), the
+ * thread sweep of scripts/run-bench.sh's second table: T = 1, 2, 8, 32, 128
+ * writer threads, not pinned (many more threads than CPUs is the point),
+ * 1,000,000 events in all split over them, Block and Drop, 1 MiB and 16 MiB;
+ * per case events/s attempted and delivered (read back as above), loss,
+ * voluntary and involuntary context switches per 1000 events
+ * (getrusage(RUSAGE_SELF) from the writers' start gate opening until stop
+ * returned), and for Block the park times rp_bench_park_hook reports
+ * (p50/p99/p99.9/max of each run, recorded into a preallocated array). 5
+ * repetitions of every case in turn (3 with --quick, N with --reps); a table,
+ * or with --kv "key value" lines (medians; run-bench.sh runs --kv --reps 1
+ * three times per repetition, alternating with LTTng-UST's side). With
+ * --verbose, one line per run on stderr: its time, its last write, the
+ * process's CPU time, the trace check.
  *
  * --idle-writers (with --sweep): each writer, after its last write, stays
  * alive and idle (asleep on a futex) until rp_session_stop() returned, as a

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
- * How soon things happen: the figures the tests do not judge, since a
- * loaded host stretches every one of them (DESIGN invariant 10; the tests
- * keep the outcomes: every event arrives, the session stops, nothing is
- * lost while the drainer holds back).
+ * How soon things happen: the figures the tests do not judge, since a loaded
+ * host stretches every one of them (invariant 10 of Documentation/design.md;
+ * the tests keep the outcomes: every event arrives, the session stops,
+ * nothing is lost while the drainer holds back).
  *
  *   bench_latency [--quick] [--kv]
  *

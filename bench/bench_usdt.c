@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * What the ringpipe:event USDT probe (user/usdt.h) costs a producer.
+ * What the ringpipe:event USDT probe (user/kernel/usdt.h) costs a producer.
  *
  *   bench_usdt [--quick]        the table (runs the measurements below)
  *   bench_usdt --one            one measurement, "key value" lines
@@ -50,7 +50,7 @@
 #include "bench_event.h"
 
 #ifndef RP_NO_USDT
-extern unsigned short ringpipe_event_semaphore;	/* user/usdt.c */
+extern unsigned short ringpipe_event_semaphore;	/* user/kernel/usdt.c */
 #endif
 
 #define INNER_REPS 7

@@ -4,8 +4,8 @@
  * sockets: finding a process's diagnostic socket, the reverse ("connect")
  * mode in which the runtime connects to us and advertises itself, and the
  * commands `ringpipe ps`, `collect` and `stop` need (ProcessInfo,
- * CollectTracing2/6, StopTracing, ResumeRuntime). The byte layouts are in
- * docs/diagnostics-ipc.md.
+ * CollectTracing2/6, StopTracing, ResumeRuntime). The byte layouts are those
+ * of user/ipc/ipc.h (dotnet/diagnostics' ipc-protocol.md).
  *
  * Every blocking wait polls in short slices and gives up with -ECANCELED as
  * soon as the endpoint's cancel flag is set, so another thread can abort it.

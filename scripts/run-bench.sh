@@ -34,9 +34,9 @@
 # are computed here. After the host agent's and the fleet egress's tables,
 # bench_latency's: how soon the drainer wakes, a live stream's lag,
 # dotnet-trace's stopping event, stop times and where the drainer runs,
-# the figures the tests do not judge (DESIGN invariant 10). Progress goes to
-# stderr, so stdout is the tables alone. A contender that cannot run gets
-# its reason in its cells, never a number.
+# the figures the tests do not judge (invariant 10, Documentation/design.md).
+# Progress goes to stderr, so stdout is the tables alone. A contender that
+# cannot run gets its reason in its cells, never a number.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-.output/default}
@@ -339,7 +339,7 @@ END {
 			line = line sprintf("%sT=%d %.0f %%", line == "" ? "" : ", ", T[i], base > 0 ? 100 * x / base : 0)
 			if ((T[i] == 32 || T[i] == 128) && !(base > 0 && x >= 0.8 * base)) ok = 0
 		}
-		printf "- ringpipe Block events/s as %% of its T=2 figure (%.2f M/s), %s: %s; within 80 %% at T=32 and T=128 (DESIGN 3a): %s\n",
+		printf "- ringpipe Block events/s as %% of its T=2 figure (%.2f M/s), %s: %s; within 80 %% at T=32 and T=128 (invariant 3a): %s\n",
 		       base / 1e6, BN[b], line, ok ? "met" : "**missed**"
 	}
 	for (b = 1; b <= 2; b++) {

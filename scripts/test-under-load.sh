@@ -2,7 +2,7 @@
 # `make test-under-load`: the suite `make test` runs (scripts/run-tests.sh,
 # with the same environment and TESTS= selection), while CPU hogs keep every
 # CPU busy: the tests judge outcomes, never how fast, so they must pass on a
-# loaded host too (DESIGN invariant 10).
+# loaded host too (invariant 10, Documentation/design.md).
 #
 #   RUNS=3 scripts/test-under-load.sh    the suite three times in a row
 #   HOGS=8                               hogs (default: twice the CPUs)

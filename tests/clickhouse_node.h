@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Test harness: real clickhouse-server nodes on loopback, each in a
- * temporary directory with its own free ports (http, tcp, interserver),
- * configured from a rewritten copy of the packaged config.xml and users.xml
- * (facts: ../shared/docs/fleet.md). A node dies with the test process that
- * started it (PR_SET_PDEATHSIG), so a crashed test leaves none running.
+ * Test harness: real clickhouse-server nodes on loopback, each in a temporary
+ * directory with its own free ports (http, tcp, interserver), configured from
+ * a rewritten copy of the packaged config.xml and users.xml
+ * (Documentation/fleet.md, "Trying it on one machine"). A node dies with the
+ * test process that started it (PR_SET_PDEATHSIG), so a crashed test leaves
+ * none running.
  *
  * One node: th_ch_init(), th_ch_start(), ..., th_ch_stop(). A cluster:
  * th_zk_start() a ZooKeeper, init every node first (that picks their

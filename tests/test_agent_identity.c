@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: MIT
 /*
- * The agent's process identity and container tags: every cgroup path form
- * of docs/fleet.md (and what must not pass for one), the choice between
+ * The agent's process identity and container tags: every cgroup path form of
+ * Documentation/agent.md (and what must not pass for one), the choice between
  * the lines of /proc/PID/cgroup, then real kernel objects: kubepods-style
- * cgroups made under the cgroup2 mount (and the v1 hierarchies), processes
- * in nested pid namespaces moved into them, each fact checked against an
+ * cgroups made under the cgroup2 mount (and the v1 hierarchies), processes in
+ * nested pid namespaces moved into them, each fact checked against an
  * independent read (the kernel's handle for the cgroup id, SCM_CREDENTIALS
  * for the host pid, our own parse of status and stat).
  */

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Tests for the timestamp source (user/clock.c).  Criterion runs every
+ * Tests for the timestamp source (user/core/clock.c).  Criterion runs every
  * test in its own process, so each one sees a fresh, uninitialised clock
  * and can set RINGPIPE_CLOCK before rp_clock_init().
  */

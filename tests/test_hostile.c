@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: MIT
 /*
- * A hostile mapper (DESIGN invariant 6): a second process maps a running
- * session's memfd and writes random and targeted values into every word it
- * shares (ring positions, record lengths, flags, thread ids and sequence
- * numbers, forged records, the session header's control and unused Block
- * words, the heartbeat, drop and reader counters) while producers write.
+ * A hostile mapper (invariant 6, Documentation/design.md): a second process
+ * maps a running session's memfd and writes random and targeted values into
+ * every word it shares (ring positions, record lengths, flags, thread ids and
+ * sequence numbers, forged records, the session header's control and unused
+ * Block words, the heartbeat, drop and reader counters) while producers
+ * write.
  *
  * What is checked (each test takes a few seconds), outcomes, never times:
  *   - no crash (ASan clean in the asan build);

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * TraceEvent is the judge: traces ringpipe writes, and the runtime-written
- * traces in ../shared/testdata, are read by TraceEvent (tests/interop/TraceDump)
+ * traces in $RINGPIPE_SHARED/testdata, are read by TraceEvent (tests/interop/TraceDump)
  * and by ringpipe's reader, and the two canonical dumps must be identical.
  * Without the .NET SDK these tests skip with that reason, unless
  * RINGPIPE_REQUIRE_INTEROP=1, which turns the skip into a failure.

@@ -450,7 +450,9 @@ static uint64_t write_events(struct rp_event *ev, uint64_t first, uint64_t n)
 
 Test(ipc, proto_worked_example_collect2)
 {
-	/* ../shared/docs/diagnostics-ipc.md §7.6, byte for byte */
+	/* CollectTracing2 with buffer 256 MB, format 1, rundown, one provider
+	 * (keywords 0x1, level 4, no arguments), byte for byte as the protocol
+	 * lays it out (user/ipc/ipc.h): 99 bytes of payload, 119 in all */
 	static const char name[] = "Microsoft-Windows-DotNETRuntime";
 	struct bytebuf b = { 0 };
 	struct ipc_msg m;

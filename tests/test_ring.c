@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * Tests for the shared-memory rings (user/ring.c, user/shm.c) and the ABI
- * in include/ringpipe/abi.h.  Every failure message says what was
+ * Tests for the shared-memory rings (user/core/ring.c, user/core/shm.c) and
+ * the ABI in include/ringpipe/abi.h.  Every failure message says what was
  * expected and what was seen.
  */
 #include "criterion_compat.h"

@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: MIT
 /*
- * Block waits while its reader lives (DESIGN invariant 3, and 10: facts,
- * not clocks). A Block session's writers give up only on what the kernel
- * says: the session stopped, its output failed, or the agent that drains it
- * is gone (its socket hung up). A process stopped with SIGSTOP, a frozen
- * cgroup, a CPU-throttled cgroup, a pipe reader that stops and resumes and
- * an agent stopped and resumed are slow readers, not dead ones: nothing may
- * be dropped for them, however long they take.
+ * Block waits while its reader lives (invariant 3, and 10: facts, not clocks;
+ * Documentation/design.md). A Block session's writers give up only on what
+ * the kernel says: the session stopped, its output failed, or the agent that
+ * drains it is gone (its socket hung up). A process stopped with SIGSTOP, a
+ * frozen cgroup, a CPU-throttled cgroup, a pipe reader that stops and resumes
+ * and an agent stopped and resumed are slow readers, not dead ones: nothing
+ * may be dropped for them, however long they take.
  *
  * Each case runs a write storm in a process of its own
  * (tests/progs/stall_producer.c: 3 writers into a 1 MiB Block session, or

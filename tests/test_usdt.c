@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
- * libringpipe's USDT probe ringpipe:event (user/usdt.h): the ELF note and its
- * semaphore in libringpipe.so and libringpipe.a, the armed path without a
- * tracer, and bpftrace attached by pid counting exactly the events a
- * process wrote (through the shared and the static library).
+ * libringpipe's USDT probe ringpipe:event (user/kernel/usdt.h): the ELF note
+ * and its semaphore in libringpipe.so and libringpipe.a, the armed path
+ * without a tracer, and bpftrace attached by pid counting exactly the events
+ * a process wrote (through the shared and the static library).
  *
  * The bpftrace tests need root (or CAP_BPF + CAP_PERFMON) and bpftrace
  * (make deps installs it). Without the privilege they skip with the reason;
@@ -24,7 +24,7 @@
 #include "ringpipe/ringpipe.h"
 
 #ifndef RP_NO_USDT
-extern unsigned short ringpipe_event_semaphore;	/* user/usdt.c */
+extern unsigned short ringpipe_event_semaphore;	/* user/kernel/usdt.c */
 #endif
 
 /* Directory of this test binary: the writers are built next to it and the

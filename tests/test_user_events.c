@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: MIT
 /*
- * user_events publication (user/user_events.c): the runtime check against
- * the filesystem, a provider that asked for user_events on a kernel without
- * them, and, where the kernel has them, a real registration, the enable bit
- * flipped through tracefs, a write read back from the trace buffer.
+ * user_events publication (user/kernel/user_events.c): the runtime check
+ * against the filesystem, a provider that asked for user_events on a kernel
+ * without them, and, where the kernel has them, a real registration, the
+ * enable bit flipped through tracefs, a write read back from the trace
+ * buffer.
  *
  * On a kernel without CONFIG_USER_EVENTS the last test skips with the
  * check's reason; the others run everywhere, so the skip hides nothing but

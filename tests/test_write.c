@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: MIT
 /*
- * The write path (user/producer/write.c): DESIGN invariant 1, checked by the
- * kernel. A writer thread installs a seccomp filter that kills the process
- * on any system call but exit, then writes; if an enabled write into a ring
- * with room, a write that drops on a full ring, or a disabled event made a
- * single syscall, the child process dies of SIGSYS and the test fails.
- * Also: every attempt advances the thread's sequence number.
+ * The write path (user/producer/write.c): invariant 1 of
+ * Documentation/design.md, checked by the kernel. A writer thread installs a
+ * seccomp filter that kills the process on any system call but exit, then
+ * writes; if an enabled write into a ring with room, a write that drops on a
+ * full ring, or a disabled event made a single syscall, the child process
+ * dies of SIGSYS and the test fails. Also: every attempt advances the
+ * thread's sequence number.
  */
 #include <errno.h>
 #include <inttypes.h>

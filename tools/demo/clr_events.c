@@ -98,7 +98,7 @@ int clr_events_init(const struct clr_callbacks *cb)
 	if (!rt || !rd || !sp || !ep)
 		return -1;
 
-	/* id, version, level, opcode, keywords: docs/runtime-events.md A.5-A.7 */
+	/* id, version, level, opcode, keywords: as the CLR manifest defines them */
 	ev_gc_start = def(rt, 1, 2, 4, 1, CLR_KW_GC, &ok);
 	ev_gc_end = def(rt, 2, 1, 4, 2, CLR_KW_GC, &ok);
 	ev_restart_end = def(rt, 3, 1, 4, 132, CLR_KW_GC, &ok);

@@ -3,8 +3,8 @@
  * The CLR runtime, rundown and sample-profiler events ringpipe-demo writes,
  * with payload encoders that lay the bytes out exactly as the runtime's
  * manifest does (packed, little-endian, UTF-16LE strings, 8-byte pointers;
- * see docs/runtime-events.md A.4-A.9), so that TraceEvent's CLR parsers
- * decode them.
+ * dotnet/runtime, src/coreclr/vm/ClrEtwAll.man), so that TraceEvent's CLR
+ * parsers decode them.
  *
  * Every encoder that actually hands an event to the library also appends
  * one line to the --expect file describing the values it wrote, in the
@@ -48,12 +48,12 @@
 #define CLR_KW_GCHEAPDUMP	0x100000ull
 #define CLR_KW_GCHEAPCOLLECT	0x800000ull
 
-/* GCRootKind and GCRootFlags (A.6). */
+/* GCRootKind and GCRootFlags (maps of the CLR manifest). */
 enum { CLR_ROOT_STACK = 0, CLR_ROOT_FINALIZER = 1, CLR_ROOT_HANDLE = 2 };
 #define CLR_ROOTFLAG_PINNING 0x1u
 #define CLR_ROOTFLAG_WEAK 0x2u
 
-/* TypeFlags (A.6). */
+/* TypeFlags (a map of the CLR manifest). */
 #define CLR_TYPEFLAG_FINALIZABLE 0x2u
 #define CLR_TYPEFLAG_ARRAY 0x8u
 
@@ -73,7 +73,7 @@ int clr_expect_open(const char *path);
 void clr_expect(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 bool clr_expecting(void);
 
-/* ---- GC lifecycle (A.5) ------------------------------------------------- */
+/* ---- GC lifecycle ------------------------------------------------------- */
 
 struct clr_heap_stats {
 	uint64_t gen_size[5];		/* gen0, gen1, gen2, LOH, POH */
@@ -96,7 +96,7 @@ void clr_gc_alloc_tick(uint32_t amount, uint32_t kind, uint64_t amount64, uint64
 /* Is the walk's output (GCBulkNode) collected by any session? */
 bool clr_heapdump_enabled(void);
 
-/* ---- bulk heap-dump events (A.6) ---------------------------------------- */
+/* ---- bulk heap-dump events ---------------------------------------------- */
 
 enum clr_bulk_kind { CLR_BULK_NODE, CLR_BULK_EDGE, CLR_BULK_ROOT, CLR_BULK_TYPE, CLR_BULK_NR };
 
@@ -130,7 +130,7 @@ void clr_bulk_flush(struct clr_bulk *b);
 /* The order-sensitive fold TraceDump's "heap" mode computes over the same elements. */
 uint64_t clr_digest_step(uint64_t digest, uint64_t position, uint64_t value);
 
-/* ---- loader (A.7) and rundown (A.8) ------------------------------------- */
+/* ---- loader and rundown ------------------------------------------------- */
 
 struct clr_module {
 	uint64_t module_id, assembly_id;
@@ -165,14 +165,14 @@ void clr_rd_runtime_info(const char *command_line);
 void clr_rd_dcend_complete(void);
 bool clr_rd_methods_enabled(void);
 
-/* ---- sample profiler (A.9) ---------------------------------------------- */
+/* ---- sample profiler ---------------------------------------------------- */
 
 /* One ThreadSample for thread tid, with its stack (innermost frame first;
  * nframes 0: none). */
 void clr_thread_sample(uint32_t type, uint32_t tid, const uint64_t *frames, uint32_t nframes);
 bool clr_sampler_enabled(void);
 
-/* ---- EventPipe's own provider (A.9) ---------------------------------------- */
+/* ---- EventPipe's own provider ---------------------------------------------- */
 
 /*
  * Microsoft-DotNETCore-EventPipe's ProcessInfo (command line, OS, arch) is

@@ -4,8 +4,8 @@
  * process may race with go through these, so that the ordering is visible
  * at the call site and ThreadSanitizer sees real atomics.
  *
- * House rule (DESIGN.md): every acquire, release or fence carries a
- * comment "pairs with <function>/<side>" at its call site.
+ * House rule (Documentation/contributing.md, Style): every acquire, release
+ * or fence carries a comment "pairs with <function>/<side>" at its call site.
  */
 #ifndef RP_ATOMICS_H
 #define RP_ATOMICS_H

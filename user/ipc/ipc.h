@@ -4,7 +4,8 @@
  * reply encoding (ipc_proto.c, pure: no I/O, no global state, fuzzed by
  * tests/fuzz/fuzz_ipc.c) and the server's internal knobs (ipc_server.c).
  *
- * Wire facts (../shared/docs/diagnostics-ipc.md): little-endian, no padding;
+ * Wire facts (dotnet/diagnostics, documentation/design-docs/ipc-protocol.md;
+ * Documentation/ipc.md): little-endian, no padding;
  * a message is a 20-byte header (magic "DOTNET_IPC_V1\0", u16 total size,
  * u8 command set, u8 command id, u16 reserved) and a payload. A string is a
  * u32 count of UTF-16 units including the final NUL, then the units; count 0

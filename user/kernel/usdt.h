@@ -6,9 +6,9 @@
  * that found the event enabled by at least one session (its session mask
  * non-zero) and whose payload is valid: exactly the writes that become
  * attempts (a sequence number in some session), captured or dropped. A
- * disabled event never reaches it, so the disabled path stays one load and
- * a branch (DESIGN invariant 1) and a tracer counts the events sessions
- * saw, not every call site that happened to run.
+ * disabled event never reaches it, so the disabled path stays one load and a
+ * branch (invariant 1, Documentation/design.md) and a tracer counts the
+ * events sessions saw, not every call site that happened to run.
  *
  * Arguments (bpftrace arg0..arg7):
  *   arg0  const char *      provider name

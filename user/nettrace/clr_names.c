@@ -3,7 +3,7 @@
  * Names TraceEvent gives to CLR runtime events. The runtime writes these
  * events with an empty name and no field list; readers know them by provider
  * and event id. The table holds facts (ids and names), filled from the CLR
- * event manifest conventions; ../shared/docs/runtime-events.md lists them.
+ * event manifest (dotnet/runtime, src/coreclr/vm/ClrEtwAll.man).
  */
 #include <string.h>
 

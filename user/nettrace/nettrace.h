@@ -7,7 +7,8 @@
  *   V5  FastSerialization objects (what the .NET runtime writes), one process;
  *   V6  typed blocks, thread blocks and label lists, several processes.
  * Documentation/nettrace.md describes what ringpipe writes and why; the byte
- * layout follows ../shared/docs/nettrace-format.md.
+ * layout follows perfview's NetTraceFormat_v5.md (V5) and NetTraceFormat.md
+ * (V6), in microsoft/perfview src/TraceEvent/EventPipe/.
  *
  * Ordering contract of the writer: events handed to nt_writer_event() with
  * `sorted` set must come in non-decreasing timestamp order across all threads

@@ -72,7 +72,7 @@ static uint64_t ns_to_ticks(uint64_t ns)
  * paces every writer, and a holder beyond what leaves it a CPU of its own
  * writes no faster: it only takes the drainer's CPU time (with 2 holders on
  * 2 CPUs the drainer of a 1 MiB session sat runnable but not running for up
- * to a third of a run; Documentation/performance.md has the A/B).
+ * to a third of a run; Documentation/changelog.md, 2026-12-03, has the A/B).
  */
 static uint32_t passes_at_once(uint32_t nr_rings)
 {

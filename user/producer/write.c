@@ -194,7 +194,8 @@ static int drop_alloc(struct rp_event *ev, const struct iovec *iov, int iovcnt, 
  * One event written to every session of mask. Always inlined, so the flat
  * write gets a copy specialised for one payload and no options or origin:
  * the constants remove the stack, activity and origin code and the register
- * spills they cause (Documentation/performance.md has the figures).
+ * spills they cause (Documentation/changelog.md, 2026-11-29, has the
+ * figures).
  */
 static inline __attribute__((always_inline)) int
 write_events(struct rp_event *ev, uint64_t mask, const struct iovec *iov, int iovcnt,
@@ -623,7 +624,7 @@ static __attribute__((noinline)) int write_flat_view(struct wthread *t, struct r
  * other case leaves by a tail call, before anything is counted or written,
  * so this function needs no stack frame and keeps its few values in
  * registers (a frame and the spills of the full path cost several
- * nanoseconds a write; Documentation/performance.md). The steps and their
+ * nanoseconds a write; Documentation/changelog.md). The steps and their
  * order are write_events()'s. The ring is reached through the thread's
  * view of it (t->fv), one load from the thread's own line for each
  * pointer, not through the slot, the session and the ring in turn.

@@ -14,7 +14,7 @@
  * write through the ordinary path in the same session (the bridge never
  * captures its own process for that reason).
  *
- * Timestamps: ticks of the library's clock (user/clock.h); convert
+ * Timestamps: ticks of the library's clock (user/core/clock.h); convert
  * bpf_ktime_get_ns() values with rp_clock_from_mono_ns_at(). The drainer
  * assumes a record is younger than its last look at the ring; an origin
  * record can be older by the time it took to reach the writer, and if a

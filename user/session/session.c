@@ -3,9 +3,9 @@
  * Session start and stop, and the startup session configured from the
  * environment.
  *
- * Start order (DESIGN invariant 4): rings, output, drainer thread, slot
- * RUNNING, event masks, then the providers' enable callbacks, so a callback
- * that writes a burst finds a drainer already emptying the rings.
+ * Start order (invariant 4, Documentation/design.md): rings, output, drainer
+ * thread, slot RUNNING, event masks, then the providers' enable callbacks, so
+ * a callback that writes a burst finds a drainer already emptying the rings.
  *
  * Stop order: slot STOPPING and masks cleared (no new writer enters),
  * disable callbacks, quiesce (every writer that got in is out), collect the

@@ -2,15 +2,16 @@
 /*
  * Sessions, providers, the write path and the drainer: shared internals.
  *
- * Lifetimes (DESIGN invariant 7). A session occupies one of 64 slots. Writers
- * find sessions through the bit mask in each event and the slot table, never
- * through a pointer they keep. A writer announces itself in its thread's
- * `in_write` word before it reads a slot's state, and stop waits until every
- * registered thread is outside a write after it marked the slot STOPPING, so
- * no writer touches rings that are being unmapped. The announce costs no
- * fence on the writer's side: stop issues membarrier(PRIVATE_EXPEDITED),
- * which orders every running thread's store before stop reads it (writers
- * fall back to a full fence where the kernel lacks membarrier).
+ * Lifetimes (invariant 7, Documentation/design.md). A session occupies one of
+ * 64 slots. Writers find sessions through the bit mask in each event and the
+ * slot table, never through a pointer they keep. A writer announces itself in
+ * its thread's `in_write` word before it reads a slot's state, and stop waits
+ * until every registered thread is outside a write after it marked the slot
+ * STOPPING, so no writer touches rings that are being unmapped. The announce
+ * costs no fence on the writer's side: stop issues
+ * membarrier(PRIVATE_EXPEDITED), which orders every running thread's store
+ * before stop reads it (writers fall back to a full fence where the kernel
+ * lacks membarrier).
  */
 #ifndef RINGPIPE_SESSION_H
 #define RINGPIPE_SESSION_H

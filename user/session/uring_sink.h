@@ -5,10 +5,10 @@
  * The sink copies whatever the writer hands it into a few preallocated
  * buffers and writes a buffer only when it is full, so every write the
  * kernel sees is at least one buffer (>= 64 KiB) except the partial buffer
- * that rp_uring_sink_flush() pushes out.  ../shared/docs/style-and-
- * performance.md §2.7: buffer size matters far more than the syscall API,
- * and one small write per submit+wait through io_uring is slower than
- * write(2).
+ * that rp_uring_sink_flush() pushes out.  Buffer size matters far more than
+ * the syscall API (bench_sink, Documentation/performance.md), and one small
+ * write per submit+wait through io_uring is slower than write(2) (liburing
+ * issue 912).
  *
  *   regular file / block device  IORING_OP_WRITE_FIXED from registered
  *                                buffers at offsets the sink tracks (from

@@ -2,8 +2,8 @@
 /*
  * Process identity for the host agent: who a host pid is (its pid in every
  * pid namespace, its start time, comm, TMPDIR) and which container and pod
- * it runs in, from its cgroup path (forms: docs/fleet.md, "Container
- * identity from cgroup paths"). Everything comes from /proc and the cgroup2
+ * it runs in, from its cgroup path (forms: Documentation/agent.md, "Identity
+ * and tags"). Everything comes from /proc and the cgroup2
  * mount; nothing here asks a container runtime or the Kubernetes API.
  */
 #ifndef RINGPIPE_AGENT_IDENTITY_H
