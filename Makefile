@@ -233,7 +233,8 @@ $(TOOL): $(TOOL_OBJS) $(TOOL_LIB) $(INTERNAL_LIB) $(STATIC_LIB)
 		$(LDLIBS)
 
 # The demo runtime keeps frame pointers and symbols: it is what users attach to.
-$(OUT)/ringpipe-demo: $(OUT)/tools/demo/demo.o $(DEMO_LIB) $(STATIC_LIB)
+# Its options are read as the tool's are (tools/ringpipe/lib/tool_opts.h).
+$(OUT)/ringpipe-demo: $(OUT)/tools/demo/demo.o $(DEMO_LIB) $(TOOL_LIB) $(STATIC_LIB)
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(LDFLAGS) -rdynamic -o $@ $^ $(LDLIBS)
 

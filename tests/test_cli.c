@@ -367,3 +367,195 @@ Test(cli, the_man_page_has_every_option_that_help_names, .timeout = 120)
 	bb_free(&help);
 	free(path);
 }
+
+/* ---- options: one parser for every command --------------------------------- */
+
+/* A pid no process has: a command that got past its options fails for want
+ * of it, with exit status 1 rather than the usage error's 2. */
+#define NO_PID "2147483632"
+
+/* Runs `ringpipe ARGS` (ringpipe-demo's when args starts with "demo: ") and
+ * checks its exit status and that its output holds says (NULL: anything). */
+static void expect_run(const char *args, int rc, const char *says)
+{
+	struct bytebuf out = { 0 };
+	int got = strncmp(args, "demo: ", 6) ?
+		  th_tool_run(args, &out) :
+		  th_run_fmt(&out, "'%s' %s 2>&1", th_demo_bin(), args + 6);
+
+	cr_assert_eq(got, rc, "'ringpipe %s' exited %d, not %d: %s", args, got, rc, th_text(&out));
+	cr_assert(!says || strstr(th_text(&out), says), "'ringpipe %s' did not say '%s': %s", args,
+		  says, th_text(&out));
+	bb_free(&out);
+}
+
+/*
+ * --opt=value is --opt value, in every command: each case gives one option
+ * (or more) that way and sees it taken, by its effect, or by the command
+ * getting past its options to fail later for want of a process or server.
+ */
+Test(cli, every_command_takes_an_option_as_opt_equals_value, .timeout = 120)
+{
+	char *dir = th_tmpdir(), *agent_dir;
+	const struct {
+		char *args;
+		int rc;
+		const char *says;
+	} cases[] = {
+		{ th_fmt("gen -o %s/g.nettrace --events=123 --threads=3 --format=v6", dir), 0,
+		  "\"written\":123," },
+		{ th_fmt("report --json %s/g.nettrace", dir), 0, "\"events\":123," },
+		{ th_fmt("stress -o %s/s.nettrace --threads=2 --events=1000 --buffering-mode=block",
+			 dir), 0, "\"mode\":\"block\"" },
+		{ th_fmt("stress -o %s/s.nettrace --threads=2 --events=1000 --payload=40", dir), 0,
+		  "\"attempted\":2000," },
+		{ th_fmt("convert --to=text %s/g.nettrace", dir), 0, "Ringpipe-Demo/" },
+		/* merge's one option is a letter: -oOUT, its value attached */
+		{ th_fmt("merge -o%s/m.nettrace %s/g.nettrace", dir, dir), 0, "123 events" },
+		{ "collect --process-id=" NO_PID " --duration=3s --buffer-mb=64", 1,
+		  "no process with pid " NO_PID },
+		{ "stop --process-id=" NO_PID " --session=0x10", 1, "no process with pid " NO_PID },
+		{ "gcdump collect --process-id=" NO_PID " --timeout=3s --buffer-mb=64", 1,
+		  "no process with pid " NO_PID },
+		{ th_fmt("gcdump report --top=5 %s/g.nettrace", dir), 1, "no heap snapshot" },
+		{ "sample -p " NO_PID " -o /dev/null --duration=3s --event=cpu-clock", 1,
+		  "no process " NO_PID },
+		{ th_fmt("agent status --socket=%s/none.sock", dir), 1, "none.sock: " },
+		{ th_fmt("agent --providers=X --socket=%s/a.sock --output-dir=%s/agent "
+			 "--duration=100ms --quiet", dir, dir), 0, NULL },
+		/* legacy tables have the nanosecond column current ones do not */
+		{ "fleet init --dialect=legacy --print", 0, "time_ns" },
+		{ "fleet query --clickhouse=http://127.0.0.1:1/ --timeout=2 --format=CSV "
+		  "'SELECT 1'", 1, "ringpipe fleet: query: " },
+		{ "fleet check --clickhouse=http://127.0.0.1:1/ --timeout=2 --host=h", 1,
+		  "ringpipe fleet: check: " },
+		{ th_fmt("fleet export --clickhouse=http://127.0.0.1:1/ --timeout=2 --where=1 "
+			 "--output=%s/e.nettrace", dir), 1, "ringpipe fleet: export: " },
+		{ "fleet top --clickhouse=http://127.0.0.1:1/ --timeout=2 --limit=5 --since=1h", 1,
+		  "ringpipe fleet: top: " },
+		{ "demo: --duration=1 --rate=50 --threads=2 --alloc-threads=0 --jit-threads=0", 0,
+		  "ticks " },
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		expect_run(cases[i].args, cases[i].rc, cases[i].says);
+	/* the agent ran where --output-dir= said */
+	agent_dir = th_fmt("%s/agent", dir);
+	cr_assert_eq(access(agent_dir, F_OK), 0, "agent --output-dir=%s made no directory",
+		     agent_dir);
+	free(agent_dir);
+	th_rmdir(dir);
+}
+
+/*
+ * What a command does not know it refuses by name, with the usage error's
+ * exit status and a pointer to its help: an unknown option, an option
+ * without its value, a value that does not parse, an abbreviation.
+ */
+Test(cli, unknown_options_and_missing_values_are_refused_by_name, .timeout = 120)
+{
+	/* every command and subcommand, and an option of it that takes a value */
+	static const struct {
+		const char *cmd, *opt;
+	} cmds[] = {
+		{ "report", NULL }, { "dump", NULL }, { "gen", "--events" },
+		{ "stress", "--threads" }, { "ps", NULL }, { "collect", "--duration" }, { "stop", "--session" },
+		{ "record", "--usdt" }, { "gcdump report", "--top" },
+		{ "gcdump collect", "--timeout" }, { "sample", "--cgroup" }, { "convert", "--to" },
+		{ "merge", "-o" }, { "agent", "--providers" }, { "agent status", "--socket" },
+		{ "fleet init", "--cluster" }, { "fleet query", "--format" },
+		{ "fleet check", "--host" }, { "fleet export", "--where" },
+		{ "fleet top", "--since" },
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+		char *args, *says;
+
+		args = th_fmt("%s --bogus", cmds[i].cmd);
+		says = th_fmt("ringpipe %s: unknown option '--bogus' (see ringpipe %s --help)",
+			      cmds[i].cmd, cmds[i].cmd);
+		expect_run(args, 2, says);
+		free(args);
+		args = th_fmt("%s --bogus=1", cmds[i].cmd);
+		expect_run(args, 2, says);
+		free(args);
+		free(says);
+		if (!cmds[i].opt)
+			continue;
+		args = th_fmt("%s %s", cmds[i].cmd, cmds[i].opt);
+		says = th_fmt("ringpipe %s: option '%s' needs a value", cmds[i].cmd, cmds[i].opt);
+		expect_run(args, 2, says);
+		free(args);
+		free(says);
+	}
+	expect_run("gen -o /dev/null --events=abc", 2, "--events takes a whole number, not 'abc'");
+	expect_run("gen -o /dev/null --events= ", 2, "--events takes a whole number, not ''");
+	expect_run("gen -o /dev/null --threads=0", 2,
+		   "--threads must be between 1 and 100000, not '0'");
+	expect_run("gen -o /dev/null --small=yes", 2, "option '--small' takes no value");
+	expect_run("gen -o /dev/null -x", 2, "ringpipe gen: unknown option '-x'");
+	expect_run("gen -o /dev/null extra", 2, "ringpipe gen: unexpected argument 'extra'");
+	/* an abbreviation would change meaning the day another option starts so */
+	expect_run("gen -o /dev/null --even=5", 2, "unknown option '--even': write it in full, "
+		   "--events");
+	expect_run("agent --clickhouse=", 2, "option '--clickhouse' needs a value");
+	expect_run("collect --process-id=abc", 2, "--process-id takes a process id");
+	expect_run("demo: --bogus", 2, "ringpipe-demo: unknown option '--bogus' (see ringpipe-demo "
+		   "--help)");
+	expect_run("demo: --rate", 2, "ringpipe-demo: option '--rate' needs a value");
+	expect_run("demo: --threads=999", 2, "ringpipe-demo: --threads takes 1..256, not '999'");
+}
+
+/*
+ * "--" ends the options. A command that runs a command line stops at it
+ * (or would at its first operand, which it refuses), so the options of the
+ * command it runs reach that command untouched; any other command takes
+ * what follows as operands, even those that start with '-'.
+ */
+Test(cli, a_double_dash_ends_the_options_and_the_command_line_keeps_its_own, .timeout = 120)
+{
+	char *dir = th_tmpdir(), *args;
+
+	/* echo is not a runtime: collect says so, after echo printed its argv */
+	args = th_fmt("collect -o %s/c.nettrace --duration=5s -- /bin/echo --duration=9 -p 1 -o "
+		      "x -- y", dir);
+	expect_run(args, 1, "--duration=9 -p 1 -o x -- y\n");
+	free(args);
+	expect_run("collect -p 1 true", 2, "unexpected argument 'true': the command to run "
+		   "follows '--'");
+	expect_run("sample -a -o /dev/null true", 2, "unexpected argument 'true'");
+	expect_run("record -a --kernel exec -o /dev/null true", 2, "unexpected argument 'true'");
+	/* a file whose name starts with '-' */
+	args = th_fmt("cd %s && '%s' gen -o ./-g.nettrace --events 10 >/dev/null && '%s' "
+		      "merge -o m.nettrace -- -g.nettrace 2>&1", dir, th_tool(), th_tool());
+	cr_assert_eq(th_run(args, NULL), 0, "merge refused a file after '--': %s", args);
+	free(args);
+	args = th_fmt("report --json -- %s/m.nettrace", dir);
+	expect_run(args, 0, "\"events\":10,");
+	free(args);
+	th_rmdir(dir);
+}
+
+/* The same for the BPF commands, which run only where BPF is permitted. */
+Test(cli, sample_and_record_leave_the_options_after_a_double_dash_to_the_command,
+     .timeout = 120)
+{
+	struct bytebuf out = { 0 };
+	char *dir = th_tmpdir(), *args;
+	int rc = th_tool_run("sample -a --duration 10ms -o /dev/null", &out);
+
+	if (rc != 0 && strstr(th_text(&out), "CAP_BPF"))
+		cr_skip_test("BPF is not permitted here: %s", th_text(&out));
+	cr_assert_eq(rc, 0, "ringpipe sample failed: %s", th_text(&out));
+	bb_free(&out);
+	args = th_fmt("sample --duration=30s -o %s/s.nettrace -- /bin/echo -o --duration=5 -a x",
+		      dir);
+	expect_run(args, 0, "-o --duration=5 -a x\n");
+	free(args);
+	args = th_fmt("record --kernel=exec -o %s/r.nettrace -- /bin/echo -a --bogus -o y", dir);
+	expect_run(args, 0, "-a --bogus -o y\n");
+	free(args);
+	th_rmdir(dir);
+}

@@ -65,6 +65,7 @@
 #include "jit.h"
 #include "metrics.h"
 #include "sampler.h"
+#include "tool_opts.h"
 #include "utf.h"
 
 #define DEMO_MAX_THREADS 256u
@@ -90,23 +91,10 @@ static const char demo_usage[] =
 "until SIGINT or SIGTERM), then prints \"ticks N traced M\" (Tick events\n"
 "written, and of them those a session took).\n"
 "\n"
-"It also behaves as a small managed runtime (Microsoft-Windows-DotNETRuntime):\n"
-"  --heap-nodes N      live objects in the simulated heap (default 200000,\n"
-"                      at most 16000000)\n"
-"  --seed S            shape of the heap (default 1)\n"
-"  --alloc-threads N   threads allocating (GCAllocationTick every ~100 KB) and\n"
-"                      triggering gen0/gen1 GCs (default 2, at most 64)\n"
-"  --jit-threads N     threads publishing JIT-compiled methods (default 2)\n"
-"  --jit-rate N        methods per second per JIT thread (default 100)\n"
-"  --jit-live N        live methods per JIT thread (default 1024): beyond, the\n"
-"                      oldest is unloaded and its slot reused\n"
-"  --work-threads N    threads burning CPU in Demo.Worker.Compute, Hash and\n"
-"                      Parse: 50 %, 30 % and 20 % of their time (default 0)\n"
-"  --max-buffer-mb N   caps the buffer an IPC client may ask for (0: no cap)\n"
-"  --heap-report FILE  after each heap walk, the walk's totals and per-type\n"
-"                      counts (written to FILE.tmp, then renamed)\n"
-"  --expect FILE       appends one line per GC, bulk-header and rundown event\n"
-"                      written: the values a decoder must find\n"
+"It also behaves as a small managed runtime (Microsoft-Windows-DotNETRuntime),\n"
+"shaped by --heap-nodes to --expect below.\n";
+
+static const char demo_usage_end[] =
 "Enabling the runtime provider with GCHeapCollect (0x800000) at level 4 or more\n"
 "(what dotnet-gcdump does) runs an induced gen-2 GC that walks the heap. A\n"
 "session with rundown gets MethodDCEndVerbose for every live method and for\n"
@@ -521,25 +509,6 @@ SAMPLER_MANAGED(writer_run) static void *writer_main(void *arg)
 
 /* ---- main ------------------------------------------------------------------ */
 
-static int usage_err(const char *fmt, const char *arg)
-{
-	fprintf(stderr, "ringpipe-demo: ");
-	fprintf(stderr, fmt, arg);
-	fputc('\n', stderr);
-	return 2;
-}
-
-static int parse_num(const char *s, uint64_t max, uint64_t *out)
-{
-	char *end;
-
-	if (!s || *s < '0' || *s > '9')
-		return -1;
-	errno = 0;
-	*out = strtoull(s, &end, 10);
-	return errno || *end || *out > max ? -1 : 0;
-}
-
 /* Our socket: $TMPDIR (or /tmp)/dotnet-diagnostic-<pid>-*-socket. */
 static void print_socket(void)
 {
@@ -587,68 +556,77 @@ static const struct sampler_code demo_code[] = {
 	SAMPLER_CODE_LEAF(work_parse, "Demo.Worker", "Parse", WORK_SIGNATURE),
 };
 
-/* Numeric options: name, limits, where the value goes. */
-struct num_opt {
-	const char *name;
-	uint64_t min, max;
-	uint64_t *val;
-	const char *what;
+/* What the options make */
+struct demo_cfg {
+	uint64_t duration_s, rate, threads, heap_nodes, seed, alloc_threads, jit_threads, jit_rate;
+	uint64_t max_buffer_mb, jit_live, work_threads;
+	const char *report, *expect;
 };
+
+#define DEMO(m) struct demo_cfg, m
+
+static const struct tool_opt demo_opts[] = {
+	TOOL_UINT("duration", 0, "SECONDS", 0, DEMO_MAX_DURATION, DEMO(duration_s),
+		  "run this long (default 0: until SIGINT or SIGTERM)",
+		  .bad = "takes whole seconds (0: until a signal)"),
+	TOOL_UINT("rate", 0, "EVENTS_PER_SEC", 1, DEMO_MAX_RATE, DEMO(rate),
+		  "Tick events per second per thread (default 10)",
+		  .bad = "takes 1..10000000 events per second"),
+	TOOL_UINT("threads", 0, "N", 1, DEMO_MAX_THREADS, DEMO(threads),
+		  "threads writing Tick events (default 1)", .bad = "takes 1..256"),
+	TOOL_UINT("heap-nodes", 0, "N", 1, HEAP_MAX_NODES, DEMO(heap_nodes),
+		  "live objects in the simulated heap (default 200000,\n"
+		  "at most 16000000)", .bad = "takes 1..16000000 objects"),
+	TOOL_UINT("seed", 0, "S", 0, UINT64_MAX, DEMO(seed), "shape of the heap (default 1)",
+		  .bad = "takes a number"),
+	TOOL_UINT("alloc-threads", 0, "N", 0, HEAP_MAX_ALLOC_THREADS, DEMO(alloc_threads),
+		  "threads allocating (GCAllocationTick every ~100 KB) and\n"
+		  "triggering gen0/gen1 GCs (default 2, at most 64)", .bad = "takes 0..64"),
+	TOOL_UINT("jit-threads", 0, "N", 0, JIT_MAX_THREADS, DEMO(jit_threads),
+		  "threads publishing JIT-compiled methods (default 2)", .bad = "takes 0..64"),
+	TOOL_UINT("jit-rate", 0, "N", 0, 1000000, DEMO(jit_rate),
+		  "methods per second per JIT thread (default 100)",
+		  .bad = "takes 0..1000000 methods per second (0: no limit)"),
+	TOOL_UINT("jit-live", 0, "N", 1, JIT_MAX_LIVE, DEMO(jit_live),
+		  "live methods per JIT thread (default 1024): beyond, the\n"
+		  "oldest is unloaded and its slot reused", .bad = "takes 1..1048576 methods"),
+	TOOL_UINT("work-threads", 0, "N", 0, 64, DEMO(work_threads),
+		  "threads burning CPU in Demo.Worker.Compute, Hash and\n"
+		  "Parse: 50 %, 30 % and 20 % of their time (default 0)", .bad = "takes 0..64"),
+	TOOL_UINT("max-buffer-mb", 0, "N", 0, 1048576, DEMO(max_buffer_mb),
+		  "caps the buffer an IPC client may ask for (0: no cap)",
+		  .bad = "takes 0..1048576 MB (0: no cap)"),
+	TOOL_STRING("heap-report", 0, "FILE", DEMO(report),
+		    "after each heap walk, the walk's totals and per-type\n"
+		    "counts (written to FILE.tmp, then renamed)"),
+	TOOL_STRING("expect", 0, "FILE", DEMO(expect),
+		    "appends one line per GC, bulk-header and rundown event\n"
+		    "written: the values a decoder must find"),
+	TOOL_OPTS_END
+};
+
+static const struct tool_cmd demo_cmd = { .prog = "ringpipe-demo", .usage = demo_usage,
+					  .usage_end = demo_usage_end, .opts = demo_opts };
 
 SAMPLER_MANAGED(program_main) int main(int argc, char **argv)
 {
-	uint64_t duration = 0, rate = 10, threads = 1, start;
-	uint64_t heap_nodes = 200000, seed = 1, alloc_threads = 2, jit_threads = 2, jit_rate = 100;
-	uint64_t max_buffer_mb = 0, jit_live = 1024, work_threads = 0;
-	const char *report = NULL, *expect = NULL;
-	const struct num_opt nums[] = {
-		{ "--duration", 0, DEMO_MAX_DURATION, &duration, "whole seconds (0: until a signal)" },
-		{ "--rate", 1, DEMO_MAX_RATE, &rate, "1..10000000 events per second" },
-		{ "--threads", 1, DEMO_MAX_THREADS, &threads, "1..256" },
-		{ "--heap-nodes", 1, HEAP_MAX_NODES, &heap_nodes, "1..16000000 objects" },
-		{ "--seed", 0, UINT64_MAX, &seed, "a number" },
-		{ "--alloc-threads", 0, HEAP_MAX_ALLOC_THREADS, &alloc_threads, "0..64" },
-		{ "--jit-threads", 0, JIT_MAX_THREADS, &jit_threads, "0..64" },
-		{ "--jit-rate", 0, 1000000, &jit_rate, "0..1000000 methods per second (0: no limit)" },
-		{ "--max-buffer-mb", 0, 1048576, &max_buffer_mb, "0..1048576 MB (0: no cap)" },
-		{ "--jit-live", 1, JIT_MAX_LIVE, &jit_live, "1..1048576 methods" },
-		{ "--work-threads", 0, 64, &work_threads, "0..64" },
-	};
+	struct demo_cfg c = { .rate = 10, .threads = 1, .heap_nodes = 200000, .seed = 1,
+			      .alloc_threads = 2, .jit_threads = 2, .jit_rate = 100,
+			      .jit_live = 1024 };
 	struct heap_opts ho = { .nodes = 0 };
 	struct jit_opts jo = { .threads = 0 };
 	struct rp_ipc_opts io = { .sz = sizeof(io) };
+	struct tool_args rest;
 	struct demo_thread *t;
 	pthread_t ctr_th, work_th[64];
 	struct sigaction sa;
-	int i, rc;
+	uint64_t start;
+	int rc;
 	uint32_t k, started = 0, workers = 0;
-	size_t n;
 
-	for (i = 1; i < argc; i++) {
-		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-
-		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-			fputs(demo_usage, stdout);
-			return 0;
-		}
-		for (n = 0; n < sizeof(nums) / sizeof(nums[0]); n++)
-			if (!strcmp(a, nums[n].name))
-				break;
-		if (n == sizeof(nums) / sizeof(nums[0]) && strcmp(a, "--heap-report") &&
-		    strcmp(a, "--expect"))
-			return usage_err("unknown option '%s' (see --help)", a);
-		if (!v)
-			return usage_err("option '%s' needs a value", a);
-		i++;
-		if (!strcmp(a, "--heap-report")) {
-			report = v;
-		} else if (!strcmp(a, "--expect")) {
-			expect = v;
-		} else if (parse_num(v, nums[n].max, nums[n].val) || *nums[n].val < nums[n].min) {
-			fprintf(stderr, "ringpipe-demo: %s takes %s, not '%s'\n", a, nums[n].what, v);
-			return 2;
-		}
-	}
+	rc = tool_opts_parse(&demo_cmd, argc, argv, &c, &rest);
+	if (rc != TOOL_OPTS_RUN)
+		return rc;
 
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_signal;
@@ -658,17 +636,17 @@ SAMPLER_MANAGED(program_main) int main(int argc, char **argv)
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	printf("pid %d\n", (int)getpid());
-	if (clr_expect_open(expect)) {
-		fprintf(stderr, "ringpipe-demo: cannot open %s: %s\n", expect, strerror(errno));
+	if (clr_expect_open(c.expect)) {
+		fprintf(stderr, "ringpipe-demo: cannot open %s: %s\n", c.expect, strerror(errno));
 		return 1;
 	}
-	ho.nodes = heap_nodes;
-	ho.seed = seed;
-	ho.alloc_threads = (uint32_t)alloc_threads;
-	ho.report = report;
-	jo.threads = (uint32_t)jit_threads;
-	jo.capacity = (uint32_t)jit_live;
-	jo.rate = (uint32_t)jit_rate;
+	ho.nodes = c.heap_nodes;
+	ho.seed = c.seed;
+	ho.alloc_threads = (uint32_t)c.alloc_threads;
+	ho.report = c.report;
+	jo.threads = (uint32_t)c.jit_threads;
+	jo.capacity = (uint32_t)c.jit_live;
+	jo.rate = (uint32_t)c.jit_rate;
 	if (heap_init(&ho) || jit_init(&jo)) {
 		fprintf(stderr, "ringpipe-demo: out of memory for the heap or the method tables\n");
 		return 1;
@@ -692,7 +670,7 @@ SAMPLER_MANAGED(program_main) int main(int argc, char **argv)
 		return 1;
 	}
 	/* With a suspend-mode port this returns once a tool sent ResumeRuntime. */
-	io.max_buffer_bytes = max_buffer_mb << 20;
+	io.max_buffer_bytes = c.max_buffer_mb << 20;
 	io.runtime_version = CLR_VERSION;
 	rc = rp_ipc_server_start(&io);
 	if (rc == -EBUSY)
@@ -707,7 +685,7 @@ SAMPLER_MANAGED(program_main) int main(int argc, char **argv)
 		print_socket();
 	}
 
-	t = calloc(threads, sizeof(*t));
+	t = calloc(c.threads, sizeof(*t));
 	if (!t || pthread_create(&ctr_th, NULL, counters_main, NULL)) {
 		fprintf(stderr, "ringpipe-demo: cannot start threads\n");
 		rp_ipc_server_stop();
@@ -716,9 +694,9 @@ SAMPLER_MANAGED(program_main) int main(int argc, char **argv)
 	/* names say which demo threads the sampler samples: all "demo-*" but
 	 * demo-sampler, and the main thread */
 	pthread_setname_np(ctr_th, "demo-counters");
-	for (k = 0; k < threads; k++) {
+	for (k = 0; k < c.threads; k++) {
 		t[k].index = k;
-		t[k].rate = rate;
+		t[k].rate = c.rate;
 		if (pthread_create(&t[k].th, NULL, writer_main, &t[k])) {
 			fprintf(stderr, "ringpipe-demo: cannot start writer thread %u\n", k);
 			request_stop();
@@ -727,7 +705,7 @@ SAMPLER_MANAGED(program_main) int main(int argc, char **argv)
 		pthread_setname_np(t[k].th, "demo-writer");
 		started++;
 	}
-	for (k = 0; k < work_threads; k++) {
+	for (k = 0; k < c.work_threads; k++) {
 		if (pthread_create(&work_th[k], NULL, worker_main, (void *)(uintptr_t)k)) {
 			fprintf(stderr, "ringpipe-demo: cannot start worker thread %u\n", k);
 			request_stop();
@@ -737,7 +715,8 @@ SAMPLER_MANAGED(program_main) int main(int argc, char **argv)
 		workers++;
 	}
 	start = rp_clock_mono_ns();
-	while (!stopping() && (!duration || rp_clock_mono_ns() - start < duration * 1000000000ull))
+	while (!stopping() &&
+	       (!c.duration_s || rp_clock_mono_ns() - start < c.duration_s * 1000000000ull))
 		rp_clock_sleep_ns(10 * 1000000ull);
 	request_stop();
 	for (k = 0; k < started; k++)
@@ -755,5 +734,5 @@ SAMPLER_MANAGED(program_main) int main(int argc, char **argv)
 	printf("ticks %" PRIu64 " traced %" PRIu64 "\n", rp_load_relaxed(&demo_ticks),
 	       rp_load_relaxed(&demo_traced));
 	free(t);
-	return started == threads && workers == work_threads ? 0 : 1;
+	return started == c.threads && workers == c.work_threads ? 0 : 1;
 }

@@ -19,85 +19,14 @@
 #include "collect.h"
 #include "egress.h"
 #include "config.h"
+#include "tool_opts.h"
 #include "tool_util.h"
 
 static const char agent_usage[] =
 "usage: ringpipe agent [options]          serve the host: processes join, .NET is traced\n"
-"       ringpipe agent status [--json] [--socket PATH]\n"
-"\n"
-"  --providers SPEC        what every libringpipe process on the host collects:\n"
-"                          Name[:Keywords[:Level[:args]]],... as for 'collect'\n"
-"  --buffering-mode M      drop (default) or block, for every joined process\n"
-"  --block-timeout D       Block: a write waits at most D (500ms, 2s, ...), then\n"
-"                          drops, counted as timeout; default: no bound (a write\n"
-"                          waits while the agent lives, however slowly it reads)\n"
-"  --buffer-mb N           ring memory per process (default: the library's 16 MiB)\n"
-"  --dotnet                also trace every .NET process through its diagnostics\n"
-"                          socket, in containers too (found by its innermost NSpid)\n"
-"  --dotnet-providers SPEC what .NET processes collect (default: dotnet-trace's profile)\n"
-"  --output-dir DIR        where the traces go (default: ./ringpipe-agent)\n"
-"  --socket PATH           the socket processes join (default " RP_AGENT_DEFAULT_SOCKET ";\n"
-"                          a process finds another one through RINGPIPE_AGENT=PATH)\n"
-"  --duration D            stop after D (30s, 5m, ...); default: at SIGINT or SIGTERM\n"
-"  --rotate-mb N           a process's file, or the agent's, goes on in the next\n"
-"                          (NAME.2.nettrace, NAME.3...) once it holds N MiB\n"
-"  --rotate-s N            every file goes on in its next at the end of each N\n"
-"                          seconds (each file reads alone; .NET files are written\n"
-"                          whole when their stream ends and do not rotate)\n"
-"  --merge                 also merge the traces of each --rotate-s period (without\n"
-"                          it, of the whole run) into one multi-process V6 file,\n"
-"                          " AGENT_MERGED_PREFIX "PID_DATE[.N].nettrace, every event on its\n"
-"                          own pid (as 'ringpipe merge' does)\n"
-"  --kernel exec,sched     process exec/fork/exit and context switches of every\n"
-"                          process, through BPF (needs CAP_BPF and CAP_PERFMON)\n"
-"  --usdt python,jvm,BINARY:PROVIDER:PROBE\n"
-"                          runtime USDT probes in every process (CPython GC,\n"
-"                          HotSpot, any probe), also in containers\n"
-"  --sample HZ             CPU samples with kernel and user stacks of every process\n"
-"                          (these three go to the agent's own trace; each event\n"
-"                          carries its Pid and CgroupId)\n"
-"  --clickhouse URL        also ship every finished file to ClickHouse's HTTP\n"
-"                          interface (http://HOST[:PORT]/?database=NAME; create the\n"
-"                          tables with 'ringpipe fleet init'): batches of at most\n"
-"                          100,000 events, spooled on disk before they are sent,\n"
-"                          sent again until acknowledged, each row exactly once;\n"
-"                          files rotate every second unless --rotate-s says otherwise.\n"
-"                          Given several times (up to 8 servers, one database): a\n"
-"                          failed send goes to the next server at once, and backs\n"
-"                          off once all of them failed\n"
-"  --clickhouse-shard      the --clickhouse servers are the replicas of one shard of a\n"
-"                          cluster ('fleet init --cluster'): rows go into its\n"
-"                          replicated TABLE_local tables, so that the host ships on\n"
-"                          while another shard is down (see Documentation/fleet.md)\n"
-"  --clickhouse-senders N  inserts in flight at once, each on its own connection\n"
-"                          (1 to 8, default 2): the server takes more rows per\n"
-"                          second while another insert waits on its disk or ZooKeeper\n"
-"  --clickhouse-user U     the ClickHouse user (default: the URL's, else default)\n"
-"  --clickhouse-password-file F\n"
-"                          the password, the first line of F\n"
-"  --clickhouse-dialect D  legacy (before 22) or current: the tables' types, so that\n"
-"                          batches are made before the server first answers\n"
-"                          (default: from the server's version)\n"
-"  --otlp URL              also (or instead) send every finished file as OTLP logs\n"
-"                          to an OpenTelemetry receiver's OTLP/HTTP endpoint\n"
-"                          (http://HOST[:PORT][/PATH]; port 4318, and /v1/logs is\n"
-"                          added to a PATH that does not end in it): one log record\n"
-"                          per event, one resource per process (host.name,\n"
-"                          process.pid, container.id, k8s.pod.uid), protobuf, spooled\n"
-"                          and sent again on 429, 5xx and connection errors\n"
-"  --otlp-header K=V       a header on every OTLP request, e.g.\n"
-"                          Authorization='Bearer TOKEN'; may be given again\n"
-"  --host-id NAME          the host's name in every row and record (default: the\n"
-"                          host name)\n"
-"  --spool-dir DIR         where batches wait until acknowledged (default:\n"
-"                          OUTPUT-DIR/spool; with --clickhouse and --otlp both, the\n"
-"                          OTLP batches wait in DIR-otlp); a restarted agent sends\n"
-"                          what it finds\n"
-"  --spool-mb N            the spool's size (default 256); when it is full, Block\n"
-"                          processes park until it has room, and the events of Drop\n"
-"                          processes are counted as lost (reason egress_full)\n"
-"  --quiet                 no progress lines\n"
-"\n"
+"       ringpipe agent status [--json] [--socket PATH]\n";
+
+static const char agent_usage_end[] =
 "Output: one nettrace V6 file per process, every event on its host pid\n"
 "(COMM_PID_STARTTIME.nettrace, dotnet-COMM-PID-STARTTIME.nettrace for .NET), and the\n"
 "agent's own trace (ringpipe-agent_PID_DATE.nettrace) with one Ringpipe-Agent/Process event per\n"
@@ -137,57 +66,14 @@ static int otlp_header(struct egress_args *ea, const char *v)
 	return 0;
 }
 
-/* The --clickhouse and --otlp families: 1 when opt is not one of them, 0
- * when taken, 2 after saying what is wrong */
-static int egress_option(struct egress_args *ea, const char *opt, const char *v)
-{
-	static const char *const names[] = {
-		"--clickhouse", "--clickhouse-user", "--clickhouse-password-file",
-		"--clickhouse-dialect", "--host-id", "--spool-dir", "--otlp", "--otlp-header",
-		"--spool-mb", "--clickhouse-senders",
-	};
-	struct egress_opts *eo = &ea->ch;
-	const char **slots[] = { NULL, &eo->user, &eo->password_file, &eo->dialect,
-				 &eo->host_id, &eo->spool_dir, &ea->otlp.otlp_url, NULL, NULL, NULL };
-	uint64_t mb;
-	size_t i;
-
-	for (i = 0; i < sizeof(names) / sizeof(names[0]) && strcmp(opt, names[i]); i++)
-		;
-	if (i == sizeof(names) / sizeof(names[0]))
-		return 1;
-	if (!v || !*v)
-		return tool_err("agent", "option '%s' needs a value (see --help)", opt), 2;
-	if (!strcmp(opt, "--otlp-header")) {
-		return otlp_header(ea, v);
-	} else if (i == 0) {
-		if (eo->nurls == EGRESS_MAX_SERVERS)
-			return tool_err("agent", "--clickhouse is given at most %d times (the servers "
-					"of one cluster)", EGRESS_MAX_SERVERS), 2;
-		eo->urls[eo->nurls++] = v;
-	} else if (slots[i]) {
-		*slots[i] = v;
-	} else if (!strcmp(opt, "--clickhouse-senders")) {
-		if (tool_parse_u64(v, EGRESS_MAX_SENDERS, &mb) || !mb)
-			return tool_err("agent", "--clickhouse-senders must be 1 to %d, not '%s'",
-					EGRESS_MAX_SENDERS, v), 2;
-		eo->senders = (uint32_t)mb;
-	} else {
-		if (tool_parse_u64(v, 1u << 20, &mb) || !mb)
-			return tool_err("agent", "--spool-mb must be 1 to 1048576 (MiB), not '%s'", v), 2;
-		eo->spool_bytes = mb << 20;
-	}
-	if (eo->dialect && strcmp(eo->dialect, "legacy") && strcmp(eo->dialect, "current"))
-		return tool_err("agent", "--clickhouse-dialect must be legacy or current, not '%s'",
-				eo->dialect), 2;
-	return 0;
-}
-
 /* The egresses' defaults, once every option is read */
 static int egress_finish(struct agent_opts *o, struct egress_args *ea)
 {
 	struct egress_opts *eo = &ea->ch, *ot = &ea->otlp;
 
+	if (eo->dialect && strcmp(eo->dialect, "legacy") && strcmp(eo->dialect, "current"))
+		return tool_err("agent", "--clickhouse-dialect must be legacy or current, not '%s'",
+				eo->dialect), 2;
 	if (!eo->nurls && (eo->user || eo->password_file || eo->dialect || eo->shard))
 		return tool_err("agent", "the --clickhouse-* options need --clickhouse URL"), 2;
 	if (!ot->otlp_url && ot->otlp_headers)
@@ -235,26 +121,33 @@ static void on_signal(int sig)
 	stop_signal = sig;
 }
 
+struct status_cfg {
+	bool json;
+	const char *socket;
+};
+
+static const struct tool_opt status_opts[] = {
+	TOOL_FLAG("json", 0, struct status_cfg, json, "one JSON object instead of the text"),
+	TOOL_STRING("socket", 0, "PATH", struct status_cfg, socket,
+		    "the agent's socket (default " RP_AGENT_DEFAULT_SOCKET ")"),
+	TOOL_OPTS_END
+};
+
+static const struct tool_cmd status_cmd = { .name = "agent status", .usage = agent_usage,
+					    .opts = status_opts };
+
 static int cmd_status(int argc, char **argv)
 {
-	const char *sock = NULL;
+	struct status_cfg c = { 0 };
+	struct tool_args rest;
 	struct bytebuf b = { 0 };
-	bool json = false;
-	int i, err;
+	int err = tool_opts_parse(&status_cmd, argc, argv, &c, &rest);
 
-	for (i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--json"))
-			json = true;
-		else if (!strcmp(argv[i], "--socket") && i + 1 < argc)
-			sock = argv[++i];
-		else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
-			return fputs(agent_usage, stdout), 0;
-		else
-			return tool_err("agent status", "unknown option '%s' (see --help)", argv[i]), 2;
-	}
-	err = agent_status_query(sock, json, &b);
+	if (err != TOOL_OPTS_RUN)
+		return err;
+	err = agent_status_query(c.socket, c.json, &b);
 	if (err) {
-		tool_err("agent status", "%s: %s%s", sock ? sock : RP_AGENT_DEFAULT_SOCKET,
+		tool_err("agent status", "%s: %s%s", c.socket ? c.socket : RP_AGENT_DEFAULT_SOCKET,
 			 strerror(-err), err == -ENOENT || err == -ECONNREFUSED ?
 			 " (is 'ringpipe agent' running? --socket names another)" : "");
 		bb_free(&b);
@@ -265,130 +158,218 @@ static int cmd_status(int argc, char **argv)
 	return 0;
 }
 
+/* What the options make */
+struct agent_cfg {
+	struct agent_opts o;
+	struct egress_args ea;
+	struct rp_capture_opts co;	/* --kernel, --usdt */
+	const char *usdt[MAX_USDT];
+	uint64_t duration_ns;
+};
+
+enum { AGENT_PROVIDERS = 1, AGENT_DOTNET_PROVIDERS, AGENT_BUFFERING, AGENT_BLOCK_TIMEOUT,
+       AGENT_KERNEL, AGENT_USDT, AGENT_CLICKHOUSE, AGENT_OTLP_HEADER };
+
+#define AGENT(m) struct agent_cfg, o.m
+#define EGRESS(m) struct agent_cfg, ea.ch.m
+/* "1 to 8": the number in a message */
+#define AGENT_STR(x) #x
+#define AGENT_XSTR(x) AGENT_STR(x)
+
+static const struct tool_opt agent_opts[] = {
+	TOOL_TAKE(TOOL_OPT_STRING, "providers", 0, "SPEC", AGENT_PROVIDERS,
+		  "what every libringpipe process on the host collects:\n"
+		  "Name[:Keywords[:Level[:args]]],... as for 'collect'"),
+	TOOL_TAKE(TOOL_OPT_STRING, "buffering-mode", 0, "M", AGENT_BUFFERING,
+		  "drop (default) or block, for every joined process"),
+	TOOL_TAKE(TOOL_OPT_STRING, "block-timeout", 0, "D", AGENT_BLOCK_TIMEOUT,
+		  "Block: a write waits at most D (500ms, 2s, ...), then\n"
+		  "drops, counted as timeout; default: no bound (a write\n"
+		  "waits while the agent lives, however slowly it reads)"),
+	TOOL_MIB("buffer-mb", 0, "N", 1, 65536, AGENT(buffer_bytes),
+		 "ring memory per process (default: the library's 16 MiB)",
+		 .bad = "must be 1 to 65536"),
+	TOOL_FLAG("dotnet", 0, AGENT(dotnet),
+		  "also trace every .NET process through its diagnostics\n"
+		  "socket, in containers too (found by its innermost NSpid)"),
+	TOOL_TAKE(TOOL_OPT_STRING, "dotnet-providers", 0, "SPEC", AGENT_DOTNET_PROVIDERS,
+		  "what .NET processes collect (default: dotnet-trace's profile)"),
+	TOOL_STRING("output-dir", 0, "DIR", AGENT(out_dir),
+		    "where the traces go (default: ./ringpipe-agent)", .nonempty = true),
+	TOOL_STRING("socket", 0, "PATH", AGENT(socket_path),
+		    "the socket processes join (default " RP_AGENT_DEFAULT_SOCKET ";\n"
+		    "a process finds another one through RINGPIPE_AGENT=PATH)", .nonempty = true),
+	TOOL_DURATION("duration", 0, "D", 1, UINT64_MAX, struct agent_cfg, duration_ns,
+		      "stop after D (30s, 5m, ...); default: at SIGINT or SIGTERM",
+		      .bad = "must be a time such as 30s or 5m"),
+	TOOL_MIB("rotate-mb", 0, "N", 1, 1u << 20, AGENT(rotate_bytes),
+		 "a process's file, or the agent's, goes on in the next\n"
+		 "(NAME.2.nettrace, NAME.3...) once it holds N MiB",
+		 .bad = "must be 1 to 1048576 (MiB)"),
+	TOOL_UINT("rotate-s", 0, "N", 1, 31u * 24 * 3600, AGENT(rotate_s),
+		  "every file goes on in its next at the end of each N\n"
+		  "seconds (each file reads alone; .NET files are written\n"
+		  "whole when their stream ends and do not rotate)",
+		  .bad = "must be 1 to 2678400 (seconds)"),
+	TOOL_FLAG("merge", 0, AGENT(merge),
+		  "also merge the traces of each --rotate-s period (without\n"
+		  "it, of the whole run) into one multi-process V6 file,\n"
+		  AGENT_MERGED_PREFIX "PID_DATE[.N].nettrace, every event on its\n"
+		  "own pid (as 'ringpipe merge' does)"),
+	TOOL_TAKE(TOOL_OPT_STRING, "kernel", 0, "exec,sched", AGENT_KERNEL,
+		  "process exec/fork/exit and context switches of every\n"
+		  "process, through BPF (needs CAP_BPF and CAP_PERFMON)"),
+	TOOL_TAKE(TOOL_OPT_STRING, "usdt", 0, "python,jvm,BINARY:PROVIDER:PROBE", AGENT_USDT,
+		  "runtime USDT probes in every process (CPython GC,\n"
+		  "HotSpot, any probe), also in containers"),
+	TOOL_UINT("sample", 0, "HZ", 1, 100000, AGENT(sample_hz),
+		  "CPU samples with kernel and user stacks of every process\n"
+		  "(these three go to the agent's own trace; each event\n"
+		  "carries its Pid and CgroupId)", .bad = "takes a rate in Hz (1..100000)"),
+	TOOL_TAKE(TOOL_OPT_STRING, "clickhouse", 0, "URL", AGENT_CLICKHOUSE,
+		  "also ship every finished file to ClickHouse's HTTP\n"
+		  "interface (http://HOST[:PORT]/?database=NAME; create the\n"
+		  "tables with 'ringpipe fleet init'): batches of at most\n"
+		  "100,000 events, spooled on disk before they are sent,\n"
+		  "sent again until acknowledged, each row exactly once;\n"
+		  "files rotate every second unless --rotate-s says otherwise.\n"
+		  "Given several times (up to 8 servers, one database): a\n"
+		  "failed send goes to the next server at once, and backs\n"
+		  "off once all of them failed", .nonempty = true),
+	TOOL_FLAG("clickhouse-shard", 0, EGRESS(shard),
+		  "the --clickhouse servers are the replicas of one shard of a\n"
+		  "cluster ('fleet init --cluster'): rows go into its\n"
+		  "replicated TABLE_local tables, so that the host ships on\n"
+		  "while another shard is down (see Documentation/fleet.md)"),
+	TOOL_UINT("clickhouse-senders", 0, "N", 1, EGRESS_MAX_SENDERS, EGRESS(senders),
+		  "inserts in flight at once, each on its own connection\n"
+		  "(1 to 8, default 2): the server takes more rows per\n"
+		  "second while another insert waits on its disk or ZooKeeper",
+		  .bad = "must be 1 to " AGENT_XSTR(EGRESS_MAX_SENDERS)),
+	TOOL_STRING("clickhouse-user", 0, "U", EGRESS(user),
+		    "the ClickHouse user (default: the URL's, else default)", .nonempty = true),
+	TOOL_STRING("clickhouse-password-file", 0, "F", EGRESS(password_file),
+		    "the password, the first line of F", .nonempty = true),
+	TOOL_STRING("clickhouse-dialect", 0, "D", EGRESS(dialect),
+		    "legacy (before 22) or current: the tables' types, so that\n"
+		    "batches are made before the server first answers\n"
+		    "(default: from the server's version)", .nonempty = true),
+	TOOL_STRING("otlp", 0, "URL", struct agent_cfg, ea.otlp.otlp_url,
+		    "also (or instead) send every finished file as OTLP logs\n"
+		    "to an OpenTelemetry receiver's OTLP/HTTP endpoint\n"
+		    "(http://HOST[:PORT][/PATH]; port 4318, and /v1/logs is\n"
+		    "added to a PATH that does not end in it): one log record\n"
+		    "per event, one resource per process (host.name,\n"
+		    "process.pid, container.id, k8s.pod.uid), protobuf, spooled\n"
+		    "and sent again on 429, 5xx and connection errors", .nonempty = true),
+	TOOL_TAKE(TOOL_OPT_STRING, "otlp-header", 0, "K=V", AGENT_OTLP_HEADER,
+		  "a header on every OTLP request, e.g.\n"
+		  "Authorization='Bearer TOKEN'; may be given again", .nonempty = true),
+	TOOL_STRING("host-id", 0, "NAME", EGRESS(host_id),
+		    "the host's name in every row and record (default: the\n"
+		    "host name)", .nonempty = true),
+	TOOL_STRING("spool-dir", 0, "DIR", EGRESS(spool_dir),
+		    "where batches wait until acknowledged (default:\n"
+		    "OUTPUT-DIR/spool; with --clickhouse and --otlp both, the\n"
+		    "OTLP batches wait in DIR-otlp); a restarted agent sends\n"
+		    "what it finds", .nonempty = true),
+	TOOL_MIB("spool-mb", 0, "N", 1, 1u << 20, EGRESS(spool_bytes),
+		 "the spool's size (default 256); when it is full, Block\n"
+		 "processes park until it has room, and the events of Drop\n"
+		 "processes are counted as lost (reason egress_full)",
+		 .bad = "must be 1 to 1048576 (MiB)"),
+	TOOL_FLAG("quiet", 0, AGENT(quiet), "no progress lines"),
+	TOOL_OPTS_END
+};
+
+/* --providers and --dotnet-providers: checked here, parsed by the agent */
+static int agent_providers(const char *name, const char *v)
+{
+	struct rp_provider_config *p = NULL;
+	uint32_t n = 0;
+	char err[256];
+
+	if (rp_providers_parse(v, &p, &n, err, sizeof(err)))
+		return tool_err("agent", "--%s: %s", name, err), 2;
+	rp_providers_free(p, n);
+	return 0;
+}
+
+static int agent_take(void *cfg, const struct tool_opt *opt, char *v, uint64_t num)
+{
+	struct agent_cfg *c = cfg;
+	struct egress_opts *eo = &c->ea.ch;
+	char err[256];
+
+	switch (opt->id) {
+	case AGENT_PROVIDERS:
+	case AGENT_DOTNET_PROVIDERS:
+		if (agent_providers(opt->name, v))
+			return 2;
+		*(opt->id == AGENT_PROVIDERS ? &c->o.providers : &c->o.dotnet_providers) = v;
+		return 0;
+	case AGENT_BUFFERING:
+		if (rp_buffering_parse(v, &c->o.buffering))
+			return tool_err("agent", "--buffering-mode must be drop or block, not '%s'",
+					v), 2;
+		return 0;
+	case AGENT_BLOCK_TIMEOUT:
+		if (tool_parse_block_timeout(v, &c->o.block_timeout_ms))
+			return tool_err("agent", "--block-timeout must be a time of at least 1ms "
+					"(500ms, 2s) or 0 for none, not '%s'", v), 2;
+		return 0;
+	case AGENT_KERNEL:
+	case AGENT_USDT:
+		if (opt->id == AGENT_KERNEL ? rp_capture_parse_kernel(&c->co, v, err, sizeof(err)) :
+		    rp_capture_parse_usdt(&c->co, v, c->usdt, MAX_USDT, err, sizeof(err)))
+			return tool_err("agent", "%s", err), 2;
+		c->o.capture = &c->co;
+		return 0;
+	case AGENT_CLICKHOUSE:
+		if (eo->nurls == EGRESS_MAX_SERVERS)
+			return tool_err("agent", "--clickhouse is given at most %d times (the "
+					"servers of one cluster)", EGRESS_MAX_SERVERS), 2;
+		eo->urls[eo->nurls++] = v;
+		return 0;
+	default:	/* AGENT_OTLP_HEADER */
+		return otlp_header(&c->ea, v);
+	}
+}
+
+static const struct tool_cmd agent_status_sub = { .name = "agent status", .opts = status_opts };
+static const struct tool_cmd *const agent_subs[] = { &agent_status_sub, NULL };
+static const struct tool_cmd agent_cmd = {
+	.name = "agent", .usage = agent_usage, .usage_end = agent_usage_end, .opts = agent_opts,
+	.take = agent_take, .also = agent_subs,
+};
+
 int cmd_agent(int argc, char **argv)
 {
-	struct agent_opts o = { .sz = sizeof(o), .out_dir = "ringpipe-agent" };
-	struct egress_args ea = { .ch.sz = sizeof(ea.ch), .otlp.sz = sizeof(ea.otlp) };
-	struct rp_capture_opts co = { .sz = sizeof(co) };
-	const char *usdt[MAX_USDT];
-	uint64_t duration = 0, mb;
+	struct agent_cfg c = { .o = { .sz = sizeof(c.o), .out_dir = "ringpipe-agent" },
+			       .ea = { .ch.sz = sizeof(c.ea.ch), .otlp.sz = sizeof(c.ea.otlp) },
+			       .co = { .sz = sizeof(c.co) } };
 	struct sigaction sa = { .sa_handler = on_signal };
+	struct tool_args rest;
 	struct agent *a;
 	struct timespec t0;
-	int i, taken;
+	int rc;
 
 	if (argc > 1 && !strcmp(argv[1], "status"))
 		return cmd_status(argc - 1, argv + 1);
-	for (i = 1; i < argc; i++) {
-		const char *opt = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-
-		if (!strcmp(opt, "--help") || !strcmp(opt, "-h"))
-			return fputs(agent_usage, stdout), 0;
-		if (!strcmp(opt, "--dotnet")) {
-			o.dotnet = true;
-			continue;
-		}
-		if (!strcmp(opt, "--quiet")) {
-			o.quiet = true;
-			continue;
-		}
-		if (!strcmp(opt, "--merge")) {
-			o.merge = true;
-			continue;
-		}
-		if (!strcmp(opt, "--clickhouse-shard")) {
-			ea.ch.shard = true;
-			continue;
-		}
-		taken = egress_option(&ea, opt, v);
-		if (taken != 1) {
-			/* once: --clickhouse adds a server, --otlp-header a header
-			 * each time */
-			if (taken)
-				return 2;
-			i++;
-			continue;
-		}
-		if (strcmp(opt, "--providers") && strcmp(opt, "--buffering-mode") &&
-		    strcmp(opt, "--block-timeout") &&
-		    strcmp(opt, "--buffer-mb") && strcmp(opt, "--output-dir") && strcmp(opt, "--socket") &&
-		    strcmp(opt, "--duration") && strcmp(opt, "--dotnet-providers") &&
-		    strcmp(opt, "--kernel") && strcmp(opt, "--usdt") && strcmp(opt, "--sample") &&
-		    strcmp(opt, "--rotate-mb") && strcmp(opt, "--rotate-s"))
-			return tool_err("agent", "unknown option '%s' (see --help)", opt), 2;
-		if (!v)
-			return tool_err("agent", "option '%s' needs a value (see --help)", opt), 2;
-		i++;
-		if (!strcmp(opt, "--providers") || !strcmp(opt, "--dotnet-providers")) {
-			struct rp_provider_config *p = NULL;
-			uint32_t n = 0;
-			char err[256];
-
-			if (rp_providers_parse(v, &p, &n, err, sizeof(err)))
-				return tool_err("agent", "%s: %s", opt, err), 2;
-			rp_providers_free(p, n);
-			if (!strcmp(opt, "--providers"))
-				o.providers = v;
-			else
-				o.dotnet_providers = v;
-		} else if (!strcmp(opt, "--kernel") || !strcmp(opt, "--usdt")) {
-			char err[256];
-			int bad = !strcmp(opt, "--kernel") ?
-				  rp_capture_parse_kernel(&co, argv[i], err, sizeof(err)) :
-				  rp_capture_parse_usdt(&co, argv[i], usdt, MAX_USDT, err, sizeof(err));
-
-			if (bad)
-				return tool_err("agent", "%s", err), 2;
-			o.capture = &co;
-		} else if (!strcmp(opt, "--sample")) {
-			if (tool_parse_u64(v, 100000, &mb) || !mb)
-				return tool_err("agent", "--sample takes a rate in Hz (1..100000), not '%s'", v), 2;
-			o.sample_hz = (uint32_t)mb;
-		} else if (!strcmp(opt, "--buffering-mode")) {
-			if (rp_buffering_parse(v, &o.buffering))
-				return tool_err("agent", "--buffering-mode must be drop or block, not '%s'", v), 2;
-		} else if (!strcmp(opt, "--block-timeout")) {
-			uint64_t ns;
-
-			if (!strcmp(v, "0"))
-				ns = 0;
-			else if (tool_parse_duration(v, UINT32_MAX * 1000000ull, &ns) || ns < 1000000)
-				return tool_err("agent", "--block-timeout must be a time of at least 1ms "
-						"(500ms, 2s) or 0 for none, not '%s'", v), 2;
-			o.block_timeout_ms = (uint32_t)(ns / 1000000);
-		} else if (!strcmp(opt, "--buffer-mb")) {
-			if (tool_parse_u64(v, 65536, &mb) || !mb)
-				return tool_err("agent", "--buffer-mb must be 1 to 65536, not '%s'", v), 2;
-			o.buffer_bytes = mb << 20;
-		} else if (!strcmp(opt, "--rotate-mb")) {
-			if (tool_parse_u64(v, 1u << 20, &mb) || !mb)
-				return tool_err("agent", "--rotate-mb must be 1 to 1048576 (MiB), not '%s'", v), 2;
-			o.rotate_bytes = mb << 20;
-		} else if (!strcmp(opt, "--rotate-s")) {
-			if (tool_parse_u64(v, 31u * 24 * 3600, &mb) || !mb)
-				return tool_err("agent", "--rotate-s must be 1 to 2678400 (seconds), not '%s'", v), 2;
-			o.rotate_s = (uint32_t)mb;
-		} else if (!strcmp(opt, "--output-dir")) {
-			if (!*v)
-				return tool_err("agent", "--output-dir needs a directory"), 2;
-			o.out_dir = v;
-		} else if (!strcmp(opt, "--socket")) {
-			if (!*v || strlen(v) >= 108)
-				return tool_err("agent", "--socket needs a path of 1 to 107 bytes"), 2;
-			o.socket_path = v;
-		} else if (tool_parse_duration(v, UINT64_MAX, &duration) || !duration) {
-			return tool_err("agent", "--duration must be a time such as 30s or 5m, not '%s'", v), 2;
-		}
-	}
-	if (egress_finish(&o, &ea))
+	rc = tool_opts_parse(&agent_cmd, argc, argv, &c, &rest);
+	if (rc != TOOL_OPTS_RUN)
+		return rc;
+	if (c.o.socket_path && strlen(c.o.socket_path) >= 108)
+		return tool_err("agent", "--socket needs a path of 1 to 107 bytes"), 2;
+	if (egress_finish(&c.o, &c.ea))
 		return 2;
-	if (!o.providers && !o.dotnet && !o.capture && !o.sample_hz)
+	if (!c.o.providers && !c.o.dotnet && !c.o.capture && !c.o.sample_hz)
 		return tool_err("agent", "nothing to collect: give --providers, --dotnet, --kernel, "
 				"--usdt or --sample (see --help)"), 2;
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
-	a = agent_start(&o);
+	a = agent_start(&c.o);
 	if (!a)
 		return 1;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -397,8 +378,8 @@ int cmd_agent(int argc, char **argv)
 
 		nanosleep(&d, NULL);
 		clock_gettime(CLOCK_MONOTONIC, &now);
-		if (duration && (uint64_t)(now.tv_sec - t0.tv_sec) * 1000000000ull + (uint64_t)now.tv_nsec -
-				(uint64_t)t0.tv_nsec >= duration)
+		if (c.duration_ns && (uint64_t)(now.tv_sec - t0.tv_sec) * 1000000000ull +
+				     (uint64_t)now.tv_nsec - (uint64_t)t0.tv_nsec >= c.duration_ns)
 			break;
 	}
 	return agent_stop(a);

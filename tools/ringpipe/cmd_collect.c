@@ -12,6 +12,7 @@
 #include "cmds.h"
 #include "collect.h"
 #include "config.h"
+#include "tool_opts.h"
 #include "tool_util.h"
 
 static const char collect_usage[] =
@@ -26,126 +27,99 @@ static const char collect_usage[] =
 "cleanly; signals within a second of the first are the same request, and a\n"
 "later Ctrl-C abandons the rest of the stream, saying so. A target stopped\n"
 "(SIGSTOP) for 3 s while it should answer is given up on. The file is then\n"
-"read back and a summary printed: events per provider and EventsLost.\n"
-"\n"
-"options:\n"
-"  -p, --process-id PID       the process to trace\n"
-"  --providers SPEC           Name[:Keywords[:Level[:key=value;...]]],...\n"
-"                             Keywords omitted: all (0xFFFFFFFFFFFFFFFF is sent)\n"
-"                             Keywords 0: a .NET runtime enables only the\n"
-"                             events without keywords, ringpipe's server all\n"
-"                             Level omitted: 4 (Informational)\n"
-"                             default: Microsoft-Windows-DotNETRuntime:0x100003801D:4,\n"
-"                             Microsoft-DotNETCore-SampleProfiler:0xF00000000000:4\n"
-"  --buffering-mode drop|block  drop (default, CollectTracing2) or block\n"
-"                             (non-lossy, CollectTracing6: .NET 11+ or ringpipe)\n"
-"  --duration TIME            SECONDS[.FRACTION], a number with a unit (ns, us,\n"
-"                             ms, s, m, h: 500ms, 2m), HH:MM:SS or DD:HH:MM:SS\n"
-"  --format v5                nettrace V5 (the only format the runtime streams)\n"
-"  --buffer-mb N              the runtime's buffer, 1..1048576 MB (default 256)\n"
-"  --no-rundown               no rundown events at the end\n"
-"  -o, --output FILE          default: NAME_PID_YYYYMMDD_HHMMSS.nettrace, NAME\n"
-"                             the program's (for `dotnet App.dll`: App)\n"
-"  --force                    overwrite FILE if it exists (else an error)\n"
-"  --allow-loss               exit 0 even when events were lost\n"
-"\n"
+"read back and a summary printed: events per provider and EventsLost.\n";
+
+static const char collect_usage_end[] =
 "Exit status: 0 on success; 1 when the session failed, the trace does not read\n"
 "back, or events were lost (EventsLost > 0) without --allow-loss; 2 on a usage\n"
 "error. With -- CMD, when the trace is good and CMD exited by itself, CMD's\n"
 "exit status (128 + N when signal N killed it), as dotnet-trace does.\n";
 
-/* Parses argv into o; 0, or the exit status (0 for --help, 2). */
-static int parse_args(int argc, char **argv, struct collect_opts *o, bool *help)
+enum { COLLECT_BUFFERING = 1, COLLECT_FORMAT };
+
+struct collect_cfg {
+	struct collect_opts o;
+	bool no_rundown;
+};
+
+#define COLLECT(m) struct collect_cfg, o.m
+
+static const struct tool_opt collect_opts[] = {
+	TOOL_UINT("process-id", 'p', "PID", 1, INT32_MAX, COLLECT(pid), "the process to trace",
+		  .bad = "takes a process id (a whole number > 0)"),
+	TOOL_STRING("providers", 0, "SPEC", COLLECT(providers),
+		    "Name[:Keywords[:Level[:key=value;...]]],...\n"
+		    "Keywords omitted: all (0xFFFFFFFFFFFFFFFF is sent)\n"
+		    "Keywords 0: a .NET runtime enables only the\n"
+		    "events without keywords, ringpipe's server all\n"
+		    "Level omitted: 4 (Informational)\n"
+		    "default: Microsoft-Windows-DotNETRuntime:0x100003801D:4,\n"
+		    "Microsoft-DotNETCore-SampleProfiler:0xF00000000000:4", .nonempty = true),
+	TOOL_TAKE(TOOL_OPT_STRING, "buffering-mode", 0, "drop|block", COLLECT_BUFFERING,
+		  "drop (default, CollectTracing2) or block\n"
+		  "(non-lossy, CollectTracing6: .NET 11+ or ringpipe)"),
+	TOOL_DURATION("duration", 0, "TIME", 1, UINT64_MAX, COLLECT(duration_ns),
+		      "SECONDS[.FRACTION], a number with a unit (ns, us,\n"
+		      "ms, s, m, h: 500ms, 2m), HH:MM:SS or DD:HH:MM:SS"),
+	TOOL_TAKE(TOOL_OPT_STRING, "format", 0, "v5", COLLECT_FORMAT,
+		  "nettrace V5 (the only format the runtime streams)"),
+	TOOL_UINT("buffer-mb", 0, "N", 1, COLLECT_MAX_BUFFER_MB, COLLECT(buffer_mb),
+		  "the runtime's buffer, 1..1048576 MB (default 256)"),
+	TOOL_FLAG("no-rundown", 0, struct collect_cfg, no_rundown, "no rundown events at the end"),
+	TOOL_STRING("output", 'o', "FILE", COLLECT(out),
+		    "default: NAME_PID_YYYYMMDD_HHMMSS.nettrace, NAME\n"
+		    "the program's (for `dotnet App.dll`: App)", .nonempty = true),
+	TOOL_FLAG("force", 0, COLLECT(force), "overwrite FILE if it exists (else an error)"),
+	TOOL_FLAG("allow-loss", 0, COLLECT(allow_loss), "exit 0 even when events were lost"),
+	TOOL_OPTS_END
+};
+
+static int collect_take(void *cfg, const struct tool_opt *opt, char *v, uint64_t num)
 {
-	int i;
+	struct collect_cfg *c = cfg;
 
-	for (i = 1; i < argc; i++) {
-		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+	if (opt->id == COLLECT_BUFFERING && rp_buffering_parse(v, &c->o.buffering))
+		return tool_err("collect", "--buffering-mode must be drop or block, not '%s'",
+				v), 2;
+	if (opt->id == COLLECT_FORMAT && strcmp(v, "v5") && strcmp(v, "V5") &&
+	    strcasecmp(v, "nettrace"))
+		return tool_err("collect", "--format must be v5 (the runtime streams nettrace V5 "
+				"only), not '%s'", v), 2;
+	return 0;
+}
 
-		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-			*help = true;
-			return 0;
-		}
-		if (!strcmp(a, "--")) {
-			if (i + 1 >= argc)
-				return tool_err("collect", "'--' must be followed by a command to run"), 2;
-			o->cmd = argv + i + 1;
-			break;
-		}
-		if (!strcmp(a, "--allow-loss")) {
-			o->allow_loss = true;
-			continue;
-		}
-		if (!strcmp(a, "--force")) {
-			o->force = true;
-			continue;
-		}
-		if (!strcmp(a, "--no-rundown")) {
-			o->rundown = false;
-			continue;
-		}
-		if (strcmp(a, "-p") && strcmp(a, "--process-id") && strcmp(a, "--providers") &&
-		    strcmp(a, "--buffering-mode") && strcmp(a, "--duration") &&
-		    strcmp(a, "--format") && strcmp(a, "-o") && strcmp(a, "--output") &&
-		    strcmp(a, "--buffer-mb"))
-			return tool_err("collect", "unknown option '%s' (see --help)", a), 2;
-		if (!v)
-			return tool_err("collect", "option '%s' needs a value (see --help)", a), 2;
-		i++;
-		if (!strcmp(a, "-p") || !strcmp(a, "--process-id")) {
-			int rc = tool_parse_pid("collect", v, &o->pid);
+static const struct tool_cmd collect_cmd = {
+	.name = "collect", .usage = collect_usage, .usage_end = collect_usage_end,
+	.opts = collect_opts, .take = collect_take, .cmdline = true,
+};
 
-			if (rc)
-				return rc;
-		} else if (!strcmp(a, "--providers")) {
-			if (!*v)
-				return tool_err("collect", "--providers needs a provider list"), 2;
-			o->providers = v;
-		} else if (!strcmp(a, "--buffering-mode")) {
-			if (rp_buffering_parse(v, &o->buffering))
-				return tool_err("collect", "--buffering-mode must be drop or block, not '%s'",
-						v), 2;
-		} else if (!strcmp(a, "--duration")) {
-			if (tool_parse_duration(v, UINT64_MAX, &o->duration_ns))
-				return tool_err("collect", "--duration takes a time > 0: SECONDS, a "
-						"number with a unit (500ms, 2m, 1h), HH:MM:SS or "
-						"DD:HH:MM:SS, not '%s'", v), 2;
-		} else if (!strcmp(a, "--format")) {
-			if (strcmp(v, "v5") && strcmp(v, "V5") && strcasecmp(v, "nettrace"))
-				return tool_err("collect", "--format must be v5 (the runtime streams "
-						"nettrace V5 only), not '%s'", v), 2;
-		} else if (!strcmp(a, "--buffer-mb")) {
-			uint64_t n;
+/* Parses argv into c; TOOL_OPTS_RUN, or the exit status. */
+static int parse_args(int argc, char **argv, struct collect_cfg *c)
+{
+	struct collect_opts *o = &c->o;
+	struct tool_args rest;
+	int rc = tool_opts_parse(&collect_cmd, argc, argv, c, &rest);
 
-			if (tool_parse_u64(v, UINT64_MAX, &n) || !n || n > COLLECT_MAX_BUFFER_MB)
-				return tool_err("collect", "--buffer-mb must be between 1 and %u, not '%s'",
-						COLLECT_MAX_BUFFER_MB, v), 2;
-			o->buffer_mb = (uint32_t)n;
-		} else {
-			if (!*v)
-				return tool_err("collect", "-o needs a file name"), 2;
-			o->out = v;
-		}
-	}
+	if (rc != TOOL_OPTS_RUN)
+		return rc;
+	if (rest.dashdash && !rest.argc)
+		return tool_err("collect", "'--' must be followed by a command to run"), 2;
+	o->cmd = rest.argc ? rest.argv : NULL;
+	o->rundown = !c->no_rundown;
 	if (o->pid && o->cmd)
 		return tool_err("collect", "give either -p PID or -- CMD, not both"), 2;
 	if (!o->pid && !o->cmd)
 		return tool_err("collect", "-p PID or -- CMD is required (see --help)"), 2;
-	return 0;
+	return TOOL_OPTS_RUN;
 }
 
 int cmd_collect(int argc, char **argv)
 {
-	struct collect_opts o = { .buffering = RP_BUFFERING_DROP, .rundown = true,
-				  .buffer_mb = COLLECT_DEFAULT_BUFFER_MB };
-	bool help = false;
-	int rc = parse_args(argc, argv, &o, &help);
+	struct collect_cfg c = { .o = { .buffering = RP_BUFFERING_DROP,
+					.buffer_mb = COLLECT_DEFAULT_BUFFER_MB } };
+	int rc = parse_args(argc, argv, &c);
 
-	if (rc)
+	if (rc != TOOL_OPTS_RUN)
 		return rc;
-	if (help) {
-		fputs(collect_usage, stdout);
-		return 0;
-	}
-	return collect_run(&o);
+	return collect_run(&c.o);
 }

@@ -28,6 +28,7 @@
 #include "profile.h"
 #include "sample_out.h"
 #include "symbolize.h"
+#include "tool_opts.h"
 #include "tool_util.h"
 #include "utf.h"
 
@@ -492,45 +493,60 @@ static int chrome(struct conv *c)
 	return err < 0 ? err : 0;
 }
 
+struct convert_cfg {
+	const char *to, *out;
+};
+
+static const struct tool_opt convert_opts[] = {
+	TOOL_STRING("to", 0, "speedscope|chrome|text", struct convert_cfg, to,
+		    "the output's format (required)"),
+	TOOL_STRING(NULL, 'o', "OUT", struct convert_cfg, out,
+		    "where to write it (default: stdout)"),
+	TOOL_OPTS_END
+};
+
+static const struct tool_cmd convert_cmd = { .name = "convert", .usage = convert_usage,
+					     .opts = convert_opts, .max_args = 1 };
+
+/* Parses argv into the input, the output and its format; TOOL_OPTS_RUN, or
+ * the exit status. */
+static int convert_parse(int argc, char **argv, const char **path, const char **outp,
+			 enum fmt *f)
+{
+	struct convert_cfg c = { 0 };
+	struct tool_args rest;
+	int rc = tool_opts_parse(&convert_cmd, argc, argv, &c, &rest);
+
+	if (rc != TOOL_OPTS_RUN)
+		return rc;
+	if (!c.to || !rest.argc)
+		return tool_opts_help(stderr, &convert_cmd), 2;
+	*path = rest.argv[0];
+	*outp = c.out;
+	if (!strcmp(c.to, "speedscope"))
+		*f = F_SPEEDSCOPE;
+	else if (!strcmp(c.to, "chrome"))
+		*f = F_CHROME;
+	else if (!strcmp(c.to, "text"))
+		*f = F_TEXT;
+	else
+		return tool_err("convert", "--to must be speedscope, chrome or text, not '%s'",
+				c.to), 2;
+	return TOOL_OPTS_RUN;
+}
+
 int cmd_convert(int argc, char **argv)
 {
-	const char *path = NULL, *outp = NULL, *to = NULL;
+	const char *path = NULL, *outp = NULL;
 	struct conv c = { 0 };
 	struct nt_rec rec;
 	struct prof_stack *s = NULL;
-	enum fmt f;
-	int i, err = 0, rc = 1;
+	enum fmt f = F_TEXT;
+	int err = 0, rc = convert_parse(argc, argv, &path, &outp, &f);
 
-	for (i = 1; i < argc; i++) {
-		const char *a = argv[i];
-
-		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-			fputs(convert_usage, stdout);
-			return 0;
-		}
-		if (!strcmp(a, "--to") || !strcmp(a, "-o")) {
-			if (i + 1 >= argc)
-				return tool_err("convert", "option '%s' needs a value (see --help)", a), 2;
-			*(!strcmp(a, "--to") ? &to : &outp) = argv[++i];
-		} else if (a[0] == '-' && a[1]) {
-			return tool_err("convert", "unknown option '%s' (see --help)", a), 2;
-		} else if (!path) {
-			path = a;
-		} else {
-			return tool_err("convert", "more than one file given"), 2;
-		}
-	}
-	if (!to || !path)
-		return fputs(convert_usage, stderr), 2;
-	if (!strcmp(to, "speedscope"))
-		f = F_SPEEDSCOPE;
-	else if (!strcmp(to, "chrome"))
-		f = F_CHROME;
-	else if (!strcmp(to, "text"))
-		f = F_TEXT;
-	else
-		return tool_err("convert", "--to must be speedscope, chrome or text, not '%s'", to), 2;
-
+	if (rc != TOOL_OPTS_RUN)
+		return rc;
+	rc = 1;
 	c.syms = sym_table_new();
 	if (!c.syms)
 		return tool_err("convert", "libelf: %s", strerror(errno));

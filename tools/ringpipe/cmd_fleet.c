@@ -11,7 +11,6 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdbool.h>
-#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +22,7 @@
 #include "fleet_schema.h"
 #include "nettrace.h"
 #include "fleet_top.h"
+#include "tool_opts.h"
 #include "tool_util.h"
 
 static const char fleet_usage[] =
@@ -38,9 +38,8 @@ static const char fleet_usage[] =
 "URL is ClickHouse's HTTP interface: http://HOST[:PORT]/[?database=NAME&user=U\n"
 "&password=P&SETTING=VALUE...] (port 8123 and database " CH_DEFAULT_DATABASE " by default;\n"
 "other parameters are ClickHouse settings, passed on with every statement).\n"
-"CREDENTIALS: --user U, and --password P or --password-file FILE (its first\n"
-"line), which take precedence over the URL's. --timeout S (default 30) bounds\n"
-"the connect and every wait for the server.\n"
+"CREDENTIALS: --user U, and --password P or --password-file FILE, which take\n"
+"precedence over the URL's.\n"
 "\n"
 "init   creates the database and the tables events, event_meta, stacks,\n"
 "       processes, containers, losses and batches (the manifest of what each\n"
@@ -83,8 +82,9 @@ static const char fleet_usage[] =
 "       functions  the hottest functions of the CPU samples (agent --sample):\n"
 "                  samples whose leaf frame is the function (SELF) and whose\n"
 "                  stack holds it (TOTAL)\n"
-"       Without a name, all three.\n"
-"\n"
+"       Without a name, all three.\n";
+
+static const char fleet_usage_end[] =
 "Exit status: 0 on success (check: everything is accounted for); 1 when the\n"
 "server cannot be reached or refuses the statement (its message is printed),\n"
 "check found a problem, or export selected no row; 2 on a usage error.\n"
@@ -100,70 +100,73 @@ struct fleet_args {
 	bool print;
 };
 
-/* The options that take a value: where fleet_args keeps it, and the one
- * subcommand it belongs to (NULL: all; an option of two has two rows) */
-static const struct fleet_value_option {
-	const char *name;
-	size_t offset;
-	const char *only_in;
-} fleet_value_options[] = {
-	{ "--clickhouse", offsetof(struct fleet_args, url), NULL },
-	{ "--user", offsetof(struct fleet_args, user), NULL },
-	{ "--password", offsetof(struct fleet_args, password), NULL },
-	{ "--password-file", offsetof(struct fleet_args, password_file), NULL },
-	{ "--cluster", offsetof(struct fleet_args, cluster), "init" },
-	{ "--dialect", offsetof(struct fleet_args, dialect), "init" },
-	{ "--format", offsetof(struct fleet_args, format), "query" },
-	{ "--host", offsetof(struct fleet_args, host), "check" },
-	{ "--host", offsetof(struct fleet_args, host), "export" },
-	{ "--format", offsetof(struct fleet_args, format), "export" },
-	{ "--where", offsetof(struct fleet_args, where), "export" },
-	{ "-o", offsetof(struct fleet_args, output), "export" },
-	{ "--output", offsetof(struct fleet_args, output), "export" },
-	{ "--host", offsetof(struct fleet_args, host), "top" },
-	{ "--since", offsetof(struct fleet_args, since), "top" },
-	{ "--limit", offsetof(struct fleet_args, limit), "top" },
+#define FLEET(m) struct fleet_args, m
+
+/* what every subcommand takes: the server, and how to talk to it */
+static const struct tool_opt fleet_common[] = {
+	TOOL_STRING("clickhouse", 0, "URL", FLEET(url), "ClickHouse's HTTP interface (above)"),
+	TOOL_STRING("user", 0, "U", FLEET(user), "the user (default: the URL's)"),
+	TOOL_STRING("password", 0, "P", FLEET(password), "the password (default: the URL's)"),
+	TOOL_STRING("password-file", 0, "FILE", FLEET(password_file),
+		    "the password, the first line of FILE"),
+	TOOL_UINT("timeout", 0, "S", 1, 3600, FLEET(timeout_s),
+		  "bounds the connect and every wait for the server, in\n"
+		  "seconds (default 30)", .bad = "takes seconds, 1 to 3600"),
+	TOOL_OPTS_END
 };
 
-static const char **fleet_value_slot(struct fleet_args *a, const char *opt)
-{
-	size_t i;
+static const struct tool_opt fleet_init_opts[] = {
+	TOOL_STRING("cluster", 0, "NAME", FLEET(cluster), "create the tables ON CLUSTER NAME"),
+	TOOL_STRING("dialect", 0, "legacy|current", FLEET(dialect),
+		    "the tables' types (default: from the server's version)"),
+	TOOL_FLAG("print", 0, FLEET(print), "print the statements instead of running them"),
+	TOOL_OPTS_END
+};
 
-	for (i = 0; i < sizeof(fleet_value_options) / sizeof(fleet_value_options[0]); i++) {
-		const struct fleet_value_option *o = &fleet_value_options[i];
+static const struct tool_opt fleet_query_opts[] = {
+	TOOL_STRING("format", 0, "FORMAT", FLEET(format),
+		    "the answer's format (default TabSeparatedWithNames)"),
+	TOOL_OPTS_END
+};
 
-		if (!strcmp(opt, o->name) && (!o->only_in || !strcmp(a->sub, o->only_in)))
-			return (const char **)((char *)a + o->offset);
-	}
-	return NULL;
-}
+static const struct tool_opt fleet_check_opts[] = {
+	TOOL_STRING("host", 0, "H", FLEET(host), "only this host"),
+	TOOL_OPTS_END
+};
 
-/* 0, 1 after printing the help, or 2 after saying what is wrong */
-static int fleet_parse_option(struct fleet_args *a, int argc, char **argv, int *i)
-{
-	const char *opt = argv[*i], **slot;
+static const struct tool_opt fleet_export_opts[] = {
+	TOOL_STRING("where", 0, "COND", FLEET(where), "the events rows to export (required)"),
+	TOOL_STRING("output", 'o', "FILE", FLEET(output), "the nettrace file to write (required)"),
+	TOOL_STRING("format", 0, "v5|v6", FLEET(format), "nettrace version (default v6)"),
+	TOOL_STRING("host", 0, "H", FLEET(host), "only this host"),
+	TOOL_OPTS_END
+};
 
-	if (!strcmp(opt, "--help") || !strcmp(opt, "-h"))
-		return fputs(fleet_usage, stdout), 1;
-	if (!strcmp(opt, "--print") && !strcmp(a->sub, "init")) {
-		a->print = true;
-		return 0;
-	}
-	if (!strcmp(opt, "--timeout")) {
-		if (*i + 1 >= argc || tool_parse_u64(argv[*i + 1], 3600, &a->timeout_s) ||
-		    !a->timeout_s)
-			return tool_err("fleet", "--timeout takes seconds, 1 to 3600"), 2;
-		(*i)++;
-		return 0;
-	}
-	slot = fleet_value_slot(a, opt);
-	if (!slot)
-		return tool_err("fleet", "%s: unknown option '%s' (see --help)", a->sub, opt), 2;
-	if (*i + 1 >= argc)
-		return tool_err("fleet", "option '%s' needs a value (see --help)", opt), 2;
-	*slot = argv[++*i];
-	return 0;
-}
+static const struct tool_opt fleet_top_opts[] = {
+	TOOL_STRING("host", 0, "H", FLEET(host), "only this host"),
+	TOOL_STRING("since", 0, "DURATION", FLEET(since),
+		    "what was shipped in the last DURATION (default 1h; 0: all)"),
+	TOOL_STRING("limit", 0, "N", FLEET(limit), "rows per table (default 20)"),
+	TOOL_OPTS_END
+};
+
+#define FLEET_SUB(sub, max) { .name = "fleet " #sub, .usage = fleet_usage, \
+			      .usage_end = fleet_usage_end, .opts = fleet_##sub##_opts, \
+			      .common = fleet_common, .max_args = (max) }
+
+static const struct tool_cmd fleet_subs[] = {
+	FLEET_SUB(init, 0), FLEET_SUB(query, 1), FLEET_SUB(check, 0), FLEET_SUB(export, 0),
+	FLEET_SUB(top, 1),
+};
+
+static const struct tool_opt fleet_opts[] = { TOOL_OPTS_END };
+static const struct tool_cmd *const fleet_also[] = {
+	&fleet_subs[0], &fleet_subs[1], &fleet_subs[2], &fleet_subs[3], &fleet_subs[4], NULL
+};
+static const struct tool_cmd fleet_cmd = {
+	.name = "fleet", .usage = fleet_usage, .usage_end = fleet_usage_end, .opts = fleet_opts,
+	.common = fleet_common, .also = fleet_also,
+};
 
 static int fleet_check_args(const struct fleet_args *a)
 {
@@ -194,27 +197,23 @@ static int fleet_check_args(const struct fleet_args *a)
 	return 0;
 }
 
-/* argv[0] is the subcommand. 0; 1 when --help was printed; 2 on a usage error. */
-static int fleet_parse(struct fleet_args *a, int argc, char **argv)
+/* argv[0] is the subcommand, one of fleet_subs. TOOL_OPTS_RUN, or the exit status. */
+static int fleet_parse(struct fleet_args *a, const struct tool_cmd *sub, int argc, char **argv)
 {
-	int i, rc;
+	struct tool_args rest;
+	int rc;
 
 	a->sub = argv[0];
 	a->timeout_s = 30;
-	for (i = 1; i < argc; i++) {
-		if (argv[i][0] == '-' && argv[i][1]) {
-			if ((rc = fleet_parse_option(a, argc, argv, &i)))
-				return rc;
-		} else if (!strcmp(a->sub, "query") && !a->sql) {
-			a->sql = argv[i];
-		} else if (!strcmp(a->sub, "top") && !a->what) {
-			a->what = argv[i];
-		} else {
-			return tool_err("fleet", "%s: unexpected argument '%s' (see --help)",
-					a->sub, argv[i]), 2;
-		}
-	}
-	return fleet_check_args(a);
+	rc = tool_opts_parse(sub, argc, argv, a, &rest);
+	if (rc != TOOL_OPTS_RUN)
+		return rc;
+	if (rest.argc && !strcmp(a->sub, "query"))
+		a->sql = rest.argv[0];
+	else if (rest.argc)
+		a->what = rest.argv[0];
+	rc = fleet_check_args(a);
+	return rc ? rc : TOOL_OPTS_RUN;
 }
 
 /* The client the arguments name; 0, or 1 (2 for a malformed URL) after saying why. */
@@ -445,19 +444,22 @@ static int fleet_run_top(const struct fleet_args *a)
 int cmd_fleet(int argc, char **argv)
 {
 	struct fleet_args a = { 0 };
+	size_t i;
 	int rc;
 
 	if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-		fputs(fleet_usage, argc < 2 ? stderr : stdout);
+		tool_opts_help(argc < 2 ? stderr : stdout, &fleet_cmd);
 		return argc < 2 ? 2 : 0;
 	}
-	if (strcmp(argv[1], "init") && strcmp(argv[1], "query") && strcmp(argv[1], "check") &&
-	    strcmp(argv[1], "export") && strcmp(argv[1], "top"))
+	for (i = 0; i < sizeof(fleet_subs) / sizeof(fleet_subs[0]); i++)
+		if (!strcmp(argv[1], fleet_subs[i].name + strlen("fleet ")))
+			break;
+	if (i == sizeof(fleet_subs) / sizeof(fleet_subs[0]))
 		return tool_err("fleet", "unknown subcommand '%s' (init, query, check, export "
 				"or top; see --help)", argv[1]), 2;
-	rc = fleet_parse(&a, argc - 1, argv + 1);
-	if (rc)
-		return rc == 1 ? 0 : rc;
+	rc = fleet_parse(&a, &fleet_subs[i], argc - 1, argv + 1);
+	if (rc != TOOL_OPTS_RUN)
+		return rc;
 	if (!strcmp(a.sub, "check"))
 		return fleet_run_check(&a);
 	if (!strcmp(a.sub, "export"))

@@ -19,6 +19,7 @@
 #include "collect.h"
 #include "config.h"
 #include "gc_heap.h"
+#include "tool_opts.h"
 #include "tool_util.h"
 
 #define NS_PER_S 1000000000ull
@@ -46,8 +47,9 @@ static const char gcdump_usage[] =
 "         a warning, as dotnet-gcdump does; the report then says whether the\n"
 "         snapshot is complete. --buffering-mode block fails instead.\n"
 "         The default FILE is NAME_PID_YYYYMMDD_HHMMSS_heap.nettrace; an\n"
-"         existing FILE is kept unless --force.\n"
-"\n"
+"         existing FILE is kept unless --force.\n";
+
+static const char gcdump_usage_end[] =
 "Exit status: 0 with a complete graph; 1 when there is none or it is\n"
 "incomplete; 2 on a usage error.\n";
 
@@ -161,6 +163,61 @@ static bool snapshot_complete(int trace_fd, void *ctx)
 	return gc_heap_trace_complete(trace_fd);
 }
 
+enum { GCDUMP_BUFFERING = 1 };
+
+#define GCDUMP(m) struct collect_opts, m
+
+static const struct tool_opt gcdump_collect_opts[] = {
+	TOOL_UINT("process-id", 'p', "PID", 1, INT32_MAX, GCDUMP(pid), "the process",
+		  .bad = "takes a process id (a whole number > 0)"),
+	TOOL_STRING("output", 'o', "FILE", GCDUMP(out),
+		    "the trace (default: NAME_PID_YYYYMMDD_HHMMSS_heap.nettrace)"),
+	TOOL_FLAG("force", 0, GCDUMP(force), "overwrite FILE if it exists"),
+	TOOL_DURATION("timeout", 0, "TIME", 1, 86400 * NS_PER_S, GCDUMP(duration_ns),
+		      "stop waiting for the snapshot after TIME (default 30 s)",
+		      .bad = "takes a time from 1 ns to 24 h (SECONDS, 500ms, 2m, HH:MM:SS...)"),
+	TOOL_UINT("buffer-mb", 0, "N", 1, COLLECT_MAX_BUFFER_MB, GCDUMP(buffer_mb),
+		  "the runtime's buffer, 1..1048576 MB (default 256)"),
+	TOOL_TAKE(TOOL_OPT_STRING, "buffering-mode", 0, "block|drop", GCDUMP_BUFFERING,
+		  "block only, or drop (default: block, else drop)"),
+	TOOL_OPTS_END
+};
+
+static int gcdump_collect_take(void *cfg, const struct tool_opt *o, char *v, uint64_t num)
+{
+	struct collect_opts *c = cfg;
+
+	/* --buffering-mode, the only one */
+	if (rp_buffering_parse(v, &c->buffering))
+		return tool_err("gcdump", "--buffering-mode must be drop or block, not '%s'", v), 2;
+	/* asked for by name: no quiet fallback */
+	c->block_fallback = false;
+	return 0;
+}
+
+static const struct tool_cmd gcdump_collect_cmd = {
+	.name = "gcdump collect", .usage = gcdump_usage, .usage_end = gcdump_usage_end,
+	.opts = gcdump_collect_opts, .take = gcdump_collect_take,
+};
+
+struct gcdump_report_cfg {
+	uint64_t top;
+	bool all;
+};
+
+static const struct tool_opt gcdump_report_opts[] = {
+	TOOL_UINT("top", 0, "N", 0, 1000000, struct gcdump_report_cfg, top,
+		  "the N types with the most bytes (default 20)", .bad = "takes a count"),
+	TOOL_FLAG("all", 0, struct gcdump_report_cfg, all, "every type, sorted by name"),
+	TOOL_OPTS_END
+};
+
+static const struct tool_cmd gcdump_report_cmd = {
+	.name = "gcdump report", .usage = gcdump_usage, .usage_end = gcdump_usage_end,
+	.opts = gcdump_report_opts, .max_args = 1,
+};
+
+/* argv[0] is "collect" */
 static int collect(int argc, char **argv)
 {
 	/* the snapshot is judged by report, which says what was lost */
@@ -169,50 +226,12 @@ static int collect(int argc, char **argv)
 				  .rundown = true, .buffer_mb = COLLECT_DEFAULT_BUFFER_MB,
 				  .duration_ns = 30 * NS_PER_S, .allow_loss = true,
 				  .done = snapshot_complete, .tool = "gcdump" };
+	struct tool_args rest;
 	char outbuf[512], name[256];
-	uint64_t n;
-	int i, rc;
+	int rc = tool_opts_parse(&gcdump_collect_cmd, argc, argv, &o, &rest);
 
-	for (i = 0; i < argc; i++) {
-		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-
-		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-			fputs(gcdump_usage, stdout);
-			return 0;
-		}
-		if (!strcmp(a, "--force")) {
-			o.force = true;
-			continue;
-		}
-		if (strcmp(a, "-p") && strcmp(a, "--process-id") && strcmp(a, "-o") &&
-		    strcmp(a, "--output") && strcmp(a, "--timeout") && strcmp(a, "--buffer-mb") &&
-		    strcmp(a, "--buffering-mode"))
-			return tool_err("gcdump", "unknown option '%s' (see --help)", a), 2;
-		if (!v)
-			return tool_err("gcdump", "%s needs a value", a), 2;
-		i++;
-		if (!strcmp(a, "-p") || !strcmp(a, "--process-id")) {
-			if ((rc = tool_parse_pid("gcdump", v, &o.pid)))
-				return rc;
-		} else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
-			o.out = v;
-		} else if (!strcmp(a, "--timeout")) {
-			if (tool_parse_duration(v, 86400 * NS_PER_S, &o.duration_ns))
-				return tool_err("gcdump", "--timeout takes a time from 1 ns to 24 h "
-						"(SECONDS, 500ms, 2m, HH:MM:SS...), not '%s'", v), 2;
-		} else if (!strcmp(a, "--buffer-mb")) {
-			if (tool_parse_u64(v, COLLECT_MAX_BUFFER_MB, &n) || !n)
-				return tool_err("gcdump", "--buffer-mb must be between 1 and %u, not '%s'",
-						COLLECT_MAX_BUFFER_MB, v), 2;
-			o.buffer_mb = (uint32_t)n;
-		} else if (rp_buffering_parse(v, &o.buffering)) {
-			return tool_err("gcdump", "--buffering-mode must be drop or block, not '%s'",
-					v), 2;
-		} else {
-			/* asked for by name: no quiet fallback */
-			o.block_fallback = false;
-		}
-	}
+	if (rc != TOOL_OPTS_RUN)
+		return rc;
 	if (!o.pid)
 		return tool_err("gcdump", "collect needs -p PID"), 2;
 	if (!o.out) {
@@ -226,40 +245,32 @@ static int collect(int argc, char **argv)
 	return report(o.out, 20, false);
 }
 
+static const struct tool_opt gcdump_opts[] = { TOOL_OPTS_END };
+static const struct tool_cmd *const gcdump_subs[] = { &gcdump_report_cmd, &gcdump_collect_cmd,
+						      NULL };
+static const struct tool_cmd gcdump_cmd = {
+	.name = "gcdump", .usage = gcdump_usage, .usage_end = gcdump_usage_end,
+	.opts = gcdump_opts, .also = gcdump_subs,
+};
+
 int cmd_gcdump(int argc, char **argv)
 {
-	long top = 20;
-	bool all = false;
-	const char *file = NULL;
-	int i;
+	struct gcdump_report_cfg c = { .top = 20 };
+	struct tool_args rest;
+	int rc;
 
 	if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-		fputs(gcdump_usage, argc < 2 ? stderr : stdout);
+		tool_opts_help(argc < 2 ? stderr : stdout, &gcdump_cmd);
 		return argc < 2 ? 2 : 0;
 	}
 	if (!strcmp(argv[1], "collect"))
-		return collect(argc - 2, argv + 2);
+		return collect(argc - 1, argv + 1);
 	if (strcmp(argv[1], "report"))
 		return tool_err("gcdump", "unknown subcommand '%s' (report or collect)", argv[1]), 2;
-	for (i = 2; i < argc; i++) {
-		uint64_t v;
-
-		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-			fputs(gcdump_usage, stdout);
-			return 0;
-		} else if (!strcmp(argv[i], "--all")) {
-			all = true;
-		} else if (!strcmp(argv[i], "--top") && i + 1 < argc) {
-			if (tool_parse_u64(argv[++i], 1000000, &v))
-				return tool_err("gcdump", "--top: '%s' is not a count", argv[i]), 2;
-			top = (long)v;
-		} else if (argv[i][0] == '-' || file) {
-			return tool_err("gcdump", "unexpected argument '%s' (see --help)", argv[i]), 2;
-		} else {
-			file = argv[i];
-		}
-	}
-	if (!file)
+	rc = tool_opts_parse(&gcdump_report_cmd, argc - 1, argv + 1, &c, &rest);
+	if (rc != TOOL_OPTS_RUN)
+		return rc;
+	if (!rest.argc)
 		return tool_err("gcdump", "report needs a FILE"), 2;
-	return report(file, top, all);
+	return report(rest.argv[0], (long)c.top, c.all);
 }

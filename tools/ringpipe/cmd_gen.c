@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cmds.h"
+#include "tool_opts.h"
 #include "tool_util.h"
 #include "tracegen.h"
 
@@ -20,85 +21,79 @@ static const char gen_usage[] =
 "                    [--small] [--seed N]\n"
 "\n"
 "Writes a synthetic nettrace file: every field type, T threads (two processes\n"
-"in V6), stacks, activity ids, opcodes and sequence points. --gap-every N skips\n"
-"one sequence number every N events of each thread, --lead-gap and --tail-gap\n"
-"skip numbers before a thread's first and after its last event; a reader must\n"
-"report the sum as EventsLost. --small writes only the 32-byte 'Small' event.\n"
-"Prints a JSON line: {\"written\":N,\"lost\":N,\"bytes\":N}.\n"
-"Defaults: v5, 10000 events, 4 threads, no gaps, a sequence point every 10000.\n";
+"in V6), stacks, activity ids, opcodes and sequence points. The gaps are\n"
+"sequence numbers skipped, which a reader must report, summed, as EventsLost.\n"
+"Prints a JSON line: {\"written\":N,\"lost\":N,\"bytes\":N}.\n";
+
+struct gen_cfg {
+	struct tracegen_opts o;
+	const char *out;
+};
+
+enum { GEN_FORMAT = 1 };
+
+#define GEN(m) struct gen_cfg, o.m
+
+static const struct tool_opt gen_opts[] = {
+	TOOL_STRING(NULL, 'o', "FILE", struct gen_cfg, out, "the trace to write (required)"),
+	TOOL_TAKE(TOOL_OPT_STRING, "format", 0, "v5|v6", GEN_FORMAT,
+		  "nettrace version (default v5)"),
+	TOOL_UINT("events", 0, "N", 0, UINT64_MAX, GEN(events), "events in all (default 10000)"),
+	TOOL_UINT("threads", 0, "T", 1, 100000, GEN(threads),
+		  "capture threads, 1 to 100000 (default 4)"),
+	TOOL_UINT("gap-every", 0, "N", 0, UINT32_MAX, GEN(gap_every),
+		  "skip one sequence number every N events of each thread"),
+	TOOL_UINT("lead-gap", 0, "N", 0, UINT32_MAX, GEN(lead_gap),
+		  "sequence numbers skipped before each thread's first event"),
+	TOOL_UINT("tail-gap", 0, "N", 0, UINT32_MAX, GEN(tail_gap),
+		  "sequence numbers skipped after each thread's last event"),
+	TOOL_UINT("sp-every", 0, "N", 0, UINT32_MAX, GEN(sp_every),
+		  "a sequence point every N events (default 10000; 0: at the end)"),
+	TOOL_FLAG("small", 0, GEN(small_only), "only the 32-byte 'Small' event"),
+	TOOL_UINT("seed", 0, "N", 0, UINT64_MAX, GEN(seed), "the generator's seed"),
+	TOOL_OPTS_END
+};
+
+static int gen_take(void *cfg, const struct tool_opt *opt, char *v, uint64_t num)
+{
+	struct gen_cfg *c = cfg;
+
+	if (!strcmp(v, "v5"))
+		c->o.format = NT_FORMAT_V5;
+	else if (!strcmp(v, "v6"))
+		c->o.format = NT_FORMAT_V6;
+	else
+		return tool_err("gen", "--format must be v5 or v6, not '%s'", v), 2;
+	return 0;
+}
+
+static const struct tool_cmd gen_cmd = { .name = "gen", .usage = gen_usage, .opts = gen_opts,
+					 .take = gen_take };
 
 int cmd_gen(int argc, char **argv)
 {
-	struct tracegen_opts o = { .format = NT_FORMAT_V5, .events = 10000, .threads = 4,
-				   .sp_every = 10000 };
+	struct gen_cfg c = { .o = { .format = NT_FORMAT_V5, .events = 10000, .threads = 4,
+				    .sp_every = 10000 } };
 	struct tracegen_result res;
 	struct nt_fd_sink sink;
-	const char *out = NULL;
-	int i, fd, err;
+	struct tool_args rest;
+	int fd, err, rc = tool_opts_parse(&gen_cmd, argc, argv, &c, &rest);
 
-	for (i = 1; i < argc; i++) {
-		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-		uint64_t n;
-
-		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-			fputs(gen_usage, stdout);
-			return 0;
-		}
-		if (!strcmp(a, "--small")) {
-			o.small_only = true;
-			continue;
-		}
-		if (!v)
-			return tool_err("gen", "option '%s' needs a value (see --help)", a), 2;
-		i++;
-		if (!strcmp(a, "-o")) {
-			out = v;
-		} else if (!strcmp(a, "--format")) {
-			if (!strcmp(v, "v5"))
-				o.format = NT_FORMAT_V5;
-			else if (!strcmp(v, "v6"))
-				o.format = NT_FORMAT_V6;
-			else
-				return tool_err("gen", "--format must be v5 or v6, not '%s'", v), 2;
-		} else {
-			uint64_t max = !strcmp(a, "--events") || !strcmp(a, "--seed") ?
-				UINT64_MAX : UINT32_MAX;
-
-			if (tool_parse_u64(v, max, &n))
-				return tool_err("gen", "%s takes a whole number, not '%s'", a, v), 2;
-			if (!strcmp(a, "--events"))
-				o.events = n;
-			else if (!strcmp(a, "--threads") && n >= 1 && n <= 100000)
-				o.threads = (uint32_t)n;
-			else if (!strcmp(a, "--gap-every"))
-				o.gap_every = (uint32_t)n;
-			else if (!strcmp(a, "--lead-gap"))
-				o.lead_gap = (uint32_t)n;
-			else if (!strcmp(a, "--tail-gap"))
-				o.tail_gap = (uint32_t)n;
-			else if (!strcmp(a, "--sp-every"))
-				o.sp_every = (uint32_t)n;
-			else if (!strcmp(a, "--seed"))
-				o.seed = n;
-			else if (!strcmp(a, "--threads"))
-				return tool_err("gen", "--threads must be between 1 and 100000"), 2;
-			else
-				return tool_err("gen", "unknown option '%s' (see --help)", a), 2;
-		}
-	}
-	if (!out)
+	if (rc != TOOL_OPTS_RUN)
+		return rc;
+	if (!c.out)
 		return tool_err("gen", "-o FILE is required (see --help)"), 2;
-	fd = open(out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	fd = open(c.out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (fd < 0)
-		return tool_err("gen", "%s: %s", out, strerror(errno));
+		return tool_err("gen", "%s: %s", c.out, strerror(errno));
 	nt_fd_sink_init(&sink, fd);
-	err = tracegen_write(&sink.base, &o, &res);
+	err = tracegen_write(&sink.base, &c.o, &res);
 	if (!err && fsync(fd) < 0 && errno != EINVAL)
 		err = -errno;
 	if (close(fd) < 0 && !err)
 		err = -errno;
 	if (err)
-		return tool_err("gen", "%s: %s", out, strerror(-err));
+		return tool_err("gen", "%s: %s", c.out, strerror(-err));
 	printf("{\"written\":%" PRIu64 ",\"lost\":%" PRIu64 ",\"bytes\":%" PRIu64 "}\n",
 	       res.written, res.lost, sink.bytes);
 	return 0;

@@ -17,6 +17,7 @@
 #include "agent_report.h"
 #include "cmds.h"
 #include "retrace.h"
+#include "tool_opts.h"
 #include "tool_util.h"
 
 static const char merge_usage[] =
@@ -135,56 +136,46 @@ static void print_note(const char *note)
 	}
 }
 
+struct merge_cfg {
+	const char *out;
+};
+
+static const struct tool_opt merge_opts[] = {
+	TOOL_STRING(NULL, 'o', "OUT", struct merge_cfg, out, "the merged file (required)"),
+	TOOL_OPTS_END
+};
+
+static const struct tool_cmd merge_cmd = { .name = "merge", .usage = merge_usage,
+					   .opts = merge_opts, .max_args = -1 };
+
 int cmd_merge(int argc, char **argv)
 {
 	struct merge_inputs in = { 0 };
 	struct retrace_stats st;
 	struct stat out_st, sb;
-	const char *out = NULL;
-	bool have_out_st, options = true;
-	char **args, note[8192];
-	int i, nargs = 0, rc = 0, err;
+	struct merge_cfg c = { 0 };
+	struct tool_args rest;
+	const char *out;
+	bool have_out_st;
+	char note[8192];
+	int i, rc = tool_opts_parse(&merge_cmd, argc, argv, &c, &rest), err;
 
-	/* argv[1..] holds at most argc - 1 inputs */
-	args = calloc((size_t)argc, sizeof(*args));
-	if (!args)
-		return tool_err("merge", "%s", strerror(ENOMEM));
-	for (i = 1; i < argc; i++) {
-		const char *a = argv[i];
-
-		if (options && (!strcmp(a, "--help") || !strcmp(a, "-h"))) {
-			free(args);
-			fputs(merge_usage, stdout);
-			return 0;
-		}
-		if (options && !strcmp(a, "--")) {
-			options = false;
-		} else if (options && !strcmp(a, "-o")) {
-			if (i + 1 >= argc)
-				rc = (tool_err("merge", "option '-o' needs a value (see --help)"), 2);
-			else
-				out = argv[++i];
-		} else if (options && a[0] == '-' && a[1]) {
-			rc = (tool_err("merge", "unknown option '%s' (see --help)", a), 2);
-		} else {
-			args[nargs++] = argv[i];
-		}
-		if (rc)
-			break;
-	}
-	if (!rc && !out)
-		rc = (tool_err("merge", "-o OUT is required (see --help)"), 2);
-	if (!rc && !nargs)
-		rc = (tool_err("merge", "no input files (see --help)"), 2);
+	if (rc != TOOL_OPTS_RUN)
+		return rc;
+	out = c.out;
+	if (!out)
+		return tool_err("merge", "-o OUT is required (see --help)"), 2;
+	if (!rest.argc)
+		return tool_err("merge", "no input files (see --help)"), 2;
+	rc = 0;
 	/* OUT as it is now: left out of a directory that holds it */
-	have_out_st = out && !stat(out, &out_st);
-	for (i = 0; i < nargs && !rc; i++) {
-		if (!stat(args[i], &sb) && S_ISDIR(sb.st_mode))
-			rc = inputs_add_dir(&in, args[i], have_out_st ? &out_st : NULL);
-		else if (inputs_add(&in, args[i]))
+	have_out_st = !stat(out, &out_st);
+	for (i = 0; i < rest.argc && !rc; i++) {
+		if (!stat(rest.argv[i], &sb) && S_ISDIR(sb.st_mode))
+			rc = inputs_add_dir(&in, rest.argv[i], have_out_st ? &out_st : NULL);
+		else if (inputs_add(&in, rest.argv[i]))
 			rc = tool_err("merge", "%s", strerror(ENOMEM));
 	}
-	free(args);
 	if (!rc) {
 		struct tool_progress pg;
 

@@ -19,15 +19,28 @@
 
 #include "cmds.h"
 #include "ipc_client.h"
+#include "tool_opts.h"
 #include "tool_util.h"
 
 static const char ps_usage[] =
 "usage: ringpipe ps [-v]\n"
 "\n"
 "Lists the processes that have a diagnostic socket (.NET runtimes and programs\n"
-"running ringpipe's IPC server): pid, name and command line, in pid order.\n"
-"-v also asks each process for ProcessInfo and prints its entry assembly,\n"
-"runtime version, OS/architecture and socket path.\n";
+"running ringpipe's IPC server): pid, name and command line, in pid order.\n";
+
+struct ps_cfg {
+	bool verbose;
+};
+
+static const struct tool_opt ps_opts[] = {
+	TOOL_FLAG("verbose", 'v', struct ps_cfg, verbose,
+		  "also ask each process for ProcessInfo and print its\n"
+		  "entry assembly, runtime version, OS/architecture and\n"
+		  "socket path"),
+	TOOL_OPTS_END
+};
+
+static const struct tool_cmd ps_cmd = { .name = "ps", .usage = ps_usage, .opts = ps_opts };
 
 /* /proc/<pid>/<what> with NULs turned into spaces, trailing ones dropped. */
 static void proc_text(int pid, const char *what, char *out, size_t len)
@@ -76,24 +89,17 @@ static void print_info(const char *sock)
 
 int cmd_ps(int argc, char **argv)
 {
-	bool verbose = false;
+	struct ps_cfg cfg = { 0 };
 	struct dirent *de;
-	int *pids = NULL, i;
+	int *pids = NULL;
 	size_t n = 0, cap = 0, k;
 	DIR *d;
 
-	for (i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-			fputs(ps_usage, stdout);
-			return 0;
-		}
-		if (!strcmp(argv[i], "-v") || !strcmp(argv[i], "--verbose")) {
-			verbose = true;
-			continue;
-		}
-		return tool_err("ps", "unknown option '%s' (see --help)", argv[i]), 2;
-	}
+	struct tool_args rest;
+	int rc = tool_opts_parse(&ps_cmd, argc, argv, &cfg, &rest);
 
+	if (rc != TOOL_OPTS_RUN)
+		return rc;
 	d = opendir("/proc");
 	if (!d)
 		return tool_err("ps", "/proc: %s", strerror(errno));
@@ -140,7 +146,7 @@ int cmd_ps(int argc, char **argv)
 		if (!*name && !*cmdline)
 			continue;	/* exited meanwhile */
 		printf("%7d  %-16s %s\n", pids[k], name, cmdline);
-		if (verbose)
+		if (cfg.verbose)
 			print_info(sock);
 	}
 	fflush(stdout);

@@ -28,6 +28,7 @@
 #include "ringpipe/ringpipe.h"
 #include "sample_out.h"
 #include "symbolize.h"
+#include "tool_opts.h"
 #include "tool_util.h"
 
 #define RE_TICK_MS 100
@@ -42,27 +43,10 @@ static const char record_usage[] =
 "Records kernel-assisted events into a nettrace file: USDT probes of\n"
 "unmodified runtimes and scheduler tracepoints, through BPF, each a\n"
 "self-describing event of its own provider (see ringpipe(1) and\n"
-"Documentation/kernel.md). Needs CAP_BPF and CAP_PERFMON (or root).\n"
-"\n"
-"options:\n"
-"  -p, --process-id PID   trace that process (kernel events: and its children)\n"
-"  -a, --all              trace every process\n"
-"  --usdt WHAT[,WHAT...]  python     CPython gc__start/gc__done\n"
-"                         jvm        HotSpot GC, memory pools, class loading,\n"
-"                                    method compiles, thread starts\n"
-"                         BINARY:PROVIDER:PROBE  any USDT probe (first 6 args)\n"
-"  --kernel LIST          exec (exec, fork, exit) and/or sched (context switches)\n"
-"  --sample HZ            CPU samples with kernel and user stacks, HZ per CPU\n"
-"                         (cpu-clock, or cycles where the CPU has them), and\n"
-"                         what symbolizing them needs (ringpipe report, convert)\n"
-"  --providers LIST       Name[:Keywords[:Level]],... of the capture providers\n"
-"                         to enable (default: every one the options above use)\n"
-"  --duration TIME        SECONDS[.FRACTION], a number with a unit (ns, us, ms,\n"
-"                         s, m, h: 500ms, 2m), HH:MM:SS or DD:HH:MM:SS\n"
-"  --format 5|6           nettrace version (default 5)\n"
-"  --buffer-mb N          BPF ring buffer size, power of two (default 8)\n"
-"  -o, --output FILE      the trace (required)\n"
-"  -- CMD [ARGS...]       start CMD, trace it from its exec, stop when it exits\n";
+"Documentation/kernel.md). Needs CAP_BPF and CAP_PERFMON (or root).\n";
+
+static const char record_usage_end[] =
+"-- CMD [ARGS...] starts CMD, traces it from its exec and stops when it exits.\n";
 
 static volatile sig_atomic_t re_stop;
 
@@ -105,7 +89,8 @@ struct record_cfg {
 	struct rp_capture_opts co;
 	const char *usdt[RE_MAX_USDT];
 	const char *out;
-	char *providers;	/* --providers, strdup'ed */
+	const char *providers_arg;	/* --providers */
+	char *providers;	/* a copy, cut up into the session's providers */
 	uint64_t duration_ns;
 	int format;
 	uint32_t sample_hz;	/* --sample: 0 when off */
@@ -113,88 +98,80 @@ struct record_cfg {
 	char **cmd;
 };
 
-static int add_usdt(struct record_cfg *c, char *list)
+enum { RECORD_USDT = 1, RECORD_KERNEL, RECORD_FORMAT, RECORD_BUFFER };
+
+static const struct tool_opt record_opts[] = {
+	TOOL_UINT("process-id", 'p', "PID", 1, INT32_MAX, struct record_cfg, co.pid,
+		  "trace that process (kernel events: and its children)",
+		  .bad = "takes a process id (a whole number > 0)"),
+	TOOL_FLAG("all", 'a', struct record_cfg, all, "trace every process"),
+	TOOL_TAKE(TOOL_OPT_STRING, "usdt", 0, "WHAT[,WHAT...]", RECORD_USDT,
+		  "python     CPython gc__start/gc__done\n"
+		  "jvm        HotSpot GC, memory pools, class loading,\n"
+		  "           method compiles, thread starts\n"
+		  "BINARY:PROVIDER:PROBE  any USDT probe (first 6 args)"),
+	TOOL_TAKE(TOOL_OPT_STRING, "kernel", 0, "LIST", RECORD_KERNEL,
+		  "exec (exec, fork, exit) and/or sched (context switches)"),
+	TOOL_UINT("sample", 0, "HZ", 1, 100000, struct record_cfg, sample_hz,
+		  "CPU samples with kernel and user stacks, HZ per CPU\n"
+		  "(cpu-clock, or cycles where the CPU has them), and\n"
+		  "what symbolizing them needs (ringpipe report, convert)",
+		  .bad = "takes a rate in Hz (1..100000)"),
+	TOOL_STRING("providers", 0, "LIST", struct record_cfg, providers_arg,
+		    "Name[:Keywords[:Level]],... of the capture providers\n"
+		    "to enable (default: every one the options above use)"),
+	TOOL_DURATION("duration", 0, "TIME", 1, RE_MAX_DURATION_NS, struct record_cfg, duration_ns,
+		      "SECONDS[.FRACTION], a number with a unit (ns, us, ms,\n"
+		      "s, m, h: 500ms, 2m), HH:MM:SS or DD:HH:MM:SS"),
+	TOOL_TAKE(TOOL_OPT_STRING, "format", 0, "5|6", RECORD_FORMAT,
+		  "nettrace version (default 5)"),
+	TOOL_TAKE_NUMBER(TOOL_OPT_MIB, "buffer-mb", 0, "N", 1, 1024, RECORD_BUFFER,
+			 "BPF ring buffer size, power of two (default 8)",
+			 .bad = "takes a power of two from 1 to 1024"),
+	TOOL_STRING("output", 'o', "FILE", struct record_cfg, out, "the trace (required)"),
+	TOOL_OPTS_END
+};
+
+static int record_take(void *cfg, const struct tool_opt *o, char *v, uint64_t num)
 {
+	struct record_cfg *c = cfg;
 	char err[256];
 
-	if (rp_capture_parse_usdt(&c->co, list, c->usdt, RE_MAX_USDT, err, sizeof(err)))
+	if (o->id == RECORD_USDT &&
+	    rp_capture_parse_usdt(&c->co, v, c->usdt, RE_MAX_USDT, err, sizeof(err)))
 		return tool_err("record", "%s", err), 2;
-	return 0;
-}
-
-static int add_kernel(struct record_cfg *c, char *list)
-{
-	char err[256];
-
-	if (rp_capture_parse_kernel(&c->co, list, err, sizeof(err)))
+	if (o->id == RECORD_KERNEL && rp_capture_parse_kernel(&c->co, v, err, sizeof(err)))
 		return tool_err("record", "%s", err), 2;
-	return 0;
-}
-
-static int parse_args(int argc, char **argv, struct record_cfg *c, bool *help)
-{
-	int i, rc;
-
-	for (i = 1; i < argc; i++) {
-		const char *a = argv[i];
-		char *v = i + 1 < argc ? argv[i + 1] : NULL;
-		uint64_t n;
-
-		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-			*help = true;
-			return 0;
-		}
-		if (!strcmp(a, "--")) {
-			if (i + 1 >= argc)
-				return tool_err("record", "'--' must be followed by a command to run"), 2;
-			c->cmd = argv + i + 1;
-			break;
-		}
-		if (!strcmp(a, "-a") || !strcmp(a, "--all")) {
-			c->all = true;
-			continue;
-		}
-		if (!v)
-			return tool_err("record", "%s needs a value (see ringpipe record --help)", a), 2;
-		i++;
-		if (!strcmp(a, "-p") || !strcmp(a, "--process-id")) {
-			if ((rc = tool_parse_pid("record", v, &c->co.pid)))
-				return rc;
-		} else if (!strcmp(a, "--usdt")) {
-			if ((rc = add_usdt(c, v)))
-				return rc;
-		} else if (!strcmp(a, "--kernel")) {
-			if ((rc = add_kernel(c, v)))
-				return rc;
-		} else if (!strcmp(a, "--sample")) {
-			if (tool_parse_u64(v, 100000, &n) || !n)
-				return tool_err("record", "--sample takes a rate in Hz (1..100000), "
-						"not '%s'", v), 2;
-			c->sample_hz = (uint32_t)n;
-		} else if (!strcmp(a, "--providers")) {
-			free(c->providers);
-			c->providers = strdup(v);
-		} else if (!strcmp(a, "--duration")) {
-			if (tool_parse_duration(v, RE_MAX_DURATION_NS, &c->duration_ns))
-				return tool_err("record", "--duration takes a time > 0: SECONDS, a "
-						"number with a unit (500ms, 2m, 1h), HH:MM:SS or "
-						"DD:HH:MM:SS, not '%s'", v), 2;
-		} else if (!strcmp(a, "--format")) {
-			if (strcmp(v, "5") && strcmp(v, "6") && strcmp(v, "v5") && strcmp(v, "v6"))
-				return tool_err("record", "--format takes 5 or 6, not '%s'", v), 2;
-			c->format = v[strlen(v) - 1] - '0';
-		} else if (!strcmp(a, "--buffer-mb")) {
-			if (tool_parse_u64(v, 1024, &n) || !n || (n & (n - 1)))
-				return tool_err("record", "--buffer-mb takes a power of two from 1 "
-						"to 1024, not '%s'", v), 2;
-			c->co.ringbuf_bytes = (uint32_t)(n << 20);
-		} else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
-			c->out = v;
-		} else {
-			return tool_err("record", "unknown option '%s' (see ringpipe record --help)",
-					a), 2;
-		}
+	if (o->id == RECORD_FORMAT) {
+		if (strcmp(v, "5") && strcmp(v, "6") && strcmp(v, "v5") && strcmp(v, "v6"))
+			return tool_err("record", "--format takes 5 or 6, not '%s'", v), 2;
+		c->format = v[strlen(v) - 1] - '0';
 	}
+	if (o->id == RECORD_BUFFER) {
+		if (num & (num - 1))
+			return tool_err("record", "--buffer-mb takes a power of two from 1 to "
+					"1024, not '%s'", v), 2;
+		c->co.ringbuf_bytes = (uint32_t)num;
+	}
+	return 0;
+}
+
+static const struct tool_cmd record_cmd = {
+	.name = "record", .usage = record_usage, .usage_end = record_usage_end,
+	.opts = record_opts, .take = record_take, .cmdline = true,
+};
+
+/* Parses argv into c; TOOL_OPTS_RUN, or the exit status. */
+static int parse_args(int argc, char **argv, struct record_cfg *c)
+{
+	struct tool_args rest;
+	int rc = tool_opts_parse(&record_cmd, argc, argv, c, &rest);
+
+	if (rc != TOOL_OPTS_RUN)
+		return rc;
+	if (rest.dashdash && !rest.argc)
+		return tool_err("record", "'--' must be followed by a command to run"), 2;
+	c->cmd = rest.argc ? rest.argv : NULL;
 	if (!c->out)
 		return tool_err("record", "-o FILE is required"), 2;
 	if (!!c->co.pid + c->all + !!c->cmd != 1)
@@ -203,8 +180,10 @@ static int parse_args(int argc, char **argv, struct record_cfg *c, bool *help)
 	    !c->co.kernel_sched && !c->sample_hz)
 		return tool_err("record", "nothing to record: give --usdt, --kernel and/or "
 				"--sample"), 2;
+	if (c->providers_arg && !(c->providers = strdup(c->providers_arg)))
+		return tool_err("record", "out of memory");
 	c->co.usdt = c->usdt;
-	return 0;
+	return TOOL_OPTS_RUN;
 }
 
 static void progress(const struct rp_capture_stats *st, const struct rp_session_stats *ss,
@@ -389,13 +368,11 @@ int cmd_record(int argc, char **argv)
 	struct record_cfg c = { .co = { .sz = sizeof(c.co) }, .format = 5 };
 	struct rp_provider_config pcs[RE_MAX_PROVIDERS];
 	char err[512];
-	bool help = false;
 	size_t np;
-	int rc = parse_args(argc, argv, &c, &help);
+	int rc = parse_args(argc, argv, &c);
 
-	if (rc || help) {
-		if (help)
-			fputs(record_usage, stdout);
+	if (rc != TOOL_OPTS_RUN) {
+		/* rc as it is */
 	} else if (rp_capture_check_privilege(err, sizeof(err)) ||
 		   rp_capture_define(&c.co, err, sizeof(err))) {
 		rc = tool_err("record", "%s", err);

@@ -14,6 +14,7 @@
 #include "hmap.h"
 #include "nettrace_read.h"
 #include "profile.h"
+#include "tool_opts.h"
 #include "tool_util.h"
 #include "utf.h"
 
@@ -506,43 +507,35 @@ static bool is_gcdump(const char *path)
 	       memmem(head, n, "GCHeapDump", 10);
 }
 
-/* Parses argv; 0, or the exit status (0 for --help, 2). */
-static int parse_args(int argc, char **argv, const char **path, bool *json, bool *help)
-{
-	int i;
+struct report_cfg {
+	bool json;
+};
 
-	for (i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--json"))
-			*json = true;
-		else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-			*help = true;
-			return 0;
-		} else if (argv[i][0] == '-' && argv[i][1])
-			return tool_err("report", "unknown option '%s' (see --help)", argv[i]), 2;
-		else if (!*path)
-			*path = argv[i];
-		else
-			return tool_err("report", "more than one file given"), 2;
-	}
-	if (!*path)
-		return fputs(report_usage, stderr), 2;
-	return 0;
-}
+static const struct tool_opt report_opts[] = {
+	TOOL_FLAG("json", 0, struct report_cfg, json, "one JSON object instead of the text"),
+	TOOL_OPTS_END
+};
+
+static const struct tool_cmd report_cmd = { .name = "report", .usage = report_usage,
+					    .opts = report_opts, .max_args = 1 };
 
 int cmd_report(int argc, char **argv)
 {
-	const char *path = NULL;
-	bool json = false, help = false;
+	struct report_cfg c = { 0 };
+	struct tool_args rest;
+	const char *path;
+	bool json;
 	struct report rp = { 0 };
 	const struct nt_reader_info *info;
 	double dur;
-	int rc = parse_args(argc, argv, &path, &json, &help);
+	int rc = tool_opts_parse(&report_cmd, argc, argv, &c, &rest);
 
-	if (rc || help) {
-		if (help)
-			fputs(report_usage, stdout);
+	if (rc != TOOL_OPTS_RUN)
 		return rc;
-	}
+	if (!rest.argc)
+		return tool_opts_help(stderr, &report_cmd), 2;
+	path = rest.argv[0];
+	json = c.json;
 	if (agent_report_is_dir(path))
 		return agent_report_dir(path, json);
 	rp.r = nt_reader_open(path);
@@ -579,23 +572,34 @@ int cmd_report(int argc, char **argv)
 	return rc;
 }
 
+static const char dump_usage[] =
+"usage: ringpipe dump FILE\n"
+"\n"
+"Prints every event as one JSON line, then a summary line\n"
+"(format: tests/interop/README.md).\n";
+
+static const struct tool_opt dump_opts[] = { TOOL_OPTS_END };
+static const struct tool_cmd dump_cmd = { .name = "dump", .usage = dump_usage,
+					  .opts = dump_opts, .max_args = 1 };
+
 int cmd_dump(int argc, char **argv)
 {
+	struct tool_args rest;
 	struct nt_reader *r;
 	struct nt_rec rec;
 	struct bytebuf out = { 0 };
+	const char *path;
 	uint64_t n = 0;
-	int err;
+	int err = tool_opts_parse(&dump_cmd, argc, argv, NULL, &rest);
 
-	if (argc != 2 || argv[1][0] == '-') {
-		fputs("usage: ringpipe dump FILE\n"
-		      "Prints every event as one JSON line, then a summary line\n"
-		      "(format: tests/interop/README.md).\n", argc == 2 ? stdout : stderr);
-		return argc == 2 && !strcmp(argv[1], "--help") ? 0 : 2;
-	}
-	r = nt_reader_open(argv[1]);
+	if (err != TOOL_OPTS_RUN)
+		return err;
+	if (!rest.argc)
+		return tool_opts_help(stderr, &dump_cmd), 2;
+	path = rest.argv[0];
+	r = nt_reader_open(path);
 	if (!r)
-		return tool_err("dump", "%s: %s", argv[1], strerror(errno));
+		return tool_err("dump", "%s: %s", path, strerror(errno));
 	while ((err = nt_reader_next(r, &rec)) > 0) {
 		nt_dump_event(r, &rec, &out);
 		n++;
@@ -608,7 +612,7 @@ int cmd_dump(int argc, char **argv)
 	bb_fwrite(&out, stdout);
 	bb_free(&out);
 	if (err < 0)
-		tool_err("dump", "%s: %s", argv[1], nt_reader_errmsg(r));
+		tool_err("dump", "%s: %s", path, nt_reader_errmsg(r));
 	nt_reader_free(r);
 	return err < 0;
 }

@@ -22,6 +22,7 @@
 #include "hmap.h"
 #include "sample_out.h"
 #include "symbolize.h"
+#include "tool_opts.h"
 #include "tool_util.h"
 
 #define SA_MAX_DURATION_NS 1000000000000000000ull	/* about 31 years */
@@ -35,21 +36,9 @@ static const char sample_usage[] =
 "a perf event, and writes a nettrace file: Ringpipe-Sampler/Sample events on\n"
 "the sampled threads with the stack as the event's stack, plus the modules\n"
 "mapped by each sampled process (Ringpipe-Symbols), so that 'ringpipe report'\n"
-"and 'ringpipe convert' symbolize the frames after the process has exited.\n"
-"\n"
-"  -p PID              sample this process (all its threads)\n"
-"  -a                  sample every process\n"
-"  -F HZ               samples per second per CPU (default 99, at most 100000)\n"
-"  --duration D        stop after D (seconds, a number with a unit: 500ms,\n"
-"                      2s, 1m, 1h; or HH:MM:SS);\n"
-"                      default: until Ctrl-C, or until CMD exits\n"
-"  --cgroup PATH       only threads in this cgroup v2 (e.g.\n"
-"                      /sys/fs/cgroup/system.slice/foo.service)\n"
-"  --event E           auto (cycles where the CPU has counters, else\n"
-"                      cpu-clock), cycles or cpu-clock\n"
-"  --no-kernel         do not capture kernel stacks\n"
-"  -o FILE             output file (required)\n"
-"\n"
+"and 'ringpipe convert' symbolize the frames after the process has exited.\n";
+
+static const char sample_usage_end[] =
 "Needs CAP_BPF and CAP_PERFMON (or root). Frames need frame pointers to\n"
 "unwind past the leaf (gcc/clang -fno-omit-frame-pointer).\n"
 "Prints a JSON line: {\"samples\":N,\"dropped\":N,\"event\":\"...\",\"modules\":N}.\n";
@@ -122,70 +111,64 @@ struct sample_cfg {
 	uint64_t dur_ns;	/* 0: until Ctrl-C, or until the process ends */
 };
 
-/* Parses and checks argv into c; 0, or the exit status (0 for --help, 1, 2). */
-static int parse_args(int argc, char **argv, struct sample_cfg *c, bool *help)
+enum { SAMPLE_EVENT = 1 };
+
+static const struct tool_opt sample_opts[] = {
+	TOOL_UINT(NULL, 'p', "PID", 1, INT32_MAX, struct sample_cfg, so.pid,
+		  "sample this process (all its threads)",
+		  .bad = "takes a process id (a whole number > 0)"),
+	TOOL_FLAG(NULL, 'a', struct sample_cfg, all, "sample every process"),
+	TOOL_UINT(NULL, 'F', "HZ", 1, 100000, struct sample_cfg, so.freq_hz,
+		  "samples per second per CPU (default 99, at most 100000)",
+		  .bad = "takes a frequency from 1 to 100000 Hz"),
+	TOOL_DURATION("duration", 0, "D", 1, SA_MAX_DURATION_NS, struct sample_cfg, dur_ns,
+		      "stop after D (seconds, a number with a unit: 500ms,\n"
+		      "2s, 1m, 1h; or HH:MM:SS);\n"
+		      "default: until Ctrl-C, or until CMD exits"),
+	TOOL_STRING("cgroup", 0, "PATH", struct sample_cfg, cgroup,
+		    "only threads in this cgroup v2 (e.g.\n"
+		    "/sys/fs/cgroup/system.slice/foo.service)"),
+	TOOL_TAKE(TOOL_OPT_STRING, "event", 0, "E", SAMPLE_EVENT,
+		  "auto (cycles where the CPU has counters, else\n"
+		  "cpu-clock), cycles or cpu-clock"),
+	TOOL_FLAG("no-kernel", 0, struct sample_cfg, so.no_kernel_stacks,
+		  "do not capture kernel stacks"),
+	TOOL_STRING(NULL, 'o', "FILE", struct sample_cfg, out, "output file (required)"),
+	TOOL_OPTS_END
+};
+
+static int sample_take(void *cfg, const struct tool_opt *o, char *v, uint64_t num)
 {
-	int i, e;
+	struct sample_cfg *c = cfg;
 
-	for (i = 1; i < argc; i++) {
-		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-		uint64_t n;
+	if (!strcmp(v, "auto"))
+		c->so.event = CPU_SAMPLER_EVENT_AUTO;
+	else if (!strcmp(v, "cycles"))
+		c->so.event = CPU_SAMPLER_EVENT_CYCLES;
+	else if (!strcmp(v, "cpu-clock"))
+		c->so.event = CPU_SAMPLER_EVENT_CPU_CLOCK;
+	else
+		return tool_err("sample", "--event must be auto, cycles or cpu-clock, not '%s'",
+				v), 2;
+	return 0;
+}
 
-		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-			*help = true;
-			return 0;
-		}
-		if (!strcmp(a, "--")) {
-			c->cmd = argv + i + 1;
-			if (!*c->cmd)
-				return tool_err("sample", "'--' must be followed by a command"), 2;
-			break;
-		}
-		if (!strcmp(a, "-a")) {
-			c->all = true;
-			continue;
-		}
-		if (!strcmp(a, "--no-kernel")) {
-			c->so.no_kernel_stacks = true;
-			continue;
-		}
-		if (!v)
-			return tool_err("sample", "option '%s' needs a value (see --help)", a), 2;
-		i++;
-		if (!strcmp(a, "-o")) {
-			c->out = v;
-		} else if (!strcmp(a, "-p")) {
-			pid_t pid;
+static const struct tool_cmd sample_cmd = {
+	.name = "sample", .usage = sample_usage, .usage_end = sample_usage_end,
+	.opts = sample_opts, .take = sample_take, .cmdline = true,
+};
 
-			if ((e = tool_parse_pid("sample", v, &pid)))
-				return e;
-			c->so.pid = (uint32_t)pid;
-		} else if (!strcmp(a, "-F")) {
-			if (tool_parse_u64(v, 100000, &n) || !n)
-				return tool_err("sample", "-F takes a frequency from 1 to 100000 Hz, "
-						"not '%s'", v), 2;
-			c->so.freq_hz = (uint32_t)n;
-		} else if (!strcmp(a, "--duration")) {
-			if (tool_parse_duration(v, SA_MAX_DURATION_NS, &c->dur_ns))
-				return tool_err("sample", "--duration takes a time > 0: SECONDS, a "
-						"number with a unit (500ms, 2m, 1h), HH:MM:SS or "
-						"DD:HH:MM:SS, not '%s'", v), 2;
-		} else if (!strcmp(a, "--cgroup")) {
-			c->cgroup = v;
-		} else if (!strcmp(a, "--event")) {
-			if (!strcmp(v, "auto"))
-				c->so.event = CPU_SAMPLER_EVENT_AUTO;
-			else if (!strcmp(v, "cycles"))
-				c->so.event = CPU_SAMPLER_EVENT_CYCLES;
-			else if (!strcmp(v, "cpu-clock"))
-				c->so.event = CPU_SAMPLER_EVENT_CPU_CLOCK;
-			else
-				return tool_err("sample", "--event must be auto, cycles or cpu-clock, "
-						"not '%s'", v), 2;
-		} else {
-			return tool_err("sample", "unknown option '%s' (see --help)", a), 2;
-		}
-	}
+/* Parses and checks argv into c; TOOL_OPTS_RUN, or the exit status (1, 2). */
+static int parse_args(int argc, char **argv, struct sample_cfg *c)
+{
+	struct tool_args rest;
+	int rc = tool_opts_parse(&sample_cmd, argc, argv, c, &rest);
+
+	if (rc != TOOL_OPTS_RUN)
+		return rc;
+	if (rest.dashdash && !rest.argc)
+		return tool_err("sample", "'--' must be followed by a command"), 2;
+	c->cmd = rest.argc ? rest.argv : NULL;
 	if (!c->out)
 		return tool_err("sample", "-o FILE is required (see --help)"), 2;
 	if ((c->so.pid != 0) + c->all + (c->cmd != NULL) != 1)
@@ -204,8 +187,7 @@ static int parse_args(int argc, char **argv, struct sample_cfg *c, bool *help)
 					"/proc/PID/cgroup, the line starting with 0::)", c->cgroup);
 		c->so.cgroup_id = st.st_ino;
 	}
-
-	return 0;
+	return TOOL_OPTS_RUN;
 }
 
 /* Samples as cfg says; the exit status. */
@@ -342,14 +324,9 @@ out:
 int cmd_sample(int argc, char **argv)
 {
 	struct sample_cfg c = { .so = { .freq_hz = 99 } };
-	bool help = false;
-	int rc = parse_args(argc, argv, &c, &help);
+	int rc = parse_args(argc, argv, &c);
 
-	if (rc)
+	if (rc != TOOL_OPTS_RUN)
 		return rc;
-	if (help) {
-		fputs(sample_usage, stdout);
-		return 0;
-	}
 	return sample_run(&c);
 }

@@ -11,6 +11,7 @@
 
 #include "cmds.h"
 #include "ipc_client.h"
+#include "tool_opts.h"
 #include "tool_util.h"
 
 #define STOP_REPLY_TIMEOUT_MS 30000
@@ -34,41 +35,51 @@ static int parse_id(const char *s, uint64_t *out)
 	return errno || *end || end == s ? -EINVAL : 0;
 }
 
+enum { STOP_SESSION = 1 };
+
+struct stop_cfg {
+	pid_t pid;
+	uint64_t id;
+};
+
+static const struct tool_opt stop_opts[] = {
+	TOOL_UINT("process-id", 'p', "PID", 1, INT32_MAX, struct stop_cfg, pid, "the process",
+		  .bad = "takes a process id (a whole number > 0)"),
+	TOOL_TAKE(TOOL_OPT_STRING, "session", 0, "ID", STOP_SESSION,
+		  "the session, as collect printed it"),
+	TOOL_OPTS_END
+};
+
+static int stop_take(void *cfg, const struct tool_opt *o, char *v, uint64_t num)
+{
+	struct stop_cfg *c = cfg;
+
+	if (parse_id(v, &c->id) || !c->id)
+		return tool_err("stop", "--session takes a session id (decimal or 0x hex, not 0), "
+				"not '%s'", v), 2;
+	return 0;
+}
+
+static const struct tool_cmd stop_cmd = { .name = "stop", .usage = stop_usage,
+					  .opts = stop_opts, .take = stop_take };
+
 int cmd_stop(int argc, char **argv)
 {
+	struct stop_cfg c = { 0 };
 	struct ipcc_endpoint ep;
 	char sock[IPCC_PATH_MAX], msg[256];
-	pid_t pid = 0;
-	uint64_t id = 0;
-	bool have_id = false;
+	pid_t pid;
+	uint64_t id;
 	uint32_t hr;
-	int i, rc;
+	struct tool_args rest;
+	int rc = tool_opts_parse(&stop_cmd, argc, argv, &c, &rest);
 
-	for (i = 1; i < argc; i++) {
-		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-
-		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-			fputs(stop_usage, stdout);
-			return 0;
-		}
-		if (strcmp(a, "-p") && strcmp(a, "--process-id") && strcmp(a, "--session"))
-			return tool_err("stop", "unknown option '%s' (see --help)", a), 2;
-		if (!v)
-			return tool_err("stop", "option '%s' needs a value (see --help)", a), 2;
-		i++;
-		if (!strcmp(a, "--session")) {
-			if (parse_id(v, &id) || !id)
-				return tool_err("stop", "--session takes a session id (decimal or 0x "
-						"hex, not 0), not '%s'", v), 2;
-			have_id = true;
-		} else {
-			rc = tool_parse_pid("stop", v, &pid);
-			if (rc)
-				return rc;
-		}
-	}
-	if (!pid || !have_id)
+	if (rc != TOOL_OPTS_RUN)
+		return rc;
+	if (!c.pid || !c.id)
 		return tool_err("stop", "-p PID and --session ID are required (see --help)"), 2;
+	pid = c.pid;
+	id = c.id;
 	rc = ipcc_find_socket(pid, sock, sizeof(sock));
 	if (rc == -ESRCH)
 		return tool_err("stop", "no process with pid %d", (int)pid);

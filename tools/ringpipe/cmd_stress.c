@@ -43,6 +43,7 @@
 #include "futex.h"
 #include "ringpipe/ringpipe.h"
 #include "session.h"		/* rp_drain_throttle_ns: the drainer test hook */
+#include "tool_opts.h"
 #include "tool_util.h"
 
 #define ST_MAX_THREADS 1024u
@@ -68,18 +69,11 @@ static const char stress_usage[] =
 "drainer's late, corrupt and wakeup counts. written + dropped = attempted.\n"
 "\n"
 "Payload: Counter u64, Thread u32, Pad u32, then Tail u8 when BYTES is 17, or\n"
-"Data, an array of u8 (u16 count, BYTES-18 bytes), when BYTES >= 18.\n"
-"--buffering-mode drop|block is another name for --mode.\n"
-"--throttle-us U makes the drainer sleep U microseconds after every pass\n"
-"(a test hook), so that Drop mode visibly drops.\n"
-"--block-timeout D bounds one write's wait in Block mode (500ms, 2s): past it\n"
-"the write drops, counted as timeout, and the session stays Block. Default 0:\n"
-"no bound, a write waits as long as the session runs.\n"
-"\n"
-"Defaults: 2 threads, 1000000 events each, 32 bytes, 64 MiB, drop, v5.\n"
-"Limits: T 1..1024, N 1..4000000000, BYTES 16..65535, M 1..65536,\n"
-"U 0..10000000. A mode or option the library refuses ends the command with\n"
-"the library's message and exit status 1.\n";
+"Data, an array of u8 (u16 count, BYTES-18 bytes), when BYTES >= 18.\n";
+
+static const char stress_usage_end[] =
+"A mode or option the library refuses ends the command with the library's\n"
+"message and exit status 1.\n";
 
 struct stress_cfg {
 	uint32_t threads;
@@ -207,105 +201,69 @@ static uint64_t drops_total(const struct rp_session_stats *st)
 	return n;
 }
 
-/* Parses argv into c; returns 0, or the exit status (0 for --help, 2). */
-static int parse_args(int argc, char **argv, struct stress_cfg *c, bool *help)
+enum { STRESS_MODE = 1, STRESS_FORMAT, STRESS_BLOCK_TIMEOUT };
+
+#define STRESS(m) struct stress_cfg, m
+
+static const struct tool_opt stress_opts[] = {
+	TOOL_STRING(NULL, 'o', "FILE", STRESS(out), "the trace (required)", .nonempty = true),
+	TOOL_UINT("threads", 0, "T", 1, ST_MAX_THREADS, STRESS(threads),
+		  "writer threads, 1..1024 (default 2)"),
+	TOOL_UINT("events", 0, "N", 1, ST_MAX_EVENTS, STRESS(events),
+		  "events per thread, 1..4000000000 (default 1000000)"),
+	TOOL_UINT("payload", 0, "BYTES", ST_MIN_PAYLOAD, ST_MAX_PAYLOAD, STRESS(payload),
+		  "payload bytes, 16..65535 (default 32)"),
+	TOOL_UINT("buffer-mb", 0, "M", 1, ST_MAX_BUFFER_MB, STRESS(buffer_mb),
+		  "the session's buffer in MiB, 1..65536 (default 64)"),
+	TOOL_TAKE(TOOL_OPT_STRING, "mode", 0, "drop|block", STRESS_MODE,
+		  "the buffering mode (default drop)"),
+	TOOL_TAKE(TOOL_OPT_STRING, "buffering-mode", 0, "drop|block", STRESS_MODE,
+		  "another name for --mode"),
+	TOOL_TAKE(TOOL_OPT_STRING, "format", 0, "v5|v6", STRESS_FORMAT,
+		  "nettrace version (default v5)"),
+	TOOL_STRING("provider", 0, "NAME", STRESS(provider),
+		    "the provider, 1 to 255 bytes (default Ringpipe-Stress)", .nonempty = true),
+	TOOL_UINT("throttle-us", 0, "U", 0, ST_MAX_THROTTLE_US, STRESS(throttle_us),
+		  "the drainer sleeps U microseconds after every pass\n"
+		  "(a test hook, so that Drop mode visibly drops; 0..10000000)"),
+	TOOL_TAKE(TOOL_OPT_STRING, "block-timeout", 0, "D", STRESS_BLOCK_TIMEOUT,
+		  "bounds one write's wait in Block mode (500ms, 2s): past\n"
+		  "it the write drops, counted as timeout, and the session\n"
+		  "stays Block. Default 0: no bound, a write waits as long\n"
+		  "as the session runs"),
+	TOOL_OPTS_END
+};
+
+static int stress_take(void *cfg, const struct tool_opt *o, char *v, uint64_t num)
 {
-	int i;
+	struct stress_cfg *c = cfg;
 
-	for (i = 1; i < argc; i++) {
-		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-		uint64_t n, lo = 0, hi;
-
-		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-			*help = true;
-			return 0;
-		}
-		if (!strcmp(a, "--buffering-mode"))
-			a = "--mode";	/* the same option under its session-option name */
-		if (strcmp(a, "-o") && strcmp(a, "--mode") && strcmp(a, "--format") &&
-		    strcmp(a, "--provider") && strcmp(a, "--threads") && strcmp(a, "--events") &&
-		    strcmp(a, "--payload") && strcmp(a, "--buffer-mb") && strcmp(a, "--throttle-us") &&
-		    strcmp(a, "--block-timeout"))
-			return tool_err("stress", "unknown option '%s' (see --help)", a), 2;
-		if (!v)
-			return tool_err("stress", "option '%s' needs a value (see --help)", argv[i]), 2;
-		i++;
-		if (!strcmp(a, "-o")) {
-			if (!*v)
-				return tool_err("stress", "-o needs a file name"), 2;
-			c->out = v;
-			continue;
-		}
-		if (!strcmp(a, "--provider")) {
-			if (!*v || strlen(v) > 255)
-				return tool_err("stress", "--provider needs a name of 1 to 255 bytes"), 2;
-			c->provider = v;
-			continue;
-		}
-		if (!strcmp(a, "--mode")) {
-			if (!strcmp(v, "drop"))
-				c->mode = RP_BUFFERING_DROP;
-			else if (!strcmp(v, "block"))
-				c->mode = RP_BUFFERING_BLOCK;
-			else
-				return tool_err("stress", "%s must be drop or block, not '%s'",
-					argv[i - 1], v), 2;
-			continue;
-		}
-		if (!strcmp(a, "--block-timeout")) {
-			if (!strcmp(v, "0"))
-				n = 0;
-			else if (tool_parse_duration(v, UINT32_MAX * 1000000ull, &n) || n < 1000000)
-				return tool_err("stress", "--block-timeout must be a time of at least 1ms "
-						"(500ms, 2s) or 0 for none, not '%s'", v), 2;
-			c->block_timeout_ms = (uint32_t)(n / 1000000);
-			continue;
-		}
-		if (!strcmp(a, "--format")) {
-			if (!strcmp(v, "v5"))
-				c->format = 5;
-			else if (!strcmp(v, "v6"))
-				c->format = 6;
-			else
-				return tool_err("stress", "--format must be v5 or v6, not '%s'", v), 2;
-			continue;
-		}
-		/* numbers */
-		if (!strcmp(a, "--threads")) {
-			lo = 1;
-			hi = ST_MAX_THREADS;
-		} else if (!strcmp(a, "--events")) {
-			lo = 1;
-			hi = ST_MAX_EVENTS;
-		} else if (!strcmp(a, "--payload")) {
-			lo = ST_MIN_PAYLOAD;
-			hi = ST_MAX_PAYLOAD;
-		} else if (!strcmp(a, "--buffer-mb")) {
-			lo = 1;
-			hi = ST_MAX_BUFFER_MB;
-		} else {
-			hi = ST_MAX_THROTTLE_US;
-		}
-		if (tool_parse_u64(v, UINT64_MAX, &n))
-			return tool_err("stress", "%s takes a whole number, not '%s'", a, v), 2;
-		if (n < lo || n > hi)
-			return tool_err("stress", "%s must be between %" PRIu64 " and %" PRIu64
-					", not %" PRIu64, a, lo, hi, n), 2;
-		if (!strcmp(a, "--threads"))
-			c->threads = (uint32_t)n;
-		else if (!strcmp(a, "--events"))
-			c->events = n;
-		else if (!strcmp(a, "--payload"))
-			c->payload = (uint32_t)n;
-		else if (!strcmp(a, "--buffer-mb"))
-			c->buffer_mb = n;
+	if (o->id == STRESS_MODE) {
+		if (!strcmp(v, "drop"))
+			c->mode = RP_BUFFERING_DROP;
+		else if (!strcmp(v, "block"))
+			c->mode = RP_BUFFERING_BLOCK;
 		else
-			c->throttle_us = n;
+			return tool_err("stress", "--%s must be drop or block, not '%s'", o->name,
+					v), 2;
+	} else if (o->id == STRESS_FORMAT) {
+		if (!strcmp(v, "v5"))
+			c->format = 5;
+		else if (!strcmp(v, "v6"))
+			c->format = 6;
+		else
+			return tool_err("stress", "--format must be v5 or v6, not '%s'", v), 2;
+	} else if (tool_parse_block_timeout(v, &c->block_timeout_ms)) {	/* --block-timeout */
+		return tool_err("stress", "--block-timeout must be a time of at least 1ms (500ms, "
+				"2s) or 0 for none, not '%s'", v), 2;
 	}
-	if (!c->out)
-		return tool_err("stress", "-o FILE is required (see --help)"), 2;
 	return 0;
 }
+
+static const struct tool_cmd stress_cmd = {
+	.name = "stress", .usage = stress_usage, .usage_end = stress_usage_end,
+	.opts = stress_opts, .take = stress_take,
+};
 
 static struct rp_event *define_event(const char *provider, uint32_t len)
 {
@@ -411,16 +369,17 @@ int cmd_stress(int argc, char **argv)
 	uint64_t attempted, dropped, written, refused = 0, t0, t1, t_start, t_stop, bytes;
 	double ns_sum = 0, elapsed;
 	uint32_t finished = 0, started = 0, k;
-	bool help = false, progress = isatty(STDERR_FILENO), drained;
+	struct tool_args rest;
+	bool progress = isatty(STDERR_FILENO), drained;
 	int rc, err, bad_rc = 0;
 
-	rc = parse_args(argc, argv, &c, &help);
-	if (rc)
+	rc = tool_opts_parse(&stress_cmd, argc, argv, &c, &rest);
+	if (rc != TOOL_OPTS_RUN)
 		return rc;
-	if (help) {
-		fputs(stress_usage, stdout);
-		return 0;
-	}
+	if (!c.out)
+		return tool_err("stress", "-o FILE is required (see --help)"), 2;
+	if (strlen(c.provider) > 255)
+		return tool_err("stress", "--provider needs a name of 1 to 255 bytes"), 2;
 
 	ev = define_event(c.provider, c.payload);
 	if (!ev)

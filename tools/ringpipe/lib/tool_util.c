@@ -107,16 +107,6 @@ int tool_parse_u64(const char *s, uint64_t max, uint64_t *out)
 	return 0;
 }
 
-int tool_parse_pid(const char *cmd, const char *s, pid_t *pid)
-{
-	uint64_t n;
-
-	if (tool_parse_u64(s, 0x7fffffff, &n) || !n)
-		return tool_err(cmd, "-p takes a process id (a whole number > 0), not '%s'", s), 2;
-	*pid = (pid_t)n;
-	return 0;
-}
-
 int tool_parse_duration(const char *s, uint64_t max_ns, uint64_t *ns)
 {
 	uint64_t v;
@@ -124,6 +114,17 @@ int tool_parse_duration(const char *s, uint64_t max_ns, uint64_t *ns)
 	if (rp_duration_parse(s, &v) || !v || v > max_ns)
 		return -EINVAL;
 	*ns = v;
+	return 0;
+}
+
+int tool_parse_block_timeout(const char *s, uint32_t *ms)
+{
+	uint64_t ns = 0;
+
+	if (strcmp(s, "0") && (tool_parse_duration(s, UINT32_MAX * 1000000ull, &ns) ||
+			       ns < 1000000))
+		return -EINVAL;
+	*ms = (uint32_t)(ns / 1000000);
 	return 0;
 }
 

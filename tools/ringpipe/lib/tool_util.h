@@ -45,15 +45,15 @@ int tool_set_err(char *err, size_t errlen, int rc, const char *fmt, ...)
 /* Strict unsigned parse: whole string, decimal, <= max. 0 or -EINVAL. */
 int tool_parse_u64(const char *s, uint64_t max, uint64_t *out);
 
-/* A process id (1..INT32_MAX) for option -p of command cmd: 0, or 2 (the
- * usage error's exit status) after saying what was wrong. */
-int tool_parse_pid(const char *cmd, const char *s, pid_t *pid);
-
 /*
  * A duration (user/util/duration.h's grammar) of more than 0 and at most
  * max_ns; 0 or -EINVAL.
  */
 int tool_parse_duration(const char *s, uint64_t max_ns, uint64_t *ns);
+
+/* A bound on a Block-mode write's wait (--block-timeout): "0" for none, or a
+ * time of 1 ms to UINT32_MAX ms, in whole ms. 0 or -EINVAL. */
+int tool_parse_block_timeout(const char *s, uint32_t *ms);
 
 /* Writes all n bytes (again after EINTR and short writes); 0 or -errno. */
 int tool_write_all(int fd, const void *p, size_t n);
