@@ -57,8 +57,8 @@ static const char agent_usage[] =
 "                          (these three go to the agent's own trace; each event\n"
 "                          carries its Pid and CgroupId)\n"
 "  --clickhouse URL        also ship every finished file to ClickHouse's HTTP\n"
-"                          interface (http://HOST[:PORT]/?database=NAME; create the\n"
-"                          tables with 'ringpipe fleet init'): batches of at most\n"
+"                          interface (http[s]://HOST[:PORT]/?database=NAME; create\n"
+"                          the tables with 'ringpipe fleet init'): batches of at most\n"
 "                          100,000 events, spooled on disk before they are sent,\n"
 "                          sent again until acknowledged, each row exactly once;\n"
 "                          files rotate every second unless --rotate-s says otherwise.\n"
@@ -80,13 +80,21 @@ static const char agent_usage[] =
 "                          (default: from the server's version)\n"
 "  --otlp URL              also (or instead) send every finished file as OTLP logs\n"
 "                          to an OpenTelemetry receiver's OTLP/HTTP endpoint\n"
-"                          (http://HOST[:PORT][/PATH]; port 4318, and /v1/logs is\n"
+"                          (http[s]://HOST[:PORT][/PATH]; port 4318, and /v1/logs is\n"
 "                          added to a PATH that does not end in it): one log record\n"
 "                          per event, one resource per process (host.name,\n"
 "                          process.pid, container.id, k8s.pod.uid), protobuf, spooled\n"
 "                          and sent again on 429, 5xx and connection errors\n"
 "  --otlp-header K=V       a header on every OTLP request, e.g.\n"
 "                          Authorization='Bearer TOKEN'; may be given again\n"
+"  --cacert FILE           https: trust only the CAs in FILE (PEM; default:\n"
+"                          $SSL_CERT_FILE, else the system's CA store)\n"
+"  --cert FILE             https: present the client certificate in FILE (PEM)\n"
+"  --key FILE              its private key (PEM; default: in the --cert FILE).\n"
+"                          Proxies come from http_proxy, https_proxy and no_proxy;\n"
+"                          loopback goes direct unless no_proxy is set\n"
+"  --compress gzip|none    request bodies (ClickHouse inserts, OTLP requests) go\n"
+"                          gzip-compressed, with Content-Encoding: gzip (default: none)\n"
 "  --host-id NAME          the host's name in every row and record (default: the\n"
 "                          host name)\n"
 "  --spool-dir DIR         where batches wait until acknowledged (default:\n"
@@ -144,11 +152,12 @@ static int egress_option(struct egress_args *ea, const char *opt, const char *v)
 	static const char *const names[] = {
 		"--clickhouse", "--clickhouse-user", "--clickhouse-password-file",
 		"--clickhouse-dialect", "--host-id", "--spool-dir", "--otlp", "--otlp-header",
-		"--spool-mb", "--clickhouse-senders",
+		"--spool-mb", "--clickhouse-senders", "--cacert", "--cert", "--key", "--compress",
 	};
 	struct egress_opts *eo = &ea->ch;
 	const char **slots[] = { NULL, &eo->user, &eo->password_file, &eo->dialect,
-				 &eo->host_id, &eo->spool_dir, &ea->otlp.otlp_url, NULL, NULL, NULL };
+				 &eo->host_id, &eo->spool_dir, &ea->otlp.otlp_url, NULL, NULL, NULL,
+				 &eo->cacert, &eo->cert, &eo->key, &eo->compress };
 	uint64_t mb;
 	size_t i;
 
@@ -180,6 +189,12 @@ static int egress_option(struct egress_args *ea, const char *opt, const char *v)
 	if (eo->dialect && strcmp(eo->dialect, "legacy") && strcmp(eo->dialect, "current"))
 		return tool_err("agent", "--clickhouse-dialect must be legacy or current, not '%s'",
 				eo->dialect), 2;
+	if (eo->compress && strcmp(eo->compress, "gzip") && strcmp(eo->compress, "none"))
+		return tool_err("agent", "--compress must be gzip or none, not '%s'", eo->compress),
+		       2;
+	if (eo->key && !eo->cert)
+		return tool_err("agent", "--key is the private key of --cert's client "
+				"certificate: give --cert FILE too"), 2;
 	return 0;
 }
 
@@ -193,9 +208,10 @@ static int egress_finish(struct agent_opts *o, struct egress_args *ea)
 	if (!ot->otlp_url && ot->otlp_headers)
 		return tool_err("agent", "--otlp-header needs --otlp URL"), 2;
 	if (!eo->nurls && !ot->otlp_url) {
-		if (eo->host_id || eo->spool_dir || eo->spool_bytes)
-			return tool_err("agent", "the --host-id and --spool-* options need "
-					"--clickhouse URL or --otlp URL"), 2;
+		if (eo->host_id || eo->spool_dir || eo->spool_bytes || eo->cacert || eo->cert ||
+		    eo->compress)
+			return tool_err("agent", "the --host-id, --spool-*, --cacert, --cert and "
+					"--compress options need --clickhouse URL or --otlp URL"), 2;
 		return 0;
 	}
 	if (!eo->spool_dir) {

@@ -35,12 +35,19 @@ static const char fleet_usage[] =
 "       ringpipe fleet top --clickhouse URL [--host H] [--since DURATION]\n"
 "                          [--limit N] [CREDENTIALS] [events|gc|functions]\n"
 "\n"
-"URL is ClickHouse's HTTP interface: http://HOST[:PORT]/[?database=NAME&user=U\n"
-"&password=P&SETTING=VALUE...] (port 8123 and database " CH_DEFAULT_DATABASE " by default;\n"
-"other parameters are ClickHouse settings, passed on with every statement).\n"
+"URL is ClickHouse's HTTP interface: http[s]://HOST[:PORT]/[?database=NAME\n"
+"&user=U&password=P&SETTING=VALUE...] (port 8123, 8443 for https, and database\n"
+CH_DEFAULT_DATABASE " by default; other parameters are ClickHouse settings, passed on\n"
+"with every statement).\n"
 "CREDENTIALS: --user U, and --password P or --password-file FILE (its first\n"
 "line), which take precedence over the URL's. --timeout S (default 30) bounds\n"
 "the connect and every wait for the server.\n"
+"TLS (https): --cacert FILE trusts only the CAs in FILE (PEM; default:\n"
+"$SSL_CERT_FILE, else the system's CA store); --cert FILE and --key FILE\n"
+"present a client certificate (PEM; the key may be in the --cert FILE).\n"
+"--compress gzip sends request bodies gzip-compressed (default: none).\n"
+"Proxies come from http_proxy, https_proxy and no_proxy; loopback goes\n"
+"direct unless no_proxy is set.\n"
 "\n"
 "init   creates the database and the tables events, event_meta, stacks,\n"
 "       processes, containers, losses and batches (the manifest of what each\n"
@@ -93,6 +100,7 @@ static const char fleet_usage[] =
 struct fleet_args {
 	const char *sub;		/* "init", "query", "check", "export" or "top" */
 	const char *url, *cluster, *dialect, *user, *password, *password_file, *format, *host;
+	const char *cacert, *cert, *key, *compress;	/* the transport */
 	const char *where, *output;	/* export's */
 	const char *sql;
 	const char *since, *limit, *what;	/* top */
@@ -111,6 +119,10 @@ static const struct fleet_value_option {
 	{ "--user", offsetof(struct fleet_args, user), NULL },
 	{ "--password", offsetof(struct fleet_args, password), NULL },
 	{ "--password-file", offsetof(struct fleet_args, password_file), NULL },
+	{ "--cacert", offsetof(struct fleet_args, cacert), NULL },
+	{ "--cert", offsetof(struct fleet_args, cert), NULL },
+	{ "--key", offsetof(struct fleet_args, key), NULL },
+	{ "--compress", offsetof(struct fleet_args, compress), NULL },
 	{ "--cluster", offsetof(struct fleet_args, cluster), "init" },
 	{ "--dialect", offsetof(struct fleet_args, dialect), "init" },
 	{ "--format", offsetof(struct fleet_args, format), "query" },
@@ -172,6 +184,9 @@ static int fleet_check_args(const struct fleet_args *a)
 		       2;
 	if (a->password && a->password_file)
 		return tool_err("fleet", "give --password or --password-file, not both"), 2;
+	if (a->compress && strcmp(a->compress, "gzip") && strcmp(a->compress, "none"))
+		return tool_err("fleet", "--compress must be gzip or none, not '%s'", a->compress),
+		       2;
 	if (!strcmp(a->sub, "query") && !a->sql)
 		return tool_err("fleet", "query: no SQL statement given (see --help)"), 2;
 	if (a->cluster && !fleet_name_ok(a->cluster))
@@ -234,6 +249,10 @@ static int fleet_connect(const struct fleet_args *a, struct ch_client *c)
 		snprintf(t.password, sizeof(t.password), "%s", a->password);
 	if (a->password_file && ch_target_read_password(&t, a->password_file, err, sizeof(err)))
 		return tool_err("fleet", "%s", err);
+	if (http_tls_set(&t.tls, a->cacert, a->cert, a->key, err, sizeof(err)))
+		return tool_err("fleet", "%s", err), 2;
+	if (a->compress)
+		http_body_encoding_parse(a->compress, &t.encoding);
 	if (ch_client_init(c, &t, (int)(a->timeout_s * 1000)))
 		return tool_err("fleet", "--clickhouse %s: the host name is too long", a->url), 2;
 	return 0;
