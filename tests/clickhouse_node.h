@@ -313,8 +313,8 @@ static inline void th_xml_wrap(struct bytebuf *x, const char *open, const char *
  * with the test CA's server certificate in <openSSL><server>. Its
  * <dhParamsFile> goes: with EC keys the handshake needs no DH parameters,
  * and 18.16 starts without the file. A client certificate, when asked for,
- * is verified against the test CA (Poco's verificationMode strict: none,
- * no handshake).
+ * is verified against the test CA (Poco's verificationMode strict: a client
+ * without one is refused).
  */
 static inline void th_ch_write_tls_config(const struct th_ch_node *n, struct bytebuf *x)
 {
