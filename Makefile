@@ -108,6 +108,10 @@ BPF_SKELS := $(patsubst bpf/%.bpf.c,$(OUT)/bpf/%.skel.h,$(BPF_SRCS))
 BPF_HDRS  := $(wildcard bpf/*.h)
 VMLINUX   := $(OUT)/bpf/vmlinux.h
 BPF_LIBS  := -lbpf -lelf -lz
+# The tool's HTTP client (tools/ringpipe/lib/http_conn.c): libcurl with
+# OpenSSL (libcurl4-openssl-dev), zlib for gzip request bodies
+NET_CFLAGS:= $(shell pkg-config --cflags libcurl zlib 2>/dev/null)
+NET_LIBS  := $(or $(shell pkg-config --libs libcurl zlib 2>/dev/null),-lcurl -lz)
 BPF_CFLAGS:= -I$(OUT)/bpf -Ibpf
 # usdt.bpf.h pulls in <linux/errno.h>, which wants the multiarch <asm/...>
 BPF_ARCH_INC := $(shell $(CC) -dumpmachine 2>/dev/null)
@@ -164,7 +168,8 @@ sdt-check:
 
 $(OUT)/tools/%.o: tools/%.c
 	$(call msg,CC,$@)
-	$(Q)mkdir -p $(@D) && $(CC) $(CFLAGS) $(INTERNAL_INC) $(BPF_CFLAGS) $(TOOL_INC) -c $< -o $@
+	$(Q)mkdir -p $(@D) && $(CC) $(CFLAGS) $(INTERNAL_INC) $(BPF_CFLAGS) $(TOOL_INC) $(NET_CFLAGS) \
+		-c $< -o $@
 
 # The tool's BPF loaders include the generated skeletons: they exist before
 # any tool object compiles (afterwards -MMD tracks them).
@@ -230,7 +235,7 @@ $(SHARED_LIB): $(LIB_OBJS) user/libringpipe.map
 $(TOOL): $(TOOL_OBJS) $(TOOL_LIB) $(INTERNAL_LIB) $(STATIC_LIB)
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $(TOOL_OBJS) $(TOOL_LIB) $(INTERNAL_LIB) $(STATIC_LIB) $(BPF_LIBS) \
-		$(LDLIBS)
+		$(NET_LIBS) $(LDLIBS)
 
 # The demo runtime keeps frame pointers and symbols: it is what users attach to.
 # Its options are read as the tool's are (tools/ringpipe/lib/tool_opts.h).
@@ -243,7 +248,7 @@ $(OUT)/tests/%: tests/%.c $(TOOL_LIB) $(DEMO_LIB) $(INTERNAL_LIB) $(STATIC_LIB) 
 	$(call msg,TEST,$@)
 	$(Q)$(CC) $(CFLAGS) $(INTERNAL_INC) $(BPF_CFLAGS) $(TOOL_INC) -Itools/demo -Itests $(LDFLAGS) \
 		-o $@ $< $(TOOL_LIB) $(DEMO_LIB) $(INTERNAL_LIB) $(STATIC_LIB) -lcriterion $(BPF_LIBS) \
-		$(LDLIBS)
+		$(NET_LIBS) $(LDLIBS)
 
 # ---- CPU sampling and symbols ------------------------------------------
 # bpf/sample.bpf.c builds through the generic bpf/%.bpf.c rule above.
@@ -297,7 +302,7 @@ $(OUT)/bench/%: bench/%.c $(TOOL_LIB) $(DEMO_LIB) $(INTERNAL_LIB) $(STATIC_LIB) 
 	$(call msg,BENCH,$@)
 	$(Q)$(CC) $(CFLAGS) $(INTERNAL_INC) $(BPF_CFLAGS) $(TOOL_INC) -Itools/demo -Itests -O2 \
 		$(BENCH_MARCH) $(LDFLAGS) -o $@ $< $(TOOL_LIB) $(DEMO_LIB) $(INTERNAL_LIB) $(STATIC_LIB) \
-		$(BPF_LIBS) $(LDLIBS)
+		$(BPF_LIBS) $(NET_LIBS) $(LDLIBS)
 
 # bench_usdt compares itself with usdt_off: the same program over a copy of
 # the library built with -DRP_NO_USDT

@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PKGS=(gcc make pkg-config libcriterion-dev liburing-dev libbpf-dev libelf-dev
-      zlib1g-dev clang llvm libclang-rt-14-dev bpftool unzip
+      zlib1g-dev libcurl4-openssl-dev clang llvm libclang-rt-14-dev bpftool unzip
       liblttng-ust-dev lttng-tools systemtap-sdt-dev bpftrace
       clickhouse-server clickhouse-client zookeeper stress-ng)
 

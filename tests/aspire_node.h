@@ -29,7 +29,8 @@ struct th_aspire {
 	char *dir;
 	pid_t pid;		/* 0 when not running */
 	uint16_t otlp_port, ui_port;
-	char otlp_url[64];	/* http://127.0.0.1:OTLP (the agent adds /v1/logs) */
+	char otlp_url[64];	/* http[s]://127.0.0.1:OTLP (the agent adds /v1/logs) */
+	bool tls;		/* OTLP over https: th_aspire_use_tls() */
 };
 
 /* The dashboard's executable: RINGPIPE_ASPIRE_DASHBOARD, or where a NuGet
@@ -78,7 +79,7 @@ static inline int th_aspire_get(const struct th_aspire *a, const char *target,
 	int status = 0;
 
 	snprintf(port, sizeof(port), "%u", a->ui_port);
-	http_conn_init(&c, "127.0.0.1", port, 10000);
+	http_conn_init(&c, false, "127.0.0.1", port, NULL, 10000);
 	if (!http_conn_request(&c, &rq, &r, err, sizeof(err))) {
 		status = r.status;
 		if (out && r.body.len)
@@ -105,11 +106,19 @@ static inline void th_aspire_init(struct th_aspire *a)
 	snprintf(a->otlp_url, sizeof(a->otlp_url), "http://127.0.0.1:%u", a->otlp_port);
 }
 
+/* OTLP over https once started, Kestrel's certificate the test CA's
+ * server.pem (clickhouse_node.h's th_tls_dir()); its URL says https */
+static inline void th_aspire_use_tls(struct th_aspire *a)
+{
+	a->tls = true;
+	snprintf(a->otlp_url, sizeof(a->otlp_url), "https://127.0.0.1:%u", a->otlp_port);
+}
+
 /* Starts the dashboard on the ports th_aspire_init() picked and waits
  * until its API answers (its log in dir/dashboard.out). */
 static inline void th_aspire_start(struct th_aspire *a)
 {
-	char *argv[12];
+	char *argv[16];
 	size_t i, n = 0;
 	int st;
 
@@ -121,6 +130,12 @@ static inline void th_aspire_start(struct th_aspire *a)
 	argv[n++] = "DASHBOARD__API__AUTHMODE=Unsecured";
 	argv[n++] = th_fmt("DASHBOARD__TELEMETRYLIMITS__MAXLOGCOUNT=%d", TH_ASPIRE_MAX_LOGS);
 	argv[n++] = "DOTNET_CLI_TELEMETRY_OPTOUT=1";
+	if (a->tls) {
+		argv[n++] = th_fmt("ASPNETCORE_Kestrel__Certificates__Default__Path=%s",
+				   th_tls_file("server.pem"));
+		argv[n++] = th_fmt("ASPNETCORE_Kestrel__Certificates__Default__KeyPath=%s",
+				   th_tls_file("server.key"));
+	}
 	argv[n++] = (char *)th_aspire_bin();
 	argv[n] = NULL;
 	a->pid = th_daemon_spawn(a->dir, "dashboard.out", argv);

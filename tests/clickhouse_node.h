@@ -14,6 +14,14 @@
  *
  * Without clickhouse-server (or java and ZooKeeper) the caller skips, with
  * the reason, unless RINGPIPE_REQUIRE_FLEET=1, which makes that a failure.
+ *
+ * TLS: a node started with th_ch_opts.tls, or every node when
+ * RINGPIPE_TEST_CH_TLS=1, also serves https on its https_port, with a
+ * certificate (for 127.0.0.1, ::1 and localhost) from a CA the test process
+ * makes with openssl (th_tls_dir()), and hands out an https:// URL. The
+ * process's SSL_CERT_FILE then names that CA, so that every client the test
+ * runs, in the process or as a command, trusts it without --cacert: the
+ * whole fleet suite runs over https with that switch.
  */
 #ifndef RINGPIPE_TEST_CLICKHOUSE_NODE_H
 #define RINGPIPE_TEST_CLICKHOUSE_NODE_H
@@ -37,13 +45,18 @@ struct th_ch_opts {
 	const char *macros_xml;		/* inside <macros>: <shard>, <replica> */
 	const char *zookeeper_xml;	/* inside <zookeeper>: <node><host>..</host>.. */
 	unsigned keep_alive_timeout_s;	/* 0: the packaged one (3 s) */
+	bool tls;			/* serve https too, and hand out its URL */
+	bool tls_client_cert;		/* https wants a client certificate of the CA */
 };
 
 struct th_ch_node {
 	char *dir;
 	pid_t pid;		/* 0 when not running */
-	uint16_t http_port, tcp_port, interserver_port;
-	char url[128];		/* http://127.0.0.1:HTTP/ */
+	uint16_t http_port, tcp_port, interserver_port, https_port;
+	bool tls;		/* url is https */
+	bool tls_client_cert;	/* its https wants a client certificate */
+	uint16_t url_port;	/* the port url names: https_port with tls, else http_port */
+	char url[128];		/* http://127.0.0.1:HTTP/ or https://127.0.0.1:HTTPS/ */
 };
 
 static inline const char *th_ch_server(void)
@@ -117,16 +130,129 @@ static inline uint16_t th_free_port(void)
 	return 0;
 }
 
+/* Does RINGPIPE_TEST_CH_TLS=1 put every node on https? */
+static inline bool th_ch_tls_all(void)
+{
+	return !strcmp(th_env("RINGPIPE_TEST_CH_TLS", "0"), "1");
+}
+
+/* Where th_tls_dir() made the material; NULL before */
+static inline char **th_tls_dir_made(void)
+{
+	static char *dir;
+
+	return &dir;
+}
+
+/* At exit: the material goes (RINGPIPE_KEEP=1 keeps it) */
+static inline void th_tls_remove(void)
+{
+	char **dir = th_tls_dir_made();
+
+	if (*dir && !getenv("RINGPIPE_KEEP"))
+		th_rmdir(*dir);
+	*dir = NULL;
+}
+
+/* Runs a shell command that must succeed (openssl's), with its output on failure */
+static inline void th_sh_ok(const char *cmd)
+{
+	struct bytebuf out = { 0 };
+	char *full = th_fmt("( %s ) 2>&1", cmd);
+	int rc = th_run(full, &out);
+
+	cr_assert_eq(rc, 0, "'%s' failed (%d): %s", cmd, rc, th_text(&out));
+	free(full);
+	bb_free(&out);
+}
+
+/*
+ * The test process's TLS material, made once with the openssl command in a
+ * directory removed when the process exits: ca.pem (the CA) and ca.key;
+ * server.pem and server.key, for 127.0.0.1, ::1 and localhost, from that CA;
+ * client.pem and client.key, a client certificate from it; other-ca.pem, a
+ * CA that signed none of them. EC P-256 keys: made at once, and no
+ * Diffie-Hellman parameters to generate.
+ */
+static inline const char *th_tls_dir(void)
+{
+	char **made = th_tls_dir_made(), *dir, *cmd;
+
+	if (*made)
+		return *made;
+	if (system("command -v openssl >/dev/null 2>&1")) {
+		if (th_require_fleet())
+			cr_assert_fail("RINGPIPE_REQUIRE_FLEET=1 but the openssl command is missing "
+				       "(Debian's openssl package)");
+		cr_skip_test("the openssl command is not installed (Debian's openssl package)");
+	}
+	dir = th_tmpdir();
+	cr_assert_not_null(dir, "no temporary directory: %s", strerror(errno));
+	/* once per process: th_tls_dir_made() is NULL only until here */
+	atexit(th_tls_remove);
+#define TH_EC "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes"
+	cmd = th_fmt("cd '%s' && "
+		     "openssl req -x509 " TH_EC " -keyout ca.key -out ca.pem -days 7 "
+		     "-subj '/CN=ringpipe test CA' && "
+		     "openssl req -x509 " TH_EC " -keyout other-ca.key -out other-ca.pem -days 7 "
+		     "-subj '/CN=ringpipe other CA' && "
+		     "openssl req " TH_EC " -keyout server.key -out server.csr -subj '/CN=localhost' && "
+		     "printf 'subjectAltName=IP:127.0.0.1,IP:::1,DNS:localhost\n' > server.ext && "
+		     "openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial "
+		     "-days 7 -extfile server.ext -out server.pem && "
+		     "openssl req " TH_EC " -keyout client.key -out client.csr "
+		     "-subj '/CN=ringpipe-agent' && "
+		     "printf 'extendedKeyUsage=clientAuth\n' > client.ext && "
+		     "openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial "
+		     "-days 7 -extfile client.ext -out client.pem && "
+		     "chmod a+r *.key", dir);
+#undef TH_EC
+	*made = dir;
+	th_sh_ok(cmd);
+	free(cmd);
+	return dir;
+}
+
+/* A file of the TLS material (th_tls_dir()); the caller frees it */
+static inline char *th_tls_file(const char *name)
+{
+	return th_fmt("%s/%s", th_tls_dir(), name);
+}
+
+/* The node's URL, on https when it serves it */
+static inline void th_ch_set_url(struct th_ch_node *n)
+{
+	n->url_port = n->tls ? n->https_port : n->http_port;
+	snprintf(n->url, sizeof(n->url), "%s://127.0.0.1:%u/", n->tls ? "https" : "http",
+		 n->url_port);
+}
+
+/* https from here on: the URL, and SSL_CERT_FILE naming the test's CA for
+ * every client the process starts */
+static inline void th_ch_use_tls(struct th_ch_node *n)
+{
+	char *ca = th_tls_file("ca.pem");
+
+	n->tls = true;
+	setenv("SSL_CERT_FILE", ca, 1);
+	free(ca);
+	th_ch_set_url(n);
+}
+
 static inline void th_ch_pick_ports(struct th_ch_node *n)
 {
-	n->http_port = th_free_port();
-	do
-		n->tcp_port = th_free_port();
-	while (n->tcp_port == n->http_port);
-	do
-		n->interserver_port = th_free_port();
-	while (n->interserver_port == n->http_port || n->interserver_port == n->tcp_port);
-	snprintf(n->url, sizeof(n->url), "http://127.0.0.1:%u/", n->http_port);
+	uint16_t *ports[] = { &n->http_port, &n->tcp_port, &n->interserver_port, &n->https_port };
+	size_t i, j;
+	bool again;
+
+	for (i = 0; i < sizeof(ports) / sizeof(ports[0]); i++) {
+		do {
+			*ports[i] = th_free_port();
+			for (again = false, j = 0; j < i; j++)
+				again |= *ports[j] == *ports[i];
+		} while (again);
+	}
+	th_ch_set_url(n);
 }
 
 /* A temporary directory and free ports; nothing runs yet. */
@@ -137,6 +263,8 @@ static inline void th_ch_init(struct th_ch_node *n)
 	n->dir = th_tmpdir();
 	cr_assert_not_null(n->dir, "no temporary directory: %s", strerror(errno));
 	th_ch_pick_ports(n);
+	if (th_ch_tls_all())
+		th_ch_use_tls(n);
 }
 
 /* Replaces what lies between the first `open` and the `close` after it. */
@@ -181,6 +309,37 @@ static inline void th_xml_wrap(struct bytebuf *x, const char *open, const char *
 	free(with);
 }
 
+/*
+ * https on n->https_port (the packaged config.xml has it commented out),
+ * with the test CA's server certificate in <openSSL><server>. Its
+ * <dhParamsFile> goes: with EC keys the handshake needs no DH parameters,
+ * and 18.16 starts without the file. A client certificate, when asked for,
+ * is verified against the test CA (Poco's verificationMode strict: a client
+ * without one is refused).
+ */
+static inline void th_ch_write_tls_config(const struct th_ch_node *n, struct bytebuf *x)
+{
+	char *v = th_fmt("<yandex>\n    <https_port>%u</https_port>\n", n->https_port);
+
+	th_xml_replace(x, "<yandex>\n", "\n", v, false);
+	free(v);
+	v = th_tls_file("server.pem");
+	th_xml_set(x, "certificateFile", v);
+	free(v);
+	v = th_tls_file("server.key");
+	th_xml_set(x, "privateKeyFile", v);
+	free(v);
+	th_xml_replace(x, "<dhParamsFile>", "</dhParamsFile>", "", false);
+	if (n->tls_client_cert) {
+		char *ca = th_tls_file("ca.pem");
+
+		v = th_fmt("<verificationMode>strict</verificationMode><caConfig>%s</caConfig>", ca);
+		th_xml_replace(x, "<verificationMode>", "</verificationMode>", v, false);
+		free(ca);
+		free(v);
+	}
+}
+
 static inline void th_ch_write_config(const struct th_ch_node *n, const struct th_ch_opts *o)
 {
 	struct bytebuf x = { 0 };
@@ -207,6 +366,8 @@ static inline void th_ch_write_config(const struct th_ch_node *n, const struct t
 	if (o && o->keep_alive_timeout_s)
 		TH_SET_PORT("keep_alive_timeout", o->keep_alive_timeout_s);
 #undef TH_SET_PORT
+	if (n->tls)
+		th_ch_write_tls_config(n, &x);
 	if (o && o->remote_servers_xml)
 		th_xml_wrap(&x, "<remote_servers", "</remote_servers>", "remote_servers",
 			    o->remote_servers_xml);
@@ -294,17 +455,25 @@ static inline void th_ch_spawn(struct th_ch_node *n)
 	free(config);
 }
 
-/* Does GET /ping answer "Ok."? */
+/* Does GET /ping answer "Ok." on the port of the node's URL? */
 static inline bool th_ch_ping(const struct th_ch_node *n)
 {
 	struct http_conn c;
 	struct http_response r = { 0 };
 	struct http_request rq = { .method = "GET", .target = "/ping" };
+	struct http_tls tls = { 0 };
 	char port[8], err[256];
 	bool ok;
 
-	snprintf(port, sizeof(port), "%u", n->http_port);
-	http_conn_init(&c, "127.0.0.1", port, 1000);
+	if (n->tls && n->tls_client_cert) {
+		char *cert = th_tls_file("client.pem"), *key = th_tls_file("client.key");
+
+		cr_assert_eq(http_tls_set(&tls, NULL, cert, key, err, sizeof(err)), 0, "%s", err);
+		free(cert);
+		free(key);
+	}
+	snprintf(port, sizeof(port), "%u", n->url_port);
+	http_conn_init(&c, n->tls, "127.0.0.1", port, &tls, 1000);
 	ok = !http_conn_request(&c, &rq, &r, err, sizeof(err)) && r.status == 200 && r.body.p &&
 	     !strncmp((char *)r.body.p, "Ok.", 3);
 	http_response_free(&r);
@@ -356,6 +525,9 @@ static inline void th_ch_start(struct th_ch_node *n, const struct th_ch_opts *o)
 {
 	int attempt, st = 0;
 
+	if (o && o->tls && !n->tls)
+		th_ch_use_tls(n);
+	n->tls_client_cert = n->tls && o && o->tls_client_cert;
 	for (attempt = 0; attempt < 3; attempt++) {
 		char *tail;
 

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * The fleet's ClickHouse side: the HTTP client (lib/http_conn.c), the
+ * The fleet's ClickHouse side: the HTTP client (lib/http_conn.c; its TLS,
+ * proxies and exactly-once rule in test_http_conn.c), the
  * ClickHouse client and its URLs (lib/clickhouse.c), the RowBinary encoder
  * (lib/rowbinary.c), the schema (lib/fleet_schema.h) and `ringpipe fleet
  * init|query` (cmd_fleet.c), against a real clickhouse-server that each
@@ -509,8 +510,11 @@ Test(fleet, urls_give_host_port_database_credentials_and_settings)
 	cr_assert_str_eq(t.host, "::1");
 	cr_assert_str_eq(t.port, CH_DEFAULT_PORT);
 	cr_assert_str_eq(t.database, CH_DEFAULT_DATABASE);
-	cr_assert_eq(ch_target_parse(&t, "https://h/", err, sizeof(err)), -EINVAL);
-	cr_assert(strstr(err, "https is not supported"), "got: %s", err);
+	cr_assert_eq(ch_target_parse(&t, "https://h/", err, sizeof(err)), 0, "%s", err);
+	cr_assert(t.https);
+	cr_assert_str_eq(t.port, CH_DEFAULT_HTTPS_PORT);
+	cr_assert_eq(ch_target_parse(&t, "ftp://h/", err, sizeof(err)), -EINVAL);
+	cr_assert(strstr(err, "must start with http:// or https://"), "got: %s", err);
 	cr_assert_eq(ch_target_parse(&t, "http://h:70000/", err, sizeof(err)), -EINVAL);
 	cr_assert(strstr(err, "port"), "got: %s", err);
 	cr_assert_eq(ch_target_parse(&t, "http://h/db", err, sizeof(err)), -EINVAL);

@@ -534,7 +534,7 @@ Test(fleet_cluster, a_server_that_is_down_is_passed_over_at_once, .timeout = 120
 	say("%llu events shipped past a dead server in %" PRIu64 " ms", said.written,
 	    th_now_ms() - t0);
 	th_status_wait(&agents[0], "\"servers\":2,", 60000);
-	th_status_wait(&agents[0], th_fmt("\"server\":\"127.0.0.1:%u\"", n->http_port), 60000);
+	th_status_wait(&agents[0], th_fmt("\"server\":\"127.0.0.1:%u\"", n->url_port), 60000);
 	th_status_wait(&agents[0], "\"retries\":1,\"outages\":1,", 60000);
 	cr_assert_eq(th_agent_down(&agents[0]), 0);
 	cr_assert_eq(th_ch_ask_u64(n->url, th_fmt("SELECT count() FROM ringpipe.events WHERE "

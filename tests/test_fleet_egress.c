@@ -547,6 +547,48 @@ Test(fleet_egress, senders_side_by_side_ship_every_batch_once, .timeout = 300,
 	all_once_and_accounted("egress-senders", ps.pid, 240000, "");
 }
 
+/* The same over https (the test's CA given with --cacert, not taken from
+ * SSL_CERT_FILE) with gzip bodies: every batch once, through the server's
+ * kill, its inserts each on a connection of their own */
+Test(fleet_egress, over_https_with_gzip_every_batch_lands_once, .timeout = 300,
+     .fini = egress_fini)
+{
+	struct th_ch_opts o = { .tls = true };
+	char *ca, *more[] = { "--providers", "AgentTest", "--buffering-mode", "block",
+			      "--buffer-mb", "4", "--clickhouse", NULL, "--clickhouse-dialect",
+			      "legacy", "--host-id", "egress-tls", "--spool-mb", "4",
+			      "--clickhouse-senders", "2", "--cacert", NULL, "--compress", "gzip",
+			      NULL };
+	struct th_agent_env *e;
+	struct th_said ps;
+
+	TH_NEED_CLICKHOUSE();
+	th_ch_init(&node);
+	th_ch_start(&node, &o);
+	cr_assert(!strncmp(node.url, "https://", 8), "%s", node.url);
+	fleet_init();
+	e = agent_env(0);
+	more[7] = node.url;
+	more[17] = ca = th_tls_file("ca.pem");
+	/* the agent trusts the CA because --cacert names it */
+	unsetenv("SSL_CERT_FILE");
+	th_agent_up_argv(e, more);
+	setenv("SSL_CERT_FILE", ca, 1);
+	th_status_wait(e, th_fmt("\"server\":\"127.0.0.1:%u\"", node.https_port), 60000);
+	started[0] = th_producer_start(e, "", 2, 60000, th_fmt("%s/p.json", e->dir));
+	while (ask_u64("SELECT count() FROM ringpipe.batches WHERE host = 'egress-tls'") < 2)
+		th_sleep_ms(20);
+	th_ch_kill(&node);
+	th_ch_restart(&node);
+	ps = th_producer_wait(started[0], th_fmt("%s/p.json", e->dir), 120000);
+	started[0] = 0;
+	cr_assert_eq(ps.written, 120000u);
+	th_shipped_wait(e, 120000);
+	cr_assert_eq(th_agent_down(e), 0);
+	all_once_and_accounted("egress-tls", ps.pid, 120000, "");
+	free(ca);
+}
+
 /* Rows of two processes on two hosts, the same pid on both, put in by hand:
  * the first's with their event_meta rows (one with an opcode) and a stack,
  * the second's with neither */

@@ -18,6 +18,7 @@
 #include "clickhouse.h"
 #include "helpers.h"
 #include "identity.h"
+#include "wire.h"
 
 static struct th_aspire dash;
 static struct th_ch_node node;	/* for the test of both sinks */
@@ -248,6 +249,50 @@ Test(otlp, a_receiver_that_is_down_gets_everything_once_it_is_up, .timeout = 240
 	cr_assert_eq(ticks_of(&r), 3000u, "each event once, after the outage");
 	cr_assert_str_eq(r.host, "otlp-b");
 	bb_free(&logs);
+}
+
+/* OTLP over https (the dashboard's certificate from the test's CA, given
+ * with --cacert): every event arrives, and the bearer token the receiver
+ * is sent never crosses loopback in the clear */
+Test(otlp, over_https_the_bearer_token_crosses_encrypted, .timeout = 240, .fini = otlp_fini)
+{
+	char *ca, token[48];
+	char *more[] = { "--providers", "AgentTest", "--buffering-mode", "block", "--otlp", NULL,
+			 "--otlp-header", NULL, "--host-id", "otlp-tls", "--cacert", NULL, NULL };
+	struct th_agent_env *e;
+	struct bytebuf logs = { 0 }, wire_bytes = { 0 };
+	struct seen_resource r;
+	struct th_said said;
+	struct th_wire w;
+	pid_t p;
+
+	TH_NEED_ASPIRE();
+	th_aspire_init(&dash);
+	th_aspire_use_tls(&dash);
+	th_aspire_start(&dash);
+	snprintf(token, sizeof(token), "tok-%d-%ld", getpid(), (long)time(NULL));
+	more[5] = dash.otlp_url;
+	more[7] = th_fmt("Authorization=Bearer %s", token);
+	more[11] = ca = th_tls_file("ca.pem");
+	th_wire_open(&w, dash.otlp_port);
+	e = agent_env();
+	th_agent_up_argv(e, more);
+	p = started[0] = th_producer_start(e, "", 1, 3000, th_fmt("%s/p.json", e->dir));
+	said = th_producer_wait(p, th_fmt("%s/p.json", e->dir), 60000);
+	started[0] = 0;
+	cr_assert_eq(said.written, 3000u);
+	th_status_wait(e, "\"files_pending\":0,", 60000);
+	th_status_wait(e, "\"spool_batches\":0,", 60000);
+	cr_assert_eq(th_agent_down(e), 0, "the agent did not stop cleanly");
+	th_aspire_logs(&dash, &logs);
+	r = one_resource(th_text(&logs), th_fmt("%d", said.pid));
+	cr_assert_eq(ticks_of(&r), 3000u, "each event once, over https");
+	th_wire_read(&w, &wire_bytes);
+	cr_assert_not(th_has_bytes(&wire_bytes, token), "the token crossed in the clear");
+	cr_assert_not(th_has_bytes(&wire_bytes, "otlp-tls"), "a record crossed in the clear");
+	free(ca);
+	bb_free(&logs);
+	bb_free(&wire_bytes);
 }
 
 Test(otlp, a_refused_batch_is_counted_not_sent_again, .timeout = 120, .fini = otlp_fini)

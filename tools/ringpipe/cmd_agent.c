@@ -74,14 +74,21 @@ static int egress_finish(struct agent_opts *o, struct egress_args *ea)
 	if (eo->dialect && strcmp(eo->dialect, "legacy") && strcmp(eo->dialect, "current"))
 		return tool_err("agent", "--clickhouse-dialect must be legacy or current, not '%s'",
 				eo->dialect), 2;
+	if (eo->compress && strcmp(eo->compress, "gzip") && strcmp(eo->compress, "none"))
+		return tool_err("agent", "--compress must be gzip or none, not '%s'", eo->compress),
+		       2;
+	if (eo->key && !eo->cert)
+		return tool_err("agent", "--key is the private key of --cert's client "
+				"certificate: give --cert FILE too"), 2;
 	if (!eo->nurls && (eo->user || eo->password_file || eo->dialect || eo->shard))
 		return tool_err("agent", "the --clickhouse-* options need --clickhouse URL"), 2;
 	if (!ot->otlp_url && ot->otlp_headers)
 		return tool_err("agent", "--otlp-header needs --otlp URL"), 2;
 	if (!eo->nurls && !ot->otlp_url) {
-		if (eo->host_id || eo->spool_dir || eo->spool_bytes)
-			return tool_err("agent", "the --host-id and --spool-* options need "
-					"--clickhouse URL or --otlp URL"), 2;
+		if (eo->host_id || eo->spool_dir || eo->spool_bytes || eo->cacert || eo->cert ||
+		    eo->compress)
+			return tool_err("agent", "the --host-id, --spool-*, --cacert, --cert and "
+					"--compress options need --clickhouse URL or --otlp URL"), 2;
 		return 0;
 	}
 	if (!eo->spool_dir) {
@@ -228,8 +235,8 @@ static const struct tool_opt agent_opts[] = {
 		  "carries its Pid and CgroupId)", .bad = "takes a rate in Hz (1..100000)"),
 	TOOL_TAKE(TOOL_OPT_STRING, "clickhouse", 0, "URL", AGENT_CLICKHOUSE,
 		  "also ship every finished file to ClickHouse's HTTP\n"
-		  "interface (http://HOST[:PORT]/?database=NAME; create the\n"
-		  "tables with 'ringpipe fleet init'): batches of at most\n"
+		  "interface (http[s]://HOST[:PORT]/?database=NAME; create\n"
+		  "the tables with 'ringpipe fleet init'): batches of at most\n"
 		  "100,000 events, spooled on disk before they are sent,\n"
 		  "sent again until acknowledged, each row exactly once;\n"
 		  "files rotate every second unless --rotate-s says otherwise.\n"
@@ -257,7 +264,7 @@ static const struct tool_opt agent_opts[] = {
 	TOOL_STRING("otlp", 0, "URL", struct agent_cfg, ea.otlp.otlp_url,
 		    "also (or instead) send every finished file as OTLP logs\n"
 		    "to an OpenTelemetry receiver's OTLP/HTTP endpoint\n"
-		    "(http://HOST[:PORT][/PATH]; port 4318, and /v1/logs is\n"
+		    "(http[s]://HOST[:PORT][/PATH]; port 4318, and /v1/logs is\n"
 		    "added to a PATH that does not end in it): one log record\n"
 		    "per event, one resource per process (host.name,\n"
 		    "process.pid, container.id, k8s.pod.uid), protobuf, spooled\n"
@@ -265,6 +272,19 @@ static const struct tool_opt agent_opts[] = {
 	TOOL_TAKE(TOOL_OPT_STRING, "otlp-header", 0, "K=V", AGENT_OTLP_HEADER,
 		  "a header on every OTLP request, e.g.\n"
 		  "Authorization='Bearer TOKEN'; may be given again", .nonempty = true),
+	TOOL_STRING("cacert", 0, "FILE", EGRESS(cacert),
+		    "https: trust only the CAs in FILE (PEM; default:\n"
+		    "$SSL_CERT_FILE, else the system's CA store)", .nonempty = true),
+	TOOL_STRING("cert", 0, "FILE", EGRESS(cert),
+		    "https: present the client certificate in FILE (PEM)", .nonempty = true),
+	TOOL_STRING("key", 0, "FILE", EGRESS(key),
+		    "its private key (PEM; default: in the --cert FILE).\n"
+		    "Proxies come from http_proxy, https_proxy and no_proxy;\n"
+		    "loopback goes direct unless no_proxy is set", .nonempty = true),
+	TOOL_STRING("compress", 0, "gzip|none", EGRESS(compress),
+		    "request bodies (ClickHouse inserts, OTLP requests) go\n"
+		    "gzip-compressed, with Content-Encoding: gzip (default: none)",
+		    .nonempty = true),
 	TOOL_STRING("host-id", 0, "NAME", EGRESS(host_id),
 		    "the host's name in every row and record (default: the\n"
 		    "host name)", .nonempty = true),

@@ -35,11 +35,18 @@ static const char fleet_usage[] =
 "       ringpipe fleet top --clickhouse URL [--host H] [--since DURATION]\n"
 "                          [--limit N] [CREDENTIALS] [events|gc|functions]\n"
 "\n"
-"URL is ClickHouse's HTTP interface: http://HOST[:PORT]/[?database=NAME&user=U\n"
-"&password=P&SETTING=VALUE...] (port 8123 and database " CH_DEFAULT_DATABASE " by default;\n"
-"other parameters are ClickHouse settings, passed on with every statement).\n"
-"CREDENTIALS: --user U, and --password P or --password-file FILE, which take\n"
-"precedence over the URL's.\n"
+"URL is ClickHouse's HTTP interface: http[s]://HOST[:PORT]/[?database=NAME\n"
+"&user=U&password=P&SETTING=VALUE...] (port 8123, 8443 for https, and database\n"
+CH_DEFAULT_DATABASE " by default; other parameters are ClickHouse settings, passed on\n"
+"with every statement).\n"
+"CREDENTIALS: --user U, and --password P or --password-file FILE (its first\n"
+"line), which take precedence over the URL's.\n"
+"TLS (https): --cacert FILE trusts only the CAs in FILE (PEM; default:\n"
+"$SSL_CERT_FILE, else the system's CA store); --cert FILE and --key FILE\n"
+"present a client certificate (PEM; the key may be in the --cert FILE).\n"
+"--compress gzip sends request bodies gzip-compressed (default: none).\n"
+"Proxies come from http_proxy, https_proxy and no_proxy; loopback goes\n"
+"direct unless no_proxy is set.\n"
 "\n"
 "init   creates the database and the tables events, event_meta, stacks,\n"
 "       processes, containers, losses and batches (the manifest of what each\n"
@@ -93,6 +100,7 @@ static const char fleet_usage_end[] =
 struct fleet_args {
 	const char *sub;		/* "init", "query", "check", "export" or "top" */
 	const char *url, *cluster, *dialect, *user, *password, *password_file, *format, *host;
+	const char *cacert, *cert, *key, *compress;	/* the transport */
 	const char *where, *output;	/* export's */
 	const char *sql;
 	const char *since, *limit, *what;	/* top */
@@ -112,6 +120,13 @@ static const struct tool_opt fleet_common[] = {
 	TOOL_UINT("timeout", 0, "S", 1, 3600, FLEET(timeout_s),
 		  "bounds the connect and every wait for the server, in\n"
 		  "seconds (default 30)", .bad = "takes seconds, 1 to 3600"),
+	TOOL_STRING("cacert", 0, "FILE", FLEET(cacert),
+		    "https: trust only the CAs in FILE (PEM; default:\n"
+		    "$SSL_CERT_FILE, else the system's CA store)"),
+	TOOL_STRING("cert", 0, "FILE", FLEET(cert), "https: present this client certificate (PEM)"),
+	TOOL_STRING("key", 0, "FILE", FLEET(key), "the client certificate's key (default: in --cert)"),
+	TOOL_STRING("compress", 0, "gzip|none", FLEET(compress),
+		    "compress request bodies (default none)"),
 	TOOL_OPTS_END
 };
 
@@ -175,6 +190,9 @@ static int fleet_check_args(const struct fleet_args *a)
 		       2;
 	if (a->password && a->password_file)
 		return tool_err("fleet", "give --password or --password-file, not both"), 2;
+	if (a->compress && strcmp(a->compress, "gzip") && strcmp(a->compress, "none"))
+		return tool_err("fleet", "--compress must be gzip or none, not '%s'", a->compress),
+		       2;
 	if (!strcmp(a->sub, "query") && !a->sql)
 		return tool_err("fleet", "query: no SQL statement given (see --help)"), 2;
 	if (a->cluster && !fleet_name_ok(a->cluster))
@@ -233,6 +251,10 @@ static int fleet_connect(const struct fleet_args *a, struct ch_client *c)
 		snprintf(t.password, sizeof(t.password), "%s", a->password);
 	if (a->password_file && ch_target_read_password(&t, a->password_file, err, sizeof(err)))
 		return tool_err("fleet", "%s", err);
+	if (http_tls_set(&t.tls, a->cacert, a->cert, a->key, err, sizeof(err)))
+		return tool_err("fleet", "%s", err), 2;
+	if (a->compress)
+		http_body_encoding_parse(a->compress, &t.encoding);
 	if (ch_client_init(c, &t, (int)(a->timeout_s * 1000)))
 		return tool_err("fleet", "--clickhouse %s: the host name is too long", a->url), 2;
 	return 0;

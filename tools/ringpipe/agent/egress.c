@@ -131,6 +131,7 @@ struct egress {
 	char host[256];
 	struct egress_name name;
 	struct ch_target servers[EGRESS_MAX_SERVERS];
+	char where[EGRESS_MAX_SERVERS][270];	/* each one's HOST:PORT, for messages */
 	/* under lock: the server the senders use; a failure moves it on */
 	size_t nservers, server;
 	size_t failed_in_row;		/* under lock: sends failed since the last success */
@@ -243,50 +244,70 @@ static int new_run_id(uint8_t id[16])
 	return 0;
 }
 
-/* http://HOST[:PORT][/PATH]: PATH is where logs go when it ends in
- * /v1/logs, else the base that /v1/logs is added to (as OTLP exporters do
- * with OTEL_EXPORTER_OTLP_ENDPOINT) */
-static int otlp_setup(struct egress *e)
+/* Sets *tls and *encoding from the options: 0, or -EINVAL after saying why */
+static int egress_transport(const struct egress *e, struct http_tls *tls,
+			    enum http_body_encoding *encoding)
 {
-	static const char scheme[] = "http://";
-	const char *url = e->o.otlp_url, *auth, *end, *path;
-	char host[256] = "", port[8] = "", why[256];
-	size_t pl;
+	char err[512];
 
-	if (strncasecmp(url, scheme, sizeof(scheme) - 1)) {
-		fprintf(stderr, "ringpipe agent: --otlp '%s': the URL must start with http:// (an "
-			"OTLP/HTTP receiver, port 4318 by default%s)\n", url,
-			!strncasecmp(url, "https://", 8) ? "; https is not supported" : "");
+	if (http_tls_set(tls, e->o.cacert, e->o.cert, e->o.key, err, sizeof(err))) {
+		fprintf(stderr, "ringpipe agent: %s\n", err);
 		return -EINVAL;
 	}
-	auth = url + sizeof(scheme) - 1;
-	end = auth + strcspn(auth, "/?#");
-	if (http_parse_authority(auth, end, "4318", host, port, why, sizeof(why))) {
-		fprintf(stderr, "ringpipe agent: --otlp '%s': %s\n", url, why);
-		return -EINVAL;
-	}
-	path = *end == '/' ? end : "/";
-	pl = strcspn(path, "?#");
-	if (path[pl] == '?' || (*end && *end != '/' && *end != '#')) {
-		fprintf(stderr, "ringpipe agent: --otlp '%s': a query is not supported (give "
-			"http://HOST[:PORT][/PATH])\n", url);
-		return -EINVAL;
-	}
-	if (pl >= 8 && !strncmp(path + pl - 8, "/v1/logs", 8))
-		snprintf(e->otlp_path, sizeof(e->otlp_path), "%.*s", (int)pl, path);
-	else
-		snprintf(e->otlp_path, sizeof(e->otlp_path), "%.*s%sv1/logs", (int)pl, path,
-			 path[pl - 1] == '/' ? "" : "/");
-	if (http_conn_init(&e->http, host, port, CH_TIMEOUT_MS)) {
-		fprintf(stderr, "ringpipe agent: --otlp '%s': bad host or port\n", url);
+	*encoding = HTTP_BODY_IDENTITY;
+	if (e->o.compress && http_body_encoding_parse(e->o.compress, encoding)) {
+		fprintf(stderr, "ringpipe agent: --compress must be gzip or none, not '%s'\n",
+			e->o.compress);
 		return -EINVAL;
 	}
 	return 0;
 }
 
-/* One --clickhouse URL as a target, with the user and password options;
- * false after saying what is wrong */
-static bool server_parse(struct egress *e, const char *url, struct ch_target *t)
+/* http[s]://HOST[:PORT][/PATH]: PATH is where logs go when it ends in
+ * /v1/logs, else the base that /v1/logs is added to (as OTLP exporters do
+ * with OTEL_EXPORTER_OTLP_ENDPOINT) */
+static int otlp_setup(struct egress *e)
+{
+	const char *url = e->o.otlp_url;
+	enum http_body_encoding encoding;
+	struct http_tls tls;
+	struct http_url u;
+	char why[256];
+	size_t pl;
+
+	if (http_url_parse(&u, url, "4318", "4318", why, sizeof(why))) {
+		fprintf(stderr, "ringpipe agent: --otlp '%s': %s (an OTLP/HTTP receiver, "
+			"http[s]://HOST[:PORT][/PATH], port 4318 by default)\n", url, why);
+		return -EINVAL;
+	}
+	if (u.query[0]) {
+		fprintf(stderr, "ringpipe agent: --otlp '%s': a query is not supported (give "
+			"http[s]://HOST[:PORT][/PATH])\n", url);
+		return -EINVAL;
+	}
+	pl = strlen(u.path);
+	if (pl + sizeof("/v1/logs") > sizeof(e->otlp_path)) {
+		fprintf(stderr, "ringpipe agent: --otlp '%s': the path is too long\n", url);
+		return -EINVAL;
+	}
+	if (pl >= 8 && !strcmp(u.path + pl - 8, "/v1/logs"))
+		strcpy(e->otlp_path, u.path);
+	else
+		sprintf(e->otlp_path, "%s%sv1/logs", u.path, u.path[pl - 1] == '/' ? "" : "/");
+	if (egress_transport(e, &tls, &encoding))
+		return -EINVAL;
+	if (http_conn_init(&e->http, u.https, u.host, u.port, &tls, CH_TIMEOUT_MS)) {
+		fprintf(stderr, "ringpipe agent: --otlp '%s': bad host or port\n", url);
+		return -EINVAL;
+	}
+	e->http.encoding = encoding;
+	return 0;
+}
+
+/* One --clickhouse URL as a target, with the user, password and transport
+ * options, and where it is in words; false after saying what is wrong */
+static bool server_parse(struct egress *e, const char *url, struct ch_target *t,
+			 char where[270])
 {
 	struct ch_client probe;
 	char err[512];
@@ -302,6 +323,8 @@ static bool server_parse(struct egress *e, const char *url, struct ch_target *t)
 		fprintf(stderr, "ringpipe agent: %s\n", err);
 		return false;
 	}
+	if (egress_transport(e, &t->tls, &t->encoding))
+		return false;
 	/* on a Distributed table, a 200 is durable only when the insert
 	 * waited for the shards */
 	used = strlen(t->settings);
@@ -311,6 +334,7 @@ static bool server_parse(struct egress *e, const char *url, struct ch_target *t)
 		fprintf(stderr, "ringpipe agent: --clickhouse %s: bad host or database name\n", url);
 		return false;
 	}
+	snprintf(where, 270, "%s", probe.conn.where);
 	ch_client_free(&probe);
 	return true;
 }
@@ -347,7 +371,7 @@ static int client_setup(struct egress *e)
 		return -EINVAL;
 	}
 	for (i = 0; i < e->o.nurls; i++) {
-		if (!server_parse(e, e->o.urls[i], &e->servers[i]))
+		if (!server_parse(e, e->o.urls[i], &e->servers[i], e->where[i]))
 			return -EINVAL;
 		/* a batch is looked up where it was sent: one database for all */
 		if (strcmp(e->servers[i].database, e->servers[0].database)) {
@@ -410,27 +434,21 @@ static const char *sink_name(const struct egress *e)
 	return e->otlp ? "the OTLP receiver" : "ClickHouse";
 }
 
-/* The server the senders use (under lock) */
-static const char *server_host(const struct egress *e)
+/* HOST:PORT of the server the senders use (under lock) */
+static const char *server_where(const struct egress *e)
 {
-	return e->otlp ? e->http.host : e->servers[e->server].host;
-}
-
-static const char *server_port(const struct egress *e)
-{
-	return e->otlp ? e->http.port : e->servers[e->server].port;
+	return e->otlp ? e->http.where : e->where[e->server];
 }
 
 static void note_success(struct egress *e)
 {
-	char host[256], port[8];
+	char where[270];
 	bool was_out;
 
 	pthread_mutex_lock(&e->lock);
 	was_out = e->outage;
 	if (was_out) {
-		snprintf(host, sizeof(host), "%s", server_host(e));
-		snprintf(port, sizeof(port), "%s", server_port(e));
+		snprintf(where, sizeof(where), "%s", server_where(e));
 		e->last_error[0] = 0;
 	}
 	e->outage = false;
@@ -439,7 +457,7 @@ static void note_success(struct egress *e)
 	e->retry_at_ns = 0;
 	pthread_mutex_unlock(&e->lock);
 	if (was_out)
-		egress_say(e, "%s at %s:%s answers again", sink_name(e), host, port);
+		egress_say(e, "%s at %s answers again", sink_name(e), where);
 }
 
 /* The dialect rows are encoded in: the server's, asked once */
@@ -743,7 +761,7 @@ static int otlp_send(struct egress *e, const struct egress_otlp_batch *bp, char 
 		return rc;
 	}
 	if (r.status == 429 || r.status >= 500) {
-		snprintf(err, errlen, "POST %.255s:%s%.200s answered %d: %.300s", e->http.host, e->http.port,
+		snprintf(err, errlen, "POST %.270s%.200s answered %d: %.300s", e->http.where,
 			 e->otlp_path, r.status, answer_text(&r));
 		http_response_free(&r);
 		return -EAGAIN;
@@ -1581,14 +1599,14 @@ static void status_json(struct egress *e, const struct spool_stats *st, struct b
 			  (unsigned long long)e->records_sent,
 			  (unsigned long long)e->records_rejected,
 			  (unsigned long long)e->batches_rejected);
-	bb_printf(b, ",\"server\":\"%s:%s\",\"state\":\"%s\",\"full\":%s,"
+	bb_printf(b, ",\"server\":\"%s\",\"state\":\"%s\",\"full\":%s,"
 		  "\"batches_sent\":%llu,\"batches_found_sent\":%llu,\"events_sent\":%llu,"
 		  "\"losses_sent\":%llu,\"bytes_sent\":%llu,\"retries\":%llu,\"outages\":%llu,"
 		  "\"files_pending\":%zu,\"files_given_up\":%llu,\"lost_egress_full\":%llu,"
 		  "\"spool_batches\":%llu,\"spool_bytes\":%llu,\"spool_found\":%llu,"
 		  "\"servers\":%zu,\"senders\":%zu,\"send_ms\":%llu,\"all_senders_ms\":%llu,"
 		  "\"send_window_ms\":%llu}",
-		  server_host(e), server_port(e), e->last_error[0] ? "retrying" : "ok",
+		  server_where(e), e->last_error[0] ? "retrying" : "ok",
 		  rp_load_relaxed(&e->full) ? "true" : "false",
 		  (unsigned long long)e->batches_sent, (unsigned long long)e->batches_already,
 		  (unsigned long long)(e->otlp ? e->records_sent : e->rows_sent[FLEET_EVENTS]),
@@ -1612,8 +1630,8 @@ void egress_status(struct egress *e, bool json, struct bytebuf *b)
 	if (json) {
 		status_json(e, &st, b);
 	} else {
-		bb_printf(b, "egress to %s %s:%s%s", e->otlp ? "OTLP" : "ClickHouse", server_host(e),
-			  server_port(e), e->otlp ? e->otlp_path : "");
+		bb_printf(b, "egress to %s %s%s", e->otlp ? "OTLP" : "ClickHouse", server_where(e),
+			  e->otlp ? e->otlp_path : "");
 		if (e->nservers > 1)
 			bb_printf(b, " (server %zu of %zu)", e->server + 1, e->nservers);
 		bb_printf(b, " as host %s: %s%s%s\n", e->host, e->last_error[0] ? "retrying: " : "ok",

@@ -47,11 +47,16 @@ struct egress_opts {
 	 * already; not the Distributed TABLE, whose synchronous insert needs
 	 * every shard up */
 	bool shard;
-	/* instead of urls: an OTLP/HTTP receiver (http://HOST[:PORT][/PATH]),
+	/* instead of urls: an OTLP/HTTP receiver (http[s]://HOST[:PORT][/PATH]),
 	 * sent the same files as OTLP logs (egress_otlp.h); at most once per
 	 * acknowledged request, at least once across a lost answer */
 	const char *otlp_url;
 	const char *otlp_headers;	/* more header lines ("K: V\r\n"), or NULL */
+	/* https: the CAs to trust (NULL: $SSL_CERT_FILE, else the system's)
+	 * and a client certificate and its key (NULL: none), http_conn.h's
+	 * http_tls; the same for every server and the OTLP receiver */
+	const char *cacert, *cert, *key;
+	const char *compress;		/* request bodies: "gzip", "none" (NULL) */
 	const char *user;		/* NULL: the URL's */
 	const char *password_file;	/* NULL: the URL's password */
 	const char *host_id;		/* NULL: the host name */

@@ -6,7 +6,6 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
-#include <strings.h>
 
 #include "clickhouse.h"
 #include "tool_util.h"
@@ -103,31 +102,25 @@ static int ch_parse_query(struct ch_target *t, const char *q, char *err, size_t 
 
 int ch_target_parse(struct ch_target *t, const char *url, char *err, size_t errlen)
 {
-	static const char scheme[] = "http://";
-	const char *auth, *end, *path;
+	struct http_url u;
 	char why[256];
 	int rc;
 
 	memset(t, 0, sizeof(*t));
-	if (strncasecmp(url, scheme, sizeof(scheme) - 1))
-		return tool_set_err(
-			err, errlen, -EINVAL,
-			"'%s': the URL must start with http:// "
-			"(ClickHouse's HTTP interface, port 8123 by default%s)",
-			url, !strncasecmp(url, "https://", 8) ? "; https is not supported" : "");
-	auth = url + sizeof(scheme) - 1;
-	end = auth + strcspn(auth, "/?#");
-	if ((rc = http_parse_authority(auth, end, CH_DEFAULT_PORT, t->host, t->port, why, sizeof(why))))
-		return tool_set_err(err, errlen, rc, "'%s': %s", url, why);
-	path = end;
-	if (*path == '/')
-		path++;
-	if (*path && *path != '?')
+	if ((rc = http_url_parse(&u, url, CH_DEFAULT_PORT, CH_DEFAULT_HTTPS_PORT, why,
+				 sizeof(why))))
+		return tool_set_err(err, errlen, rc,
+				    "'%s': %s (ClickHouse's HTTP interface: http://HOST[:8123]/ "
+				    "or https://HOST[:8443]/)", url, why);
+	t->https = u.https;
+	strcpy(t->host, u.host);
+	strcpy(t->port, u.port);
+	if (strcmp(u.path, "/"))
 		return tool_set_err(err, errlen, -EINVAL,
 				    "'%s': the path must be '/' (the database "
 				    "goes in ?database=NAME)",
 				    url);
-	if (*path == '?' && (rc = ch_parse_query(t, path + 1, why, sizeof(why))))
+	if ((rc = ch_parse_query(t, u.query, why, sizeof(why))))
 		return tool_set_err(err, errlen, rc, "'%s': %s", url, why);
 	if (!t->database[0])
 		strcpy(t->database, CH_DEFAULT_DATABASE);
@@ -158,9 +151,13 @@ int ch_target_read_password(struct ch_target *t, const char *path, char *err, si
 
 int ch_client_init(struct ch_client *c, const struct ch_target *t, int timeout_ms)
 {
+	int rc;
+
 	c->target = *t;
 	c->use_database = true;
-	return http_conn_init(&c->conn, t->host, t->port, timeout_ms);
+	rc = http_conn_init(&c->conn, t->https, t->host, t->port, &t->tls, timeout_ms);
+	c->conn.encoding = t->encoding;
+	return rc;
 }
 
 void ch_client_free(struct ch_client *c)
@@ -215,8 +212,8 @@ static int ch_server_error(const struct ch_client *c, const struct http_response
 		n = (int)strlen(body);
 	}
 	return tool_set_err(err, errlen, auth ? -EACCES : -EREMOTEIO,
-			    "ClickHouse at %s:%s answered HTTP %d: %.*s%s", c->target.host,
-			    c->target.port, r->status, n, body,
+			    "ClickHouse at %s answered HTTP %d: %.*s%s", c->conn.where,
+			    r->status, n, body,
 			    auth ? " (check the user name and the password)" : "");
 }
 

@@ -2,10 +2,11 @@
 /*
  * A ClickHouse client over its HTTP interface (http_conn.h): where the
  * server is and who we are from a URL such as
- * http://127.0.0.1:8123/?database=ringpipe&user=U (plus options and a
- * password file), queries whose answer comes back as the body, and inserts
- * whose rows are the body. The user and password travel as X-ClickHouse-User
- * and X-ClickHouse-Key headers, never in the URL the server may log.
+ * http://127.0.0.1:8123/?database=ringpipe&user=U or https://HOST:8443/...
+ * (plus options and a password file), queries whose answer comes back as
+ * the body, and inserts whose rows are the body. The user and password
+ * travel as X-ClickHouse-User and X-ClickHouse-Key headers, never in the
+ * URL the server may log; over https, encrypted.
  */
 #ifndef RINGPIPE_CLICKHOUSE_H
 #define RINGPIPE_CLICKHOUSE_H
@@ -17,18 +18,23 @@
 #include "http_conn.h"
 
 #define CH_DEFAULT_PORT "8123"
+#define CH_DEFAULT_HTTPS_PORT "8443"	/* config.xml's https_port, as packaged */
 #define CH_DEFAULT_DATABASE "ringpipe"
 
 struct ch_target {
-	char host[256];
+	bool https;
+	char host[256];		/* an IPv6 address without its [] */
 	char port[8];
 	char database[64];	/* CH_DEFAULT_DATABASE when the URL names none */
 	char user[128];		/* "" : the server's default user */
 	char password[256];
 	char settings[1024];	/* the URL's other parameters ("k=v&..."), passed on */
+	struct http_tls tls;	/* --cacert, --cert, --key: set after parsing */
+	enum http_body_encoding encoding;	/* --compress: request bodies */
 };
 
-/* Parses url into t (zeroed first). 0, or -EINVAL with why in err. */
+/* Parses url (http_url_parse()) into t (zeroed first). 0, or -EINVAL with
+ * why in err. */
 int ch_target_parse(struct ch_target *t, const char *url, char *err, size_t errlen);
 
 /* The password from the first line of path. 0, or -errno with why in err. */

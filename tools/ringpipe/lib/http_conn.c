@@ -1,57 +1,254 @@
 // SPDX-License-Identifier: MIT
 /*
- * The HTTP/1.1 client of http_conn.h. The socket is non-blocking and every
- * wait goes through poll() with the connection's timeout, so a peer that
- * stops answering costs at most that long per wait, never a hang.
+ * The HTTP client of http_conn.h, over libcurl. A request runs in our own
+ * loop over the connection's multi handle rather than in
+ * curl_easy_perform(), so that the timeout is what it always was here: a
+ * bound on each wait for the peer (the connect, then every stretch without
+ * a byte moving either way), not on the whole exchange, which a long
+ * export or a large insert may rightly take longer than.
  */
+#include <curl/curl.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <poll.h>
+#include <limits.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/socket.h>
-#include <sys/uio.h>
-#include <unistd.h>
+#include <zlib.h>
 
+#include "clock.h"
 #include "http_conn.h"
 #include "tool_util.h"
 
-/* A response whose status line and headers do not fit is not one we asked for */
-#define HTTP_MAX_HEAD (64u << 10)
-#define HTTP_READ_CHUNK (64u << 10)
+/*
+ * Proxies come from the environment as libcurl reads it (http_proxy,
+ * https_proxy, all_proxy, no_proxy). Without a no_proxy of the user's, a
+ * loopback server is reached directly: a proxy elsewhere would reach its
+ * own loopback, not ours. A no_proxy that is set replaces this default.
+ */
+#define HTTP_NO_PROXY_DEFAULT "localhost,127.0.0.0/8,::1"
 
-int http_conn_init(struct http_conn *c, const char *host, const char *port, int timeout_ms)
+/* ---- URLs -------------------------------------------------------------------- */
+
+static pthread_once_t http_global_once = PTHREAD_ONCE_INIT;
+static CURLcode http_global_rc = CURLE_FAILED_INIT;
+
+/* curl_global_init() is not thread-safe in every libcurl: once, whoever comes first */
+static void http_global_init(void)
 {
+	http_global_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+static int http_global(void)
+{
+	pthread_once(&http_global_once, http_global_init);
+	return http_global_rc == CURLE_OK ? 0 : -ENOMEM;
+}
+
+/* A part of h into out (len bytes): 0, 1 when the URL has none, or -EINVAL */
+static int http_url_part(CURLU *h, CURLUPart what, char *out, size_t len)
+{
+	char *v = NULL;
+	CURLUcode uc = curl_url_get(h, what, &v, 0);
+	int rc = 0;
+
+	if (uc == CURLUE_NO_PORT || uc == CURLUE_NO_QUERY || uc == CURLUE_NO_USER ||
+	    uc == CURLUE_NO_PASSWORD)
+		return 1;
+	if (uc)
+		return -EINVAL;
+	if (strlen(v) >= len)
+		rc = -EINVAL;
+	else
+		strcpy(out, v);
+	curl_free(v);
+	return rc;
+}
+
+static int http_url_why(CURLUcode uc, char *err, size_t errlen)
+{
+	if (uc == CURLUE_BAD_PORT_NUMBER)
+		return tool_set_err(err, errlen, -EINVAL,
+				    "the port must be a number from 1 to 65535");
+	if (uc == CURLUE_NO_HOST || uc == CURLUE_BAD_HOSTNAME)
+		return tool_set_err(err, errlen, -EINVAL, "no host, or a malformed host name");
+	return tool_set_err(err, errlen, -EINVAL, "%s", curl_url_strerror(uc));
+}
+
+int http_url_parse(struct http_url *u, const char *url, const char *http_port,
+		   const char *https_port, char *err, size_t errlen)
+{
+	char host[260], scratch[8];
+	CURLUcode uc;
+	CURLU *h;
+	int rc;
+
+	memset(u, 0, sizeof(*u));
+	if (strncasecmp(url, "http://", 7) && strncasecmp(url, "https://", 8))
+		return tool_set_err(err, errlen, -EINVAL,
+				    "the URL must start with http:// or https://");
+	if (http_global() || !(h = curl_url()))
+		return tool_set_err(err, errlen, -ENOMEM, "%s", strerror(ENOMEM));
+	uc = curl_url_set(h, CURLUPART_URL, url, 0);
+	if (uc) {
+		rc = http_url_why(uc, err, errlen);
+		goto out;
+	}
+	u->https = !strncasecmp(url, "https://", 8);
+	if (http_url_part(h, CURLUPART_USER, scratch, sizeof(scratch)) != 1 ||
+	    http_url_part(h, CURLUPART_PASSWORD, scratch, sizeof(scratch)) != 1) {
+		rc = tool_set_err(err, errlen, -EINVAL,
+				  "a user or password in the URL is not taken (they would travel "
+				  "in the clear to a proxy and into logs): give them as options");
+		goto out;
+	}
+	if (http_url_part(h, CURLUPART_HOST, host, sizeof(host))) {
+		rc = tool_set_err(err, errlen, -EINVAL, "no host, or a host name too long");
+		goto out;
+	}
+	/* an IPv6 literal comes in brackets: the address alone is the host */
+	if (host[0] == '[') {
+		host[strcspn(host, "]")] = '\0';
+		memmove(host, host + 1, strlen(host));
+	}
+	if (!host[0] || strlen(host) >= sizeof(u->host)) {
+		rc = tool_set_err(err, errlen, -EINVAL, "no host, or a host name too long");
+		goto out;
+	}
+	strcpy(u->host, host);
+	rc = http_url_part(h, CURLUPART_PORT, u->port, sizeof(u->port));
+	if (rc == 1)
+		snprintf(u->port, sizeof(u->port), "%s", u->https ? https_port : http_port);
+	if (rc < 0 || atoi(u->port) < 1 || atoi(u->port) > 65535) {
+		rc = http_url_why(CURLUE_BAD_PORT_NUMBER, err, errlen);
+		goto out;
+	}
+	if (http_url_part(h, CURLUPART_PATH, u->path, sizeof(u->path)) < 0 ||
+	    http_url_part(h, CURLUPART_QUERY, u->query, sizeof(u->query)) < 0) {
+		rc = tool_set_err(err, errlen, -EINVAL, "the path or the query is too long");
+		goto out;
+	}
+	if (!u->path[0])
+		strcpy(u->path, "/");
+	rc = 0;
+out:
+	curl_url_cleanup(h);
+	return rc;
+}
+
+/* ---- TLS and encodings --------------------------------------------------------- */
+
+static int http_tls_file(char dst[HTTP_FILE_MAX], const char *path, const char *opt, char *err,
+			 size_t errlen)
+{
+	if (!path)
+		return 0;
+	if (!path[0] || strlen(path) >= HTTP_FILE_MAX)
+		return tool_set_err(err, errlen, -EINVAL, "%s: the path is empty or longer than "
+				    "%d bytes", opt, HTTP_FILE_MAX - 1);
+	strcpy(dst, path);
+	return 0;
+}
+
+int http_tls_set(struct http_tls *t, const char *cacert, const char *cert, const char *key,
+		 char *err, size_t errlen)
+{
+	int rc;
+
+	memset(t, 0, sizeof(*t));
+	if (key && !cert)
+		return tool_set_err(err, errlen, -EINVAL,
+				    "--key is the private key of --cert's client certificate: "
+				    "give --cert FILE too");
+	if ((rc = http_tls_file(t->cacert, cacert, "--cacert", err, errlen)) ||
+	    (rc = http_tls_file(t->cert, cert, "--cert", err, errlen)) ||
+	    (rc = http_tls_file(t->key, key, "--key", err, errlen)))
+		return rc;
+	return 0;
+}
+
+int http_body_encoding_parse(const char *name, enum http_body_encoding *out)
+{
+	if (!strcmp(name, "gzip"))
+		*out = HTTP_BODY_GZIP;
+	else if (!strcmp(name, "none"))
+		*out = HTTP_BODY_IDENTITY;
+	else
+		return -EINVAL;
+	return 0;
+}
+
+/* n bytes at p, gzip-compressed, into out (emptied first). 0, -ENOMEM or -EFBIG. */
+static int http_gzip(struct bytebuf *out, const void *p, size_t n)
+{
+	z_stream z = { 0 };
+	uLong bound;
+	int zrc;
+
+	out->len = 0;
+	if (n > UINT_MAX)
+		return -EFBIG;
+	/* level 1: the agent shares its host with what it traces, and most of
+	 * what gzip saves on rows it saves at its fastest level already;
+	 * windowBits 15 + 16 asks for the gzip wrapper */
+	if (deflateInit2(&z, 1, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+		return -ENOMEM;
+	bound = deflateBound(&z, (uLong)n);
+	if (bound > UINT_MAX || bb_reserve(out, bound)) {
+		deflateEnd(&z);
+		return bound > UINT_MAX ? -EFBIG : -ENOMEM;
+	}
+	z.next_in = (Bytef *)p;
+	z.avail_in = (uInt)n;
+	z.next_out = out->p;
+	z.avail_out = (uInt)bound;
+	zrc = deflate(&z, Z_FINISH);
+	out->len = z.total_out;
+	deflateEnd(&z);
+	return zrc == Z_STREAM_END ? 0 : -ENOMEM;
+}
+
+/* ---- the connection ---------------------------------------------------------- */
+
+int http_conn_init(struct http_conn *c, bool https, const char *host, const char *port,
+		   const struct http_tls *tls, int timeout_ms)
+{
+	bool v6 = strchr(host, ':') != NULL;
+	int n;
+
 	memset(c, 0, sizeof(*c));
 	c->fd = -1;
+	c->https = https;
 	c->timeout_ms = timeout_ms > 0 ? timeout_ms : 30000;
-	if (strlen(host) >= sizeof(c->host) || strlen(port) >= sizeof(c->port))
+	if (tls)
+		c->tls = *tls;
+	n = snprintf(c->where, sizeof(c->where), v6 ? "[%s]:%s" : "%s:%s", host, port);
+	if (!host[0] || strlen(host) >= 256 || strlen(port) >= 8 || n < 0 ||
+	    (size_t)n >= sizeof(c->where))
 		return -EINVAL;
 	strcpy(c->host, host);
 	strcpy(c->port, port);
+	snprintf(c->origin, sizeof(c->origin), "%s://%s", https ? "https" : "http", c->where);
 	return 0;
 }
 
 void http_conn_close(struct http_conn *c)
 {
-	if (c->fd >= 0)
-		close(c->fd);
+	/* the multi handle's connection cache holds the kept connection */
+	if (c->easy)
+		curl_easy_cleanup(c->easy);
+	if (c->multi)
+		curl_multi_cleanup(c->multi);
+	c->easy = c->multi = NULL;
 	c->fd = -1;
-	c->reused = false;
-	c->in.len = 0;
-	c->in_pos = 0;
 }
 
 void http_conn_free(struct http_conn *c)
 {
 	http_conn_close(c);
-	bb_free(&c->in);
+	bb_free(&c->packed);
 }
 
 void http_response_free(struct http_response *r)
@@ -59,474 +256,399 @@ void http_response_free(struct http_response *r)
 	bb_free(&r->body);
 }
 
-/* Waits for events on fd: 0, or -ETIMEDOUT after the connection's timeout. */
-static int http_wait(const struct http_conn *c, short events)
-{
-	struct pollfd p = { .fd = c->fd, .events = events };
-	int n;
+/* One request's state, seen by libcurl's callbacks */
+struct http_exchange {
+	struct http_response *r;
+	uint64_t active_ns;	/* when a byte last moved, or the connection came */
+	curl_off_t up, down;	/* body bytes sent and received, as last seen */
+	bool connected;		/* the connection (and TLS, and any proxy tunnel) is up */
+	bool answered;		/* a byte of the answer came */
+	bool oom;
+};
 
-	do
-		n = poll(&p, 1, c->timeout_ms);
-	while (n < 0 && errno == EINTR);
-	if (n < 0)
-		return -errno;
-	return n ? 0 : -ETIMEDOUT;
+static size_t http_on_body(char *p, size_t size, size_t n, void *ctx)
+{
+	struct http_exchange *x = ctx;
+
+	x->answered = true;
+	x->active_ns = rp_clock_mono_ns();
+	if (bb_append(&x->r->body, p, size * n)) {
+		x->oom = true;
+		return 0;	/* libcurl stops with CURLE_WRITE_ERROR */
+	}
+	return size * n;
 }
 
-/* One address: a non-blocking connect, waited for. 0 or -errno. */
-static int http_connect_addr(struct http_conn *c, const struct addrinfo *ai)
+static size_t http_on_header(char *p, size_t size, size_t n, void *ctx)
 {
-	int one = 1, soerr = 0, rc;
-	socklen_t sl = sizeof(soerr);
+	struct http_exchange *x = ctx;
 
-	c->fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
-		       ai->ai_protocol);
-	if (c->fd < 0)
-		return -errno;
-	/* a request goes out as headers then body: no waiting for an ACK between them */
-	setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	if (connect(c->fd, ai->ai_addr, ai->ai_addrlen) == 0)
-		return 0;
-	if (errno != EINPROGRESS)
-		rc = -errno;
-	else if ((rc = http_wait(c, POLLOUT)) == 0 &&
-		 getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) == 0 && soerr)
-		rc = -soerr;
-	if (rc)
-		http_conn_close(c);
-	return rc;
+	(void)p;
+	x->answered = true;
+	x->active_ns = rp_clock_mono_ns();
+	return size * n;
 }
 
-static int http_connect(struct http_conn *c, char *err, size_t errlen)
+static int http_on_connected(void *ctx, char *primary_ip, char *local_ip, int primary_port,
+			     int local_port)
 {
-	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM };
-	struct addrinfo *res, *ai;
-	int rc = getaddrinfo(c->host, c->port, &hints, &res);
+	struct http_exchange *x = ctx;
 
-	if (rc)
-		return tool_set_err(err, errlen, -EHOSTUNREACH, "cannot resolve host '%s': %s",
-				    c->host, gai_strerror(rc));
-	rc = -EHOSTUNREACH;
-	for (ai = res; ai && rc; ai = ai->ai_next)
-		rc = http_connect_addr(c, ai);
-	freeaddrinfo(res);
-	if (rc == -ETIMEDOUT)
-		return tool_set_err(err, errlen, rc,
-				    "cannot connect to %s:%s: no answer within %d ms", c->host,
-				    c->port, c->timeout_ms);
-	if (rc)
-		return tool_set_err(err, errlen, rc, "cannot connect to %s:%s: %s%s", c->host,
-				    c->port, strerror(-rc),
-				    rc == -ECONNREFUSED ?
-					    " (is the server running and listening on that port?)" :
-					    "");
-	c->reused = false;
-	return 0;
+	(void)primary_ip, (void)local_ip, (void)primary_port, (void)local_port;
+	x->connected = true;
+	x->active_ns = rp_clock_mono_ns();
+	return CURL_PREREQFUNC_OK;
 }
 
-/* Sends the iovecs whole. 0 or -errno. */
-static int http_send_all(struct http_conn *c, struct iovec *iov, int n)
+/* Called on every turn of the loop: a body byte that moved is activity */
+static int http_on_progress(void *ctx, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+			    curl_off_t ulnow)
 {
-	while (n) {
-		struct msghdr m = { .msg_iov = iov, .msg_iovlen = (size_t)n };
-		ssize_t w = sendmsg(c->fd, &m, MSG_NOSIGNAL);
-		int rc;
+	struct http_exchange *x = ctx;
 
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0 && errno != EAGAIN)
-			return -errno;
-		if (w < 0) {
-			if ((rc = http_wait(c, POLLOUT)))
-				return rc;
-			continue;
-		}
-		while (n && (size_t)w >= iov->iov_len) {
-			w -= (ssize_t)iov->iov_len;
-			iov++;
-			n--;
-		}
-		if (n) {
-			iov->iov_base = (char *)iov->iov_base + w;
-			iov->iov_len -= (size_t)w;
-		}
+	(void)dltotal, (void)ultotal;
+	if (dlnow != x->down || ulnow != x->up) {
+		x->down = dlnow;
+		x->up = ulnow;
+		x->active_ns = rp_clock_mono_ns();
 	}
 	return 0;
 }
 
-/* Receives more bytes into c->in: how many, 0 at the end of the stream, or -errno. */
-static ssize_t http_recv_more(struct http_conn *c)
+/* The easy and multi handles with what stays the same from request to request */
+static int http_handles(struct http_conn *c, struct http_exchange *x)
 {
-	for (;;) {
-		ssize_t r;
-		int rc;
+	CURL *e;
+	CURLcode cc = CURLE_OK;
 
-		if (bb_reserve(&c->in, HTTP_READ_CHUNK))
+	if (!c->easy) {
+		if (http_global() || !(c->easy = curl_easy_init()) ||
+		    !(c->multi = curl_multi_init())) {
+			http_conn_close(c);
 			return -ENOMEM;
-		r = recv(c->fd, c->in.p + c->in.len, c->in.cap - c->in.len, 0);
-		if (r >= 0) {
-			c->in.len += (size_t)r;
-			return r;
 		}
-		if (errno == EINTR)
-			continue;
-		if (errno != EAGAIN)
-			return -errno;
-		if ((rc = http_wait(c, POLLIN)))
-			return rc;
+		/* one connection kept: an insert's fresh one replaces the idle one */
+		curl_multi_setopt(c->multi, CURLMOPT_MAXCONNECTS, 1L);
+		e = c->easy;
+#define HTTP_SET(opt, v) (cc = cc ? cc : curl_easy_setopt(e, opt, v))
+		HTTP_SET(CURLOPT_ERRORBUFFER, c->curl_error);
+		HTTP_SET(CURLOPT_PROTOCOLS_STR, "http,https");
+		HTTP_SET(CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
+		HTTP_SET(CURLOPT_CONNECTTIMEOUT_MS, (long)c->timeout_ms);
+		HTTP_SET(CURLOPT_WRITEFUNCTION, http_on_body);
+		HTTP_SET(CURLOPT_HEADERFUNCTION, http_on_header);
+		HTTP_SET(CURLOPT_PREREQFUNCTION, http_on_connected);
+		HTTP_SET(CURLOPT_XFERINFOFUNCTION, http_on_progress);
+		HTTP_SET(CURLOPT_NOPROGRESS, 0L);
+		/* a proxy's answer to CONNECT is not the server's */
+		HTTP_SET(CURLOPT_SUPPRESS_CONNECT_HEADERS, 1L);
+		if (!getenv("no_proxy") && !getenv("NO_PROXY"))
+			HTTP_SET(CURLOPT_NOPROXY, HTTP_NO_PROXY_DEFAULT);
+		if (c->tls.cacert[0]) {
+			/* --cacert: these CAs, and not the system's too */
+			HTTP_SET(CURLOPT_CAINFO, c->tls.cacert);
+			HTTP_SET(CURLOPT_CAPATH, (char *)NULL);
+		} else if (getenv("SSL_CERT_FILE") && getenv("SSL_CERT_FILE")[0]) {
+			/* OpenSSL's own variable for its default CA file, which
+			 * libcurl's compiled-in default would otherwise hide */
+			HTTP_SET(CURLOPT_CAINFO, getenv("SSL_CERT_FILE"));
+		}
+		if (c->tls.cert[0]) {
+			HTTP_SET(CURLOPT_SSLCERT, c->tls.cert);
+			HTTP_SET(CURLOPT_SSLKEY, c->tls.key[0] ? c->tls.key : c->tls.cert);
+		}
+#undef HTTP_SET
+		if (cc) {
+			http_conn_close(c);
+			return cc == CURLE_OUT_OF_MEMORY ? -ENOMEM : -EINVAL;
+		}
 	}
-}
-
-/* The unparsed bytes */
-static const char *http_avail(const struct http_conn *c, size_t *n)
-{
-	*n = c->in.len - c->in_pos;
-	return (const char *)c->in.p + c->in_pos;
-}
-
-/* Where the unparsed bytes start */
-static const char *http_cur(const struct http_conn *c)
-{
-	return (const char *)c->in.p + c->in_pos;
-}
-
-/* Makes n unparsed bytes available: 0, -EPIPE when the peer closed first, or -errno. */
-static int http_need(struct http_conn *c, size_t n)
-{
-	while (c->in.len - c->in_pos < n) {
-		ssize_t r = http_recv_more(c);
-
-		if (r < 0)
-			return (int)r;
-		if (!r)
-			return -EPIPE;
-	}
+	e = c->easy;
+	curl_easy_setopt(e, CURLOPT_WRITEDATA, x);
+	curl_easy_setopt(e, CURLOPT_HEADERDATA, x);
+	curl_easy_setopt(e, CURLOPT_PREREQDATA, x);
+	curl_easy_setopt(e, CURLOPT_XFERINFODATA, x);
 	return 0;
+}
+
+/* Appends a header line of len bytes to *l: 0, or -ENOMEM */
+static int http_header_add(struct curl_slist **l, const char *line, size_t len)
+{
+	char *copy = strndup(line, len);
+	struct curl_slist *n = copy ? curl_slist_append(*l, copy) : NULL;
+
+	free(copy);
+	if (!n)
+		return -ENOMEM;
+	*l = n;
+	return 0;
+}
+
+/* The request's headers as libcurl takes them into *l: 0, or -ENOMEM */
+static int http_header_list(const struct http_request *rq, bool gzip, struct curl_slist **l)
+{
+	const char *h = rq->headers ? rq->headers : "";
+	bool typed = false;
+
+	while (*h) {
+		size_t len = strcspn(h, "\r\n");
+
+		typed |= len >= 13 && !strncasecmp(h, "Content-Type:", 13);
+		if (len && http_header_add(l, h, len))
+			return -ENOMEM;
+		h += len;
+		h += strspn(h, "\r\n");
+	}
+	/* libcurl would wait for a "100 Continue" before a large body, and
+	 * label a POST as a form; the servers here want neither */
+	if (http_header_add(l, "Expect:", 7) ||
+	    (!typed && http_header_add(l, "Content-Type:", 13)) ||
+	    (gzip && http_header_add(l, "Content-Encoding: gzip", 22)))
+		return -ENOMEM;
+	return 0;
+}
+
+/* The request's own options: method, URL, body, headers */
+static int http_setup_request(struct http_conn *c, const struct http_request *rq,
+			      struct bytebuf *url, struct curl_slist *headers)
+{
+	CURL *e = c->easy;
+	bool get = !strcmp(rq->method, "GET");
+	const void *body = rq->body_len ? rq->body : "";
+	size_t len = rq->body_len;
+	CURLcode cc = CURLE_OK;
+	int rc;
+
+	if (!get && rq->body_len && c->encoding == HTTP_BODY_GZIP) {
+		if ((rc = http_gzip(&c->packed, rq->body, rq->body_len)))
+			return rc;
+		body = c->packed.p;
+		len = c->packed.len;
+	}
+	bb_printf(url, "%s%s%s", c->origin, rq->target[0] == '/' ? "" : "/", rq->target);
+	bb_append(url, "", 1);
+	if (url->oom)
+		return -ENOMEM;
+#define HTTP_SET(opt, v) (cc = cc ? cc : curl_easy_setopt(e, opt, v))
+	HTTP_SET(CURLOPT_URL, (const char *)url->p);
+	HTTP_SET(CURLOPT_HTTPHEADER, headers);
+	/*
+	 * libcurl sends a request again, on a new connection, when the reused
+	 * connection it went on failed before any byte of the answer came
+	 * (Curl_retry_request(): only ever for a reused connection). A request
+	 * that must not run twice therefore never goes on a reused one: a
+	 * fresh connection has no retry, whatever happens to it, and its
+	 * failure is the caller's to look into. The cost is a connect (and a
+	 * TLS handshake) per insert, small beside what an insert costs the
+	 * server; and an insert no longer fails on a connection the server
+	 * closed idle a moment before.
+	 */
+	HTTP_SET(CURLOPT_FRESH_CONNECT, rq->no_resend ? 1L : 0L);
+	if (get) {
+		HTTP_SET(CURLOPT_HTTPGET, 1L);
+		HTTP_SET(CURLOPT_CUSTOMREQUEST, NULL);
+	} else {
+		/* the body is ours until the request returns: no copy */
+		HTTP_SET(CURLOPT_POST, 1L);
+		HTTP_SET(CURLOPT_POSTFIELDS, body);
+		HTTP_SET(CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
+		HTTP_SET(CURLOPT_CUSTOMREQUEST, strcmp(rq->method, "POST") ? rq->method : NULL);
+	}
+#undef HTTP_SET
+	return cc == CURLE_OK ? 0 : cc == CURLE_OUT_OF_MEMORY ? -ENOMEM : -EINVAL;
 }
 
 /*
- * Makes a line (up to CRLF) available: its length without the CRLF, or a
- * negative errno (-EBADMSG when none ends within max bytes).
+ * Runs the request on the multi handle until it ends, or until no byte
+ * moved for the timeout once connected (libcurl bounds the connect
+ * itself). The result in *cc; -ETIMEDOUT when our bound ended it.
  */
-static long http_need_line(struct http_conn *c, size_t max)
+static int http_run(struct http_conn *c, struct http_exchange *x, CURLcode *cc)
 {
-	size_t scanned = 0;
+	uint64_t bound_ns = (uint64_t)c->timeout_ms * 1000000ull;
+	int running = 1, rc = 0;
+	CURLMsg *m;
+	int left;
 
-	for (;;) {
-		size_t n;
-		const char *p = http_avail(c, &n);
-		const char *lf = n > scanned ? memchr(p + scanned, '\n', n - scanned) : NULL;
-		int rc;
-
-		if (lf)
-			return lf > p && lf[-1] == '\r' ? lf - p - 1 : lf - p;
-		if (n > max)
-			return -EBADMSG;
-		scanned = n;
-		if ((rc = http_need(c, n + 1)))
-			return rc;
-	}
-}
-
-/* Consumes a line of len bytes and its line end */
-static void http_skip_line(struct http_conn *c, long len)
-{
-	c->in_pos += (size_t)len;
-	if (c->in_pos < c->in.len && c->in.p[c->in_pos] == '\r')
-		c->in_pos++;
-	c->in_pos++;
-}
-
-struct http_head {
-	int status;
-	bool chunked, close, has_length;
-	uint64_t length;
-};
-
-static bool http_header_is(const char *line, size_t len, const char *name, const char **value)
-{
-	size_t n = strlen(name);
-
-	if (len <= n || strncasecmp(line, name, n) || line[n] != ':')
-		return false;
-	*value = line + n + 1;
-	while (*value < line + len && (**value == ' ' || **value == '\t'))
-		(*value)++;
-	return true;
-}
-
-/* Does the header value (up to end) hold token, case-insensitively? */
-static bool http_value_has(const char *v, const char *end, const char *token)
-{
-	size_t n = strlen(token);
-
-	for (; v + n <= end; v++)
-		if (!strncasecmp(v, token, n))
-			return true;
-	return false;
-}
-
-static int http_parse_header(struct http_head *h, const char *line, size_t len)
-{
-	const char *v, *end = line + len;
-	char *stop;
-
-	if (http_header_is(line, len, "Content-Length", &v)) {
-		errno = 0;
-		h->length = strtoull(v, &stop, 10);
-		if (stop == v || errno || (stop < end && *stop != ' ' && *stop != '\t'))
-			return -EBADMSG;
-		h->has_length = true;
-	} else if (http_header_is(line, len, "Transfer-Encoding", &v)) {
-		h->chunked = http_value_has(v, end, "chunked");
-	} else if (http_header_is(line, len, "Connection", &v)) {
-		h->close = http_value_has(v, end, "close");
-	}
-	return 0;
-}
-
-static int http_parse_status(struct http_head *h, const char *line, size_t len)
-{
-	int minor;
-
-	/* "HTTP/1.1 200 OK": a 1.0 server closes after each answer */
-	if (len < 12 || memcmp(line, "HTTP/1.", 7) || line[8] != ' ' ||
-	    line[9] < '1' || line[9] > '5' || line[10] < '0' || line[10] > '9' ||
-	    line[11] < '0' || line[11] > '9' || (len > 12 && line[12] != ' '))
-		return -EBADMSG;
-	minor = line[7] - '0';
-	h->status = (line[9] - '0') * 100 + (line[10] - '0') * 10 + (line[11] - '0');
-	h->close = minor == 0;
-	return 0;
-}
-
-/* Reads a status line and headers, skipping 1xx interim answers. */
-static int http_read_head(struct http_conn *c, struct http_head *h)
-{
-	size_t start;
-	long len;
-	int rc;
-
-	do {
-		*h = (struct http_head){ 0 };
-		start = c->in_pos;
-		if ((len = http_need_line(c, HTTP_MAX_HEAD)) < 0)
-			return (int)len;
-		if ((rc = http_parse_status(h, http_cur(c), (size_t)len)))
-			return rc;
-		http_skip_line(c, len);
-		while ((len = http_need_line(c, HTTP_MAX_HEAD)) > 0) {
-			if (c->in_pos - start > HTTP_MAX_HEAD)
-				return -EBADMSG;
-			rc = http_parse_header(h, http_cur(c), (size_t)len);
-			if (rc)
-				return rc;
-			http_skip_line(c, len);
-		}
-		if (len < 0)
-			return (int)len;
-		http_skip_line(c, 0);
-	} while (h->status < 200);
-	return 0;
-}
-
-/* Moves n available bytes to the body */
-static int http_take(struct http_conn *c, struct bytebuf *body, size_t n)
-{
-	int rc = http_need(c, n);
-
-	if (rc)
-		return rc;
-	if (bb_append(body, c->in.p + c->in_pos, n))
+	x->active_ns = rp_clock_mono_ns();
+	*cc = CURLE_OK;
+	if (curl_multi_add_handle(c->multi, c->easy))
 		return -ENOMEM;
-	c->in_pos += n;
-	return 0;
-}
-
-static int http_read_chunked(struct http_conn *c, struct bytebuf *body)
-{
 	for (;;) {
-		long len = http_need_line(c, 1024);
-		const char *p = http_cur(c);
-		uint64_t size;
-		char *stop;
-		int rc;
+		uint64_t now, idle;
 
-		if (len < 0)
-			return (int)len;
-		/* a chunk size is hex, maybe followed by ";extension" */
-		errno = 0;
-		size = strtoull(p, &stop, 16);
-		if (stop == p || errno || (stop < p + len && *stop != ';' && *stop != ' '))
-			return -EBADMSG;
-		http_skip_line(c, len);
-		if (!size)
+		if (curl_multi_perform(c->multi, &running)) {
+			rc = -ENOMEM;
 			break;
-		if (size > SIZE_MAX / 2)
-			return -EBADMSG;
-		if ((rc = http_take(c, body, (size_t)size)))
-			return rc;
-		if ((len = http_need_line(c, 2)) != 0)
-			return len < 0 ? (int)len : -EBADMSG;
-		http_skip_line(c, 0);
+		}
+		if (!running)
+			break;
+		now = rp_clock_mono_ns();
+		idle = now - x->active_ns;
+		if (x->connected && idle >= bound_ns) {
+			rc = -ETIMEDOUT;
+			break;
+		}
+		/* libcurl's own timers (the connect's bound) shorten the wait */
+		curl_multi_poll(c->multi, NULL, 0,
+				(int)((bound_ns - (idle < bound_ns ? idle : 0)) / 1000000ull) + 1, NULL);
 	}
-	/* trailers, up to the empty line */
-	for (;;) {
-		long len = http_need_line(c, HTTP_MAX_HEAD);
+	while ((m = curl_multi_info_read(c->multi, &left)))
+		if (m->msg == CURLMSG_DONE)
+			*cc = m->data.result;
+	if (!rc && !*cc) {
+		curl_socket_t s = CURL_SOCKET_BAD;
 
-		if (len < 0)
-			return (int)len;
-		http_skip_line(c, len);
-		if (!len)
-			return 0;
+		/* asked before the handle leaves the multi, whose cache holds it */
+		if (curl_easy_getinfo(c->easy, CURLINFO_ACTIVESOCKET, &s) || s == CURL_SOCKET_BAD)
+			s = -1;
+		c->fd = (int)s;
+	} else {
+		c->fd = -1;
 	}
-}
-
-static int http_read_to_end(struct http_conn *c, struct bytebuf *body)
-{
-	ssize_t r;
-
-	while ((r = http_recv_more(c)) > 0)
-		;
-	if (r < 0)
-		return (int)r;
-	return http_take(c, body, c->in.len - c->in_pos);
-}
-
-static int http_read_body(struct http_conn *c, const struct http_head *h, struct bytebuf *body)
-{
-	if (h->status == 204 || h->status == 304)
-		return 0;
-	if (h->chunked)
-		return http_read_chunked(c, body);
-	if (h->has_length)
-		return h->length > SIZE_MAX / 2 ? -EBADMSG : http_take(c, body, (size_t)h->length);
-	return http_read_to_end(c, body);
-}
-
-static int http_send_request(struct http_conn *c, const struct http_request *rq)
-{
-	struct bytebuf head = { 0 };
-	struct iovec iov[2];
-	int rc;
-
-	bb_printf(&head, "%s %s HTTP/1.1\r\nHost: %s:%s\r\nContent-Length: %zu\r\n"
-		  "Connection: keep-alive\r\n%s\r\n", rq->method, rq->target, c->host, c->port,
-		  rq->body_len, rq->headers ? rq->headers : "");
-	if (head.oom) {
-		bb_free(&head);
-		return -ENOMEM;
-	}
-	iov[0] = (struct iovec){ head.p, head.len };
-	iov[1] = (struct iovec){ (void *)rq->body, rq->body_len };
-	rc = http_send_all(c, iov, rq->body_len ? 2 : 1);
-	bb_free(&head);
+	/* a request cut short leaves with its connection, which libcurl closes */
+	curl_multi_remove_handle(c->multi, c->easy);
 	return rc;
 }
 
-/* One exchange on the open connection. *answered: a byte of the response came. */
-static int http_exchange(struct http_conn *c, const struct http_request *rq,
-			 struct http_response *r, bool *answered)
+/* What failed, in words, as a negative errno */
+static int http_explain(struct http_conn *c, CURLcode cc, const struct http_exchange *x,
+			char *err, size_t errlen)
 {
-	struct http_head h;
-	int rc;
+	const char *why = c->curl_error[0] ? c->curl_error : curl_easy_strerror(cc);
+	const char *ca_env = getenv("SSL_CERT_FILE");
+	char named[300];
+	long os_errno = 0;
+	bool proxied;
 
-	c->in.len = c->in_pos = 0;
-	*answered = false;
-	if ((rc = http_send_request(c, rq)))
-		return rc;
-	rc = http_need(c, 1);
-	if (rc)
-		return rc;
-	*answered = true;
-	if ((rc = http_read_head(c, &h)) || (rc = http_read_body(c, &h, &r->body)))
-		return rc;
-	if (bb_append(&r->body, "", 1))
-		return -ENOMEM;
-	r->body.len--;
-	r->status = h.status;
-	if (h.close || (!h.has_length && !h.chunked))
-		http_conn_close(c);
-	else
-		c->reused = true;
-	return 0;
-}
+	if (ca_env && !ca_env[0])
+		ca_env = NULL;
+	snprintf(named, sizeof(named), " %s port %s ", c->host, c->port);
+	proxied = !strstr(why, named);
 
-static int http_explain(const struct http_conn *c, int rc, bool answered, char *err,
-			size_t errlen)
-{
-	if (rc == -ETIMEDOUT)
-		return tool_set_err(err, errlen, rc, "%s:%s did not answer within %d ms", c->host,
-				    c->port, c->timeout_ms);
-	if (rc == -EBADMSG)
-		return tool_set_err(err, errlen, rc,
-				    "%s:%s sent a malformed HTTP response (is it an HTTP port?)",
-				    c->host, c->port);
-	if (rc == -EPIPE || rc == -ECONNRESET)
-		return tool_set_err(err, errlen, -ECONNRESET, "%s:%s closed the connection %s",
-				    c->host, c->port,
-				    answered ? "in the middle of its answer" : "before answering");
-	return tool_set_err(err, errlen, rc, "request to %s:%s failed: %s", c->host, c->port,
-			    strerror(-rc));
+	curl_easy_getinfo(c->easy, CURLINFO_OS_ERRNO, &os_errno);
+	switch (cc) {
+	case CURLE_COULDNT_RESOLVE_HOST:
+		return tool_set_err(err, errlen, -EHOSTUNREACH, "cannot resolve host %s: %s",
+				    c->where, why);
+	case CURLE_COULDNT_RESOLVE_PROXY:
+		return tool_set_err(err, errlen, -EHOSTUNREACH,
+				    "cannot resolve the proxy (the *_proxy environment variables) "
+				    "for %s: %s", c->where, why);
+	case CURLE_COULDNT_CONNECT:
+		if (!os_errno)	/* not the socket's: a proxy's tunnel refused, say */
+			return tool_set_err(err, errlen, -ECONNREFUSED, "cannot connect to %s: %s",
+					    c->where, why);
+		/* libcurl's words name what it connected to: a proxy, when
+		 * they do not name the server */
+		return tool_set_err(err, errlen, -(int)os_errno, "cannot connect to %s: %s%s%s%s%s",
+				    c->where, strerror((int)os_errno),
+				    os_errno == ECONNREFUSED ?
+					    " (is the server running and listening on that port?)" :
+					    "", proxied ? " (through a proxy of the environment: " : "",
+				    proxied ? why : "", proxied ? ")" : "");
+	case CURLE_OPERATION_TIMEDOUT:
+		if (!x->connected)
+			return tool_set_err(err, errlen, -ETIMEDOUT,
+					    "cannot connect to %s: no answer within %d ms", c->where,
+					    c->timeout_ms);
+		return tool_set_err(err, errlen, -ETIMEDOUT, "%s did not answer within %d ms",
+				    c->where, c->timeout_ms);
+	case CURLE_PEER_FAILED_VERIFICATION:
+		return tool_set_err(err, errlen, -EKEYREJECTED,
+				    "%s/: the server's certificate is not trusted: %s (trusted: %s%s; "
+				    "--cacert FILE names the CA that signed it)", c->origin, why,
+				    c->tls.cacert[0] || ca_env ? "the CAs in " : "the system's CA store",
+				    c->tls.cacert[0] ? c->tls.cacert : ca_env ? ca_env : "");
+	case CURLE_SSL_CACERT_BADFILE:
+		return tool_set_err(err, errlen, -ENOENT, "%s/: cannot read the CA file: %s",
+				    c->origin, why);
+	case CURLE_SSL_CERTPROBLEM:
+		return tool_set_err(err, errlen, -EINVAL,
+				    "%s/: cannot use the client certificate %s: %s", c->origin,
+				    c->tls.cert, why);
+	case CURLE_SSL_CONNECT_ERROR:
+		return tool_set_err(err, errlen, -EPROTO, "%s/: TLS failed: %s%s", c->origin, why,
+				    strstr(why, "wrong version number") ?
+					    " (is it an https port?)" : "");
+	case CURLE_GOT_NOTHING:
+	case CURLE_SEND_ERROR:
+	case CURLE_RECV_ERROR:
+	case CURLE_PARTIAL_FILE:
+		/* libcurl's words add nothing to "Empty reply from server"; a
+		 * TLS server that wants a client certificate (TLS 1.3) hangs
+		 * up once it has read the request */
+		return tool_set_err(err, errlen, -ECONNRESET, "%s closed the connection %s%s%s%s%s",
+				    c->where, x->answered ? "in the middle of its answer" :
+				    "before answering", cc == CURLE_GOT_NOTHING ? "" : " (",
+				    cc == CURLE_GOT_NOTHING ? "" : why,
+				    cc == CURLE_GOT_NOTHING ? "" : ")",
+				    c->https && !c->tls.cert[0] && !x->answered ?
+					    "; a server that wants a client certificate does so: "
+					    "--cert FILE" : "");
+	case CURLE_WEIRD_SERVER_REPLY:
+	case CURLE_UNSUPPORTED_PROTOCOL:
+		return tool_set_err(err, errlen, -EBADMSG,
+				    "%s sent a malformed HTTP response (is it an HTTP port?): %s",
+				    c->where, why);
+	case CURLE_OUT_OF_MEMORY:
+		return tool_set_err(err, errlen, -ENOMEM, "%s", strerror(ENOMEM));
+	case CURLE_WRITE_ERROR:
+		if (x->oom)
+			return tool_set_err(err, errlen, -ENOMEM, "%s", strerror(ENOMEM));
+		break;
+	default:
+		break;
+	}
+	return tool_set_err(err, errlen, -EIO, "request to %s failed: %s", c->where, why);
 }
 
 int http_conn_request(struct http_conn *c, const struct http_request *rq,
 		      struct http_response *r, char *err, size_t errlen)
 {
-	bool answered = false, was_reused = c->fd >= 0 && c->reused;
+	struct http_exchange x = { .r = r };
+	struct bytebuf url = { 0 };
+	struct curl_slist *headers = NULL;
+	CURLcode cc = CURLE_OK;
+	long status = 0;
 	int rc;
 
 	r->status = 0;
 	r->body.len = 0;
-	if (c->fd < 0 && (rc = http_connect(c, err, errlen)))
-		return rc;
-	rc = http_exchange(c, rq, r, &answered);
-	if (rc && !answered && was_reused && !rq->no_resend && rc != -ETIMEDOUT && rc != -ENOMEM) {
-		/* closed while idle: the server never read this request */
-		http_conn_close(c);
-		r->body.len = 0;
-		if ((rc = http_connect(c, err, errlen)))
-			return rc;
-		rc = http_exchange(c, rq, r, &answered);
-	}
+	c->curl_error[0] = '\0';
+	if ((rc = http_handles(c, &x)))
+		return tool_set_err(err, errlen, rc, "cannot set up a request to %s: %s", c->where,
+				    strerror(-rc));
+	rc = http_header_list(rq, c->encoding == HTTP_BODY_GZIP && rq->body_len &&
+			      strcmp(rq->method, "GET"), &headers);
+	if (!rc)
+		rc = http_setup_request(c, rq, &url, headers);
 	if (rc) {
-		http_conn_close(c);
-		return http_explain(c, rc, answered, err, errlen);
+		tool_set_err(err, errlen, rc, "cannot set up a request to %s: %s", c->where,
+			     strerror(-rc));
+		goto out;
 	}
-	return 0;
-}
-
-/* host[:port] or [v6]:port, up to end */
-int http_parse_authority(const char *s, const char *end, const char *default_port,
-			 char host_out[256], char port_out[8], char *err, size_t errlen)
-{
-	const char *host = s, *host_end, *colon;
-	size_t port_len;
-
-	if (*s == '[') {
-		host = s + 1;
-		host_end = memchr(host, ']', (size_t)(end - host));
-		if (!host_end)
-			return tool_set_err(err, errlen, -EINVAL,
-					    "the IPv6 address has no closing ']'");
-		colon = host_end + 1 < end && host_end[1] == ':' ? host_end + 1 : NULL;
+	rc = http_run(c, &x, &cc);
+	if (rc == -ETIMEDOUT) {
+		tool_set_err(err, errlen, rc, "%s did not answer within %d ms", c->where,
+			     c->timeout_ms);
+	} else if (rc) {
+		tool_set_err(err, errlen, rc, "request to %s failed: %s", c->where, strerror(-rc));
+	} else if (cc) {
+		rc = http_explain(c, cc, &x, err, errlen);
+	} else if (bb_append(&r->body, "", 1)) {
+		rc = tool_set_err(err, errlen, -ENOMEM, "%s", strerror(ENOMEM));
 	} else {
-		colon = memchr(s, ':', (size_t)(end - s));
-		host_end = colon ? colon : end;
+		r->body.len--;
+		curl_easy_getinfo(c->easy, CURLINFO_RESPONSE_CODE, &status);
+		r->status = (int)status;
 	}
-	if (host_end == host || (size_t)(host_end - host) >= 256)
-		return tool_set_err(err, errlen, -EINVAL, "no host, or a host name too long");
-	memcpy(host_out, host, (size_t)(host_end - host));
-	port_len = colon ? (size_t)(end - colon - 1) : 0;
-	if (!colon) {
-		snprintf(port_out, 8, "%s", default_port);
-		return 0;
-	}
-	if (port_len)
-		memcpy(port_out, colon + 1, port_len < 8 ? port_len : 0);
-	if (!port_len || port_len > 5 || strspn(port_out, "0123456789") < port_len ||
-	    atoi(port_out) < 1 || atoi(port_out) > 65535)
-		return tool_set_err(err, errlen, -EINVAL,
-				    "the port must be a number from 1 to 65535");
-	return 0;
+out:
+	/* libcurl keeps the pointers until the next request sets its own */
+	curl_easy_setopt(c->easy, CURLOPT_HTTPHEADER, NULL);
+	curl_slist_free_all(headers);
+	bb_free(&url);
+	if (c->packed.cap > (4u << 20))
+		bb_free(&c->packed);
+	return rc;
 }
