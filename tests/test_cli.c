@@ -72,6 +72,12 @@ Test(cli, usage_errors_exit_2_and_help_exits_0)
 	out.len = 0;
 	cr_assert_eq(th_tool_run("gen -o /dev/null --events ten", &out), 2);
 	cr_assert(strstr((char *)out.p, "--events takes a whole number, not 'ten'"), "%s", (char *)out.p);
+	/* a TLS file that cannot be read is named before any connection */
+	out.len = 0;
+	cr_assert_eq(th_tool_run("fleet query --clickhouse https://127.0.0.1:1/ "
+				 "--cacert /nonexistent/ca.pem 'SELECT 1'", &out), 1);
+	cr_assert(strstr(th_text(&out), "--cacert /nonexistent/ca.pem: No such file"), "%s",
+		  th_text(&out));
 	bb_free(&out);
 }
 

@@ -239,6 +239,7 @@ static int fleet_connect(const struct fleet_args *a, struct ch_client *c)
 {
 	struct ch_target t;
 	char err[512];
+	int rc;
 
 	if (ch_target_parse(&t, a->url, err, sizeof(err)))
 		return tool_err("fleet", "--clickhouse %s", err), 2;
@@ -251,8 +252,9 @@ static int fleet_connect(const struct fleet_args *a, struct ch_client *c)
 		snprintf(t.password, sizeof(t.password), "%s", a->password);
 	if (a->password_file && ch_target_read_password(&t, a->password_file, err, sizeof(err)))
 		return tool_err("fleet", "%s", err);
-	if (http_tls_set(&t.tls, a->cacert, a->cert, a->key, err, sizeof(err)))
-		return tool_err("fleet", "%s", err), 2;
+	rc = http_tls_set(&t.tls, a->cacert, a->cert, a->key, err, sizeof(err));
+	if (rc)		/* a file that cannot be read is 1, as --password-file's */
+		return tool_err("fleet", "%s", err), rc == -EINVAL ? 2 : 1;
 	if (a->compress)
 		http_body_encoding_parse(a->compress, &t.encoding);
 	if (ch_client_init(c, &t, (int)(a->timeout_s * 1000)))

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include "clock.h"
@@ -148,6 +149,9 @@ static int http_tls_file(char dst[HTTP_FILE_MAX], const char *path, const char *
 	if (!path[0] || strlen(path) >= HTTP_FILE_MAX)
 		return tool_set_err(err, errlen, -EINVAL, "%s: the path is empty or longer than "
 				    "%d bytes", opt, HTTP_FILE_MAX - 1);
+	/* said now, by name, rather than as a TLS failure at the first request */
+	if (access(path, R_OK))
+		return tool_set_err(err, errlen, -errno, "%s %s: %s", opt, path, strerror(errno));
 	strcpy(dst, path);
 	return 0;
 }
