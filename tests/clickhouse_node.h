@@ -712,7 +712,9 @@ static inline void th_zk_stop(struct th_zk *z)
  * nodes[shard * nreplicas + replica], shard s having the macros shard 0s+1
  * and replica rs+1-r+1; with internal_replication, so that a Distributed
  * insert goes to one replica of a shard and its replicated table copies it
- * to the others.
+ * to the others. Also with one replica a shard: the tables fleet init makes
+ * on a cluster are replicated, and 18.16 refuses an ALTER ... ON CLUSTER
+ * of a replicated table on a shard without it (fleet init's migration).
  */
 static inline void th_ch_cluster_start(struct th_zk *zk, struct th_ch_node *nodes, int nshards,
 				       int nreplicas, const char *name)
@@ -726,8 +728,7 @@ static inline void th_ch_cluster_start(struct th_zk *zk, struct th_ch_node *node
 		th_ch_init(&nodes[s]);
 	bb_printf(&servers, "<%s>", name);
 	for (s = 0; s < nshards; s++) {
-		bb_printf(&servers, "<shard><internal_replication>%s</internal_replication>",
-			  nreplicas > 1 ? "true" : "false");
+		bb_printf(&servers, "<shard><internal_replication>true</internal_replication>");
 		for (r = 0; r < nreplicas; r++)
 			bb_printf(&servers, "<replica><host>127.0.0.1</host><port>%u</port></replica>",
 				  nodes[s * nreplicas + r].tcp_port);

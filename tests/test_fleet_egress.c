@@ -508,6 +508,45 @@ Test(fleet_egress, a_refused_manifest_insert_sends_no_row_twice, .timeout = 300,
 				      in_before));
 }
 
+/* A database of fleet schema version 1 (its tables without the version's
+ * view, as ringpipe made them before): the agent cuts and spools the
+ * files, sends nothing into it and says what to run; once fleet init
+ * migrated it, every event lands once */
+Test(fleet_egress, an_agent_ships_nothing_into_a_version_1_database_until_init_migrates_it,
+     .timeout = 300, .fini = egress_fini)
+{
+	struct th_agent_env *e;
+	struct th_said ps;
+	struct bytebuf out = { 0 };
+
+	TH_NEED_CLICKHOUSE();
+	th_ch_init(&node);
+	th_ch_start(&node, NULL);
+	fleet_init();
+	free(ask("DROP TABLE ringpipe.schema_version"));
+	e = agent_env(0);
+	agent_up_clickhouse(e, "egress-v1", "block", "4", "256");
+	started[0] = th_producer_start(e, "", 2, 20000, th_fmt("%s/p.json", e->dir));
+	ps = th_producer_wait(started[0], th_fmt("%s/p.json", e->dir), 120000);
+	started[0] = 0;
+	cr_assert_eq(ps.written, 40000u);
+	th_status_wait(e, "holds fleet schema version 1, whose stack ids this agent does not "
+		       "write", 60000);
+	th_status_wait(e, "run 'ringpipe fleet init', which migrates it", 60000);
+	th_status_wait(e, "\"files_pending\":0,", 60000);
+	cr_assert_eq(ask_u64("SELECT count() FROM ringpipe.events WHERE host = 'egress-v1'"), 0u,
+		     "rows went into a version-1 database");
+
+	cr_assert_eq(th_tool_run(th_fmt("fleet init --clickhouse '%s'", node.url), &out), 0,
+		     "fleet init: %s", th_text(&out));
+	cr_assert(strstr(th_text(&out), "migrated from fleet schema version 1 to 2"), "%s",
+		  th_text(&out));
+	th_shipped_wait(e, 120000);
+	cr_assert_eq(th_agent_down(e), 0);
+	all_once_and_accounted("egress-v1", ps.pid, 40000, "");
+	bb_free(&out);
+}
+
 /* Four senders on small batches (a 4 MiB spool cuts them at 512 KiB, a
  * few thousand events), so that several inserts are in flight at once and
  * batches land out of order, through a server killed in the middle and

@@ -15,6 +15,7 @@
 
 #include "agent_helpers.h"
 #include "clickhouse_node.h"
+#include "fnv1a.h"
 #include "helpers.h"
 #include "identity.h"
 
@@ -290,6 +291,56 @@ static void run_programs(const char *ship_url, struct top_run *run)
 	cr_assert_eq(th_agent_down(&agent), 0, "the agent did not stop cleanly");
 }
 
+/*
+ * Every stacks row of top-a at url named as schema version 2 says, in a
+ * database of that version: FNV-1a 64 over its frames' 8 bytes each, least
+ * significant first, then the count of its kernel frames (those first, at
+ * kernel addresses) the same way; 0 is 1
+ */
+static void stack_ids_are_fnv1a(const char *url)
+{
+	struct bytebuf out = { 0 };
+	struct ch_client c;
+	struct ch_target t;
+	char err[2048], *line, *save = NULL;
+	uint64_t rows = 0;
+
+	cr_assert_eq(th_ch_ask_u64(url, "SELECT version FROM ringpipe.schema_version"), 2u,
+		     "a database fleet init made is version 2");
+	cr_assert_eq(ch_target_parse(&t, url, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(ch_client_init(&c, &t, 60000), 0);
+	cr_assert_eq(ch_exec(&c, "SELECT stack_id, arrayStringConcat(arrayMap(f -> toString(f), "
+			     "frames), ' ') FROM ringpipe.stacks WHERE host = 'top-a' FORMAT "
+			     "TabSeparated", NULL, 0, &out, err, sizeof(err)), 0, "%s", err);
+	for (line = out.p ? strtok_r((char *)out.p, "\n", &save) : NULL; line;
+	     line = strtok_r(NULL, "\n", &save)) {
+		char *p = strchr(line, '\t');
+		uint64_t id = strtoull(line, NULL, 10), h = fnv1a64_start(), nk = 0, n = 0;
+		bool kernel = true;
+
+		cr_assert_not_null(p, "%s", line);
+		for (p++; *p; n++) {
+			uint64_t frame = strtoull(p, &p, 10);
+
+			kernel = kernel && frame >= 0xffff800000000000ull;
+			nk += kernel;
+			h = fnv1a64_bytes(h, (uint8_t[8]){ (uint8_t)frame, (uint8_t)(frame >> 8),
+				(uint8_t)(frame >> 16), (uint8_t)(frame >> 24), (uint8_t)(frame >> 32),
+				(uint8_t)(frame >> 40), (uint8_t)(frame >> 48),
+				(uint8_t)(frame >> 56) }, 8);
+		}
+		h = fnv1a64_bytes(h, (uint8_t[8]){ (uint8_t)nk, (uint8_t)(nk >> 8),
+			(uint8_t)(nk >> 16), (uint8_t)(nk >> 24) }, 8);
+		cr_assert_eq(id, h ? h : 1, "a stack of %" PRIu64 " frames, %" PRIu64 " of them the "
+			     "kernel's: expected the id %" PRIu64 ", got %" PRIu64, n, nk, h ? h : 1,
+			     id);
+		rows++;
+	}
+	cr_assert_gt(rows, 0u, "no stacks row of top-a");
+	bb_free(&out);
+	ch_client_free(&c);
+}
+
 /* fleet top's three tables of top-a, asked at run->url, against what the
  * programs did */
 static void check_tables(const struct top_run *run)
@@ -399,6 +450,7 @@ static void check_tables(const struct top_run *run)
 		      th_ch_ask_u64(url, "SELECT uniqExact(pid, stack_id) FROM ringpipe.stacks "
 				    "WHERE host = 'top-a'"),
 		      "the manifest counts fewer stacks rows than arrived");
+	stack_ids_are_fnv1a(run->url);
 	cr_assert_gt(th_ch_ask_u64(url, th_fmt("SELECT count() FROM ringpipe.stacks WHERE pid = %d "
 					       "AND symbols[1] = 'busy!busy_spin' AND has(symbols, "
 					       "'busy!main') AND length(symbols) = length(frames)",

@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "fnv1a.h"
 #include "helpers.h"
 #include "spool.h"
 
@@ -349,7 +350,7 @@ Test(spool, a_version_1_batch_is_still_read)
 {
 	char *dir = th_tmpdir();
 	const char payload[] = "a batch of an earlier agent";
-	uint64_t hdr[4], h = 0xcbf29ce484222325ull, num;
+	uint64_t hdr[4], h, num;
 	char path[512];
 	struct spool_stats st;
 	struct spool *s;
@@ -357,8 +358,7 @@ Test(spool, a_version_1_batch_is_still_read)
 	size_t len;
 	FILE *f;
 
-	for (size_t i = 0; i < sizeof(payload); i++)
-		h = (h ^ (unsigned char)payload[i]) * 0x100000001b3ull;
+	h = fnv1a64_bytes(fnv1a64_start(), payload, sizeof(payload));
 	memcpy(hdr, "RPSPOOL1", 8);
 	hdr[1] = 7;
 	hdr[2] = sizeof(payload);

@@ -22,6 +22,7 @@
 #include "fleet_schema.h"
 #include "nettrace.h"
 #include "fleet_top.h"
+#include "fleet_version.h"
 #include "tool_opts.h"
 #include "tool_util.h"
 
@@ -50,7 +51,11 @@ CH_DEFAULT_DATABASE " by default; other parameters are ClickHouse settings, pass
 "\n"
 "init   creates the database and the tables events, event_meta, stacks,\n"
 "       processes, containers, losses and batches (the manifest of what each\n"
-"       agent sent), each only if it does not exist, so it may run again. The\n"
+"       agent sent), each only if it does not exist, so it may run again, and\n"
+"       last the view schema_version: the schema's version, 2. A database of\n"
+"       version 1 (made before it: stack ids of a hash with a wrong offset\n"
+"       basis) is migrated first, each stack id recomputed from its frames;\n"
+"       stop the agents of version 1 before. A newer version is refused. The\n"
 "       types follow 'SELECT version()': DateTime64, LowCardinality and Map on\n"
 "       ClickHouse 22 and later ('current'), DateTime plus nanoseconds, String\n"
 "       and Nested before ('legacy'); --dialect overrides. --cluster NAME\n"
@@ -89,7 +94,8 @@ CH_DEFAULT_DATABASE " by default; other parameters are ClickHouse settings, pass
 "       functions  the hottest functions of the CPU samples (agent --sample):\n"
 "                  samples whose leaf frame is the function (SELF) and whose\n"
 "                  stack holds it (TOTAL)\n"
-"       Without a name, all three.\n";
+"       Without a name, all three.\n"
+"check, export and top read databases of schema versions 1 and 2.\n";
 
 static const char fleet_usage_end[] =
 "Exit status: 0 on success (check: everything is accounted for); 1 when the\n"
@@ -304,12 +310,42 @@ static int fleet_pick_dialect(const struct fleet_args *a, struct ch_client *c,
 	return 0;
 }
 
+/*
+ * Before the schema's statements: the database's version read, and a
+ * version-1 database migrated (the statements then record version 2).
+ * 0, or 1 after saying why.
+ */
+static int fleet_init_migrate(struct ch_client *c, const struct fleet_ddl_opts *o,
+			      unsigned *from, struct fleet_migration *m)
+{
+	struct fleet_layout l;
+	char err[4096];
+
+	if (fleet_layout_read(c, o->database, &l, err, sizeof(err)))
+		return tool_err("fleet", "init: %s", err);
+	*from = l.version;
+	if (l.version > FLEET_SCHEMA_VERSION)
+		return tool_err("fleet", "init: database %s holds fleet schema version %u, newer "
+				"than this ringpipe makes (%d): nothing changed (use the ringpipe "
+				"that made it, or a newer one)", o->database, l.version,
+				FLEET_SCHEMA_VERSION);
+	if (l.version != 1)
+		return 0;
+	if (fleet_migrate(c, o, &l, stderr, m, err, sizeof(err)))
+		return tool_err("fleet", "init: migrating database %s from fleet schema version 1: "
+				"%s\n  (it stays version 1; what was done is kept, and 'ringpipe "
+				"fleet init' run again goes on from there)", o->database, err);
+	return 0;
+}
+
 static int fleet_init(const struct fleet_args *a)
 {
 	struct ch_client client;
 	struct fleet_init_run run = { 0 };
 	struct fleet_ddl_opts o = { .cluster = a->cluster };
+	struct fleet_migration m = { 0 };
 	bool connect = !(a->print && a->dialect);
+	unsigned from = 0;
 	char version[64];
 	int rc;
 
@@ -325,15 +361,27 @@ static int fleet_init(const struct fleet_args *a)
 	run.c = connect && !a->print ? &client : NULL;
 	rc = fleet_pick_dialect(a, connect ? &client : NULL, &o.dialect, version,
 				sizeof(version));
+	if (!rc && run.c)
+		rc = fleet_init_migrate(&client, &o, &from, &m);
 	if (!rc && fleet_schema_ddl(&o, fleet_init_statement, &run))
 		rc = 1;
+	if (!rc && from == 1)
+		fprintf(stderr, "ringpipe fleet: init: database %s migrated from fleet schema "
+			"version 1 to %d: %" PRIu64 " stack ids recomputed from their frames (%"
+			PRIu64 " statements)\n", o.database, FLEET_SCHEMA_VERSION, m.stack_ids,
+			m.statements);
+	if (!rc && from == 1 && m.foreign)
+		fprintf(stderr, "ringpipe fleet: init: %" PRIu64 " stack ids of database %s are no "
+			"version-1 hash of their frames, left as they are\n", m.foreign,
+			o.database);
 	if (!rc && run.c)
 		fprintf(stderr,
 			"ringpipe fleet: init: ClickHouse %s at %s:%s: database %s, %d "
-			"tables (%s schema%s%s), %u statements\n",
+			"tables (%s schema, version %d%s%s), %u statements\n",
 			version, client.target.host, client.target.port, o.database, FLEET_NTABLES,
-			fleet_dialect_name(o.dialect), a->cluster ? ", on cluster " : "",
-			a->cluster ? a->cluster : "", run.statements);
+			fleet_dialect_name(o.dialect), FLEET_SCHEMA_VERSION,
+			a->cluster ? ", on cluster " : "", a->cluster ? a->cluster : "",
+			run.statements);
 	if (connect)
 		ch_client_free(&client);
 	return rc;
@@ -366,6 +414,27 @@ static int fleet_query(const struct fleet_args *a)
 	return rc;
 }
 
+/*
+ * For check, export and top: is the database's schema version one this
+ * ringpipe reads? 0, or 1 after saying why. A version-1 database is read
+ * as it is, with a note.
+ */
+static int fleet_readable(const struct fleet_args *a, struct ch_client *c)
+{
+	struct fleet_layout l;
+	char err[4096];
+
+	if (fleet_layout_read(c, c->target.database, &l, err, sizeof(err)) ||
+	    fleet_version_readable(&l, c->target.database, err, sizeof(err)))
+		return tool_err("fleet", "%s: %s", a->sub, err);
+	if (l.version == 1)
+		fprintf(stderr, "ringpipe fleet: %s: database %s holds fleet schema version 1 "
+			"(stack ids of a hash with a wrong offset basis), read as it is; 'ringpipe "
+			"fleet init' migrates it to version %d\n", a->sub, c->target.database,
+			FLEET_SCHEMA_VERSION);
+	return 0;
+}
+
 static int fleet_run_check(const struct fleet_args *a)
 {
 	struct ch_client client;
@@ -376,6 +445,10 @@ static int fleet_run_check(const struct fleet_args *a)
 	if (rc)
 		return rc;
 	client.use_database = false;
+	if (fleet_readable(a, &client)) {
+		ch_client_free(&client);
+		return 1;
+	}
 	rc = fleet_check(&client, a->host, stdout, &t, err, sizeof(err));
 	if (rc)
 		rc = tool_err("fleet", "check: %s%s", err, strstr(err, "Code: 60,") ||
@@ -404,6 +477,10 @@ static int fleet_run_export(const struct fleet_args *a)
 
 	if (rc)
 		return rc;
+	if (fleet_readable(a, &client)) {
+		ch_client_free(&client);
+		return 1;
+	}
 	rc = fleet_export(&client, &o, &t, err, sizeof(err));
 	if (rc == -ENOENT)
 		rc = tool_err("fleet", "export: %s: nothing written", err);
@@ -456,6 +533,10 @@ static int fleet_run_top(const struct fleet_args *a)
 	if (rc || (rc = fleet_connect(a, &client)))
 		return rc;
 	client.use_database = false;
+	if (fleet_readable(a, &client)) {
+		ch_client_free(&client);
+		return 1;
+	}
 	rc = fleet_top(&client, &o, stdout, err, sizeof(err));
 	if (rc)
 		rc = tool_err("fleet", "top: %s%s", err, strstr(err, "Code: 60,") ||

@@ -38,6 +38,7 @@
 #include "clock.h"
 #include "dotnet.h"
 #include "egress.h"
+#include "fnv1a.h"
 #include "agent_report.h"
 #include "hmap.h"
 #include "identity.h"
@@ -979,11 +980,7 @@ static bool known_pid(const struct agent *a, uint32_t pid)
 
 static uint64_t comm_hash(const char *s)
 {
-	uint64_t h = 1469598103934665603ull;
-
-	for (; *s; s++)
-		h = (h ^ (uint8_t)*s) * 1099511628211ull;
-	return h;
+	return fnv1a64_str(fnv1a64_start(), s);
 }
 
 /* The owner of /proc/PID: the process's effective uid */

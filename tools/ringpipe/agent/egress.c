@@ -59,6 +59,7 @@
 #include "egress_batch.h"
 #include "egress_otlp.h"
 #include "egress_sidecar.h"
+#include "fleet_version.h"
 #include "http_conn.h"
 #include "identity.h"
 #include "nettrace_read.h"
@@ -166,6 +167,10 @@ struct egress {
 	/* atomic: the dialect is in name.dialect; rows are encoded in the
 	 * server's, so the cutter waits for the sender to learn it */
 	int dialect_known;
+	/* under pick: the database holds the schema version whose stack ids
+	 * the batches carry; nothing is sent before */
+	bool schema_checked;
+	bool said_upgrade;	/* under pick: the first batch of version 1 was said */
 	/* the cutter's own */
 	struct egress_source *cur;
 	char *cur_path;
@@ -480,6 +485,23 @@ static int learn_dialect(struct egress_sender *s, char *err, size_t errlen)
 		   s->ch.target.host, s->ch.target.port, s->ch.target.database,
 		   fleet_dialect_name(e->name.dialect));
 	return 0;
+}
+
+/* Is the database of the version this agent writes? Until it is, batches
+ * wait in the spool: an old database is migrated by `fleet init` */
+static int check_schema(struct egress_sender *s, char *err, size_t errlen)
+{
+	struct fleet_layout l;
+	char why[384];
+	int rc = fleet_layout_read(&s->ch, s->ch.target.database, &l, err, errlen);
+
+	if (rc)
+		return rc;	/* the server's failure, said as every other */
+	rc = fleet_version_writable(&l, s->ch.target.database, why, sizeof(why));
+	if (rc)
+		snprintf(err, errlen, "ClickHouse at %s:%s: %s", s->ch.target.host,
+			 s->ch.target.port, why);
+	return rc;
 }
 
 /* How many rows of batch b table t holds (the manifest: rows for b's seq) */
@@ -801,6 +823,32 @@ static void let_go(struct egress_sender *s)
 }
 
 /*
+ * A batch an agent before fleet schema version 2 spooled, given version
+ * 2's stack ids in its bytes (under pick): true when it is to be sent;
+ * false when its rows do not read (dropped: kept aside it would be kept
+ * forever) or memory ran short (tried again).
+ */
+static bool upgrade_spooled(struct egress *e, uint64_t num, struct egress_batch *b)
+{
+	int rc = egress_batch_upgrade(b);
+
+	if (rc == -ENOMEM)
+		return false;
+	if (rc) {
+		egress_say(e, "spooled batch %llu of an agent before fleet schema version 2 has "
+			   "rows that do not read; dropped", (unsigned long long)num);
+		spool_ack(e->spool, num);
+		return false;
+	}
+	if (!e->said_upgrade)
+		egress_say(e, "spooled batches of an agent before fleet schema version 2: their "
+			   "stack ids are recomputed as version 2's (batch %llu the first)",
+			   (unsigned long long)num);
+	e->said_upgrade = true;
+	return true;
+}
+
+/*
  * The oldest spooled batch that no other sender holds, sent by s. 1: one
  * was sent (or set aside as damaged), or waiting manifest rows went in,
  * 0: there is nothing for s now, <0: a send failed.
@@ -842,6 +890,10 @@ static int ship_oldest(struct egress_sender *s)
 		egress_say(e, "spooled batch %llu is not a batch; dropped", (unsigned long long)num);
 		spool_ack(e->spool, num);
 		rc = 1;
+		goto let_go;
+	}
+	if (!e->otlp && b.stack_ids != FLEET_SCHEMA_VERSION && !upgrade_spooled(e, num, &b)) {
+		rc = 1;		/* dropped, or tried again in the next round */
 		goto let_go;
 	}
 	again = !e->otlp &&
@@ -1258,23 +1310,29 @@ static void *cutter_main(void *arg)
 }
 
 /* What every sender needs first, asked by the first that finds it
- * missing: the server's dialect. 0: known already, 1: asked now, or <0
- * with the failure in err. */
+ * missing: the server's dialect, and that the database's schema version
+ * is this agent's. 0: known already, 1: asked now, or <0 with the failure
+ * in err. */
 static int learn_server(struct egress_sender *s, char *err, size_t errlen)
 {
 	struct egress *e = s->e;
-	int rc = 0;
+	int rc = 0, asked = 0;
 
 	pthread_mutex_lock(&e->pick);
 	if (!rp_load_relaxed(&e->dialect_known)) {
 		rc = learn_dialect(s, err, errlen);
 		if (!rc) {
 			wake(e);	/* the cutter makes batches now */
-			rc = 1;
+			asked = 1;
 		}
 	}
+	if (!rc && !e->schema_checked) {
+		rc = check_schema(s, err, errlen);
+		e->schema_checked = !rc;
+		asked = !rc;
+	}
 	pthread_mutex_unlock(&e->pick);
-	return rc;
+	return rc ? rc : asked;
 }
 
 /* A sender's round: what the senders need first, then a batch; true when
@@ -1440,6 +1498,7 @@ struct egress *egress_start(const struct egress_opts *uo)
 		/* records are not typed by a server's version */
 		e->name.format = EGRESS_OTLP;
 		e->dialect_known = 1;
+		e->schema_checked = true;
 	}
 	if (new_run_id(e->name.agent_run) || (e->otlp ? otlp_setup(e) : client_setup(e)))
 		goto fail;

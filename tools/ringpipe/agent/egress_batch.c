@@ -26,11 +26,15 @@
 #include "identity.h"
 #include "nettrace_read.h"
 #include "profile.h"
+#include "rowbinary.h"
 #include "symbolize.h"
 #include "utf.h"
 
 #define BATCH_MAGIC "RPEB"
-#define BATCH_VERSION 1
+/* 2: stack ids of fleet schema version 2. A batch of 1 that an agent
+ * before it left in the spool carries version 1's: egress_batch_upgrade()
+ * gives it version 2's before it is sent. */
+#define BATCH_VERSION 2
 #define MAX_DECODED_FIELDS 32
 
 /* The order a batch's tables are sent in: losses first, the manifest last */
@@ -192,20 +196,112 @@ int egress_batch_parse(const void *p, size_t len, struct egress_batch *b)
 
 	memset(b, 0, sizeof(*b));
 	if (!take(&r, magic, 4) || memcmp(magic, BATCH_MAGIC, 4) || !take(&r, &version, 1) ||
-	    version != BATCH_VERSION || !take(&r, &b->dialect, 1) || !take(&r, &hl, 2) ||
-	    hl >= sizeof(b->host) || !take(&r, b->host, hl) || !take(&r, b->agent_run, 16) ||
-	    !take(&r, &b->stream, 4) || !take(&r, &b->seq, 8) || !take(&r, &nsec, 1) ||
-	    nsec > FLEET_NTABLES)
+	    !version || version > BATCH_VERSION || !take(&r, &b->dialect, 1) ||
+	    !take(&r, &hl, 2) || hl >= sizeof(b->host) || !take(&r, b->host, hl) ||
+	    !take(&r, b->agent_run, 16) || !take(&r, &b->stream, 4) || !take(&r, &b->seq, 8) ||
+	    !take(&r, &nsec, 1) || nsec > FLEET_NTABLES)
 		return -EBADMSG;
 	for (i = 0; i < nsec; i++)
 		if (section_parse(&r, &b->sections[i]))
 			return -EBADMSG;
 	b->nsections = nsec;
+	b->stack_ids = version == 1 ? 1 : FLEET_SCHEMA_VERSION;
 	/* the manifest is last, and only there: a batch without it could
 	 * never be acknowledged */
 	if (!nsec || b->sections[nsec - 1].table != FLEET_BATCHES || r.p != r.end)
 		return -EBADMSG;
 	return 0;
+}
+
+/* The section of table t in b, or NULL */
+static const struct egress_section *section_of(const struct egress_batch *b,
+					       enum fleet_table_id t)
+{
+	size_t i;
+
+	for (i = 0; i < b->nsections; i++)
+		if (b->sections[i].table == t)
+			return &b->sections[i];
+	return NULL;
+}
+
+/*
+ * Each stacks row in body under its version-2 id, the old ids into map
+ * (old -> new). The rows are rewritten in place: an id is 8 bytes in
+ * either version, so the batch keeps its length and its manifest row.
+ */
+static int upgrade_stacks(uint8_t *body, size_t len, enum fleet_dialect d, struct hmap *map)
+{
+	const struct fleet_table *t = &fleet_tables[FLEET_STACKS];
+	/* the frames the agent puts in a row: those of one prof_stack */
+	uint64_t frames[sizeof(((struct prof_stack *)0)->ips) / sizeof(uint64_t)];
+	uint64_t old_id, new_id, n, i;
+	const uint8_t *end = body + len;
+	size_t at[FS_NCOLS], row;
+	uint8_t *p;
+
+	for (p = body; p < end; p += row) {
+		struct rb_cursor c;
+
+		row = fleet_row_measure(p, end, d, t, at);
+		if (!row)
+			return -EBADMSG;
+		c = (struct rb_cursor){ p + at[FS_FRAMES], end, false };
+		n = rb_get_count(&c);
+		if (n > sizeof(frames) / sizeof(frames[0]))
+			continue;	/* not one the agent made: left as it is */
+		for (i = 0; i < n; i++)
+			frames[i] = rb_get_fixed(&c, 8);
+		memcpy(&old_id, p + at[FS_STACK_ID], 8);
+		if (fleet_stack_id_upgrade(old_id, frames, (uint32_t)n, &new_id))
+			continue;
+		memcpy(p + at[FS_STACK_ID], &new_id, 8);
+		if (hmap_put(map, old_id, new_id))
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+static int upgrade_events(uint8_t *body, size_t len, enum fleet_dialect d,
+			  const struct hmap *map)
+{
+	const struct fleet_table *t = &fleet_tables[FLEET_EVENTS];
+	const uint8_t *end = body + len;
+	uint64_t id, new_id;
+	size_t at[FE_NCOLS], row;
+	uint8_t *p;
+
+	for (p = body; p < end; p += row) {
+		row = fleet_row_measure(p, end, d, t, at);
+		if (!row)
+			return -EBADMSG;
+		memcpy(&id, p + at[FE_STACK_ID], 8);
+		if (id && hmap_get(map, id, &new_id))
+			memcpy(p + at[FE_STACK_ID], &new_id, 8);
+	}
+	return 0;
+}
+
+int egress_batch_upgrade(struct egress_batch *b)
+{
+	const struct egress_section *stacks = section_of(b, FLEET_STACKS);
+	const struct egress_section *events = section_of(b, FLEET_EVENTS);
+	enum fleet_dialect d = (enum fleet_dialect)b->dialect;
+	struct hmap map = { 0 };
+	int rc = 0;
+
+	if (b->stack_ids == FLEET_SCHEMA_VERSION)
+		return 0;
+	/* the sections point into the caller's copy of the batch
+	 * (spool_next()'s), which is written here */
+	if (stacks)
+		rc = upgrade_stacks((uint8_t *)stacks->body, stacks->len, d, &map);
+	if (!rc && events && map.count)
+		rc = upgrade_events((uint8_t *)events->body, events->len, d, &map);
+	hmap_free(&map);
+	if (!rc)
+		b->stack_ids = FLEET_SCHEMA_VERSION;
+	return rc;
 }
 
 static void loss_row(struct batch_rows *b, const struct egress_name *n, uint32_t stream,
@@ -570,25 +666,6 @@ static size_t decode_fields(struct egress_source *s, const struct nt_rec *rec,
 	return m->nfields;
 }
 
-/*
- * The stack id of frames: FNV-1a over the frames and the count of kernel
- * frames among them, never 0 (0 is "no stack"). A function of the stack
- * alone, so every batch and agent run names the same stack the same.
- */
-static uint64_t stack_hash(const uint64_t *ips, uint32_t n, uint32_t nk)
-{
-	uint64_t h = 1469598103934665603ull;
-	uint32_t i, b;
-
-	for (i = 0; i <= n; i++) {
-		uint64_t v = i < n ? ips[i] : nk;
-
-		for (b = 0; b < 64; b += 8)
-			h = (h ^ ((v >> b) & 0xff)) * 1099511628211ull;
-	}
-	return h ? h : 1;
-}
-
 /* rec's stack id (0: it has none), its frames kept for the batch's stacks
  * row when this batch did not have that (pid, stack) yet */
 static uint64_t event_stack(struct egress_source *s, const struct nt_rec *rec, uint32_t pid)
@@ -601,7 +678,7 @@ static uint64_t event_stack(struct egress_source *s, const struct nt_rec *rec, u
 	prof_get_stack(s->r, rec, st);
 	if (!st->n)
 		return 0;
-	id = stack_hash(st->ips, st->n, st->nk);
+	id = fleet_stack_id(FLEET_SCHEMA_VERSION, st->ips, st->n, st->nk);
 	key = id ^ hmap_hash(pid);
 	if (hmap_get(&s->batch_stack_index, key, NULL))
 		return id;

@@ -52,6 +52,7 @@ struct egress_section {
 /* A spooled batch, read in place (the pointers are into its bytes) */
 struct egress_batch {
 	uint8_t dialect;
+	uint8_t stack_ids;	/* the fleet schema version its stack ids are of */
 	char host[256];
 	uint8_t agent_run[16];
 	uint32_t stream;
@@ -62,6 +63,17 @@ struct egress_batch {
 
 /* Reads a spooled batch: 0, or -EBADMSG when p is not one. */
 int egress_batch_parse(const void *p, size_t len, struct egress_batch *b);
+
+/*
+ * A batch that an agent before fleet schema version 2 spooled (stack_ids
+ * 1) given version 2's stack ids, in place in the bytes b was parsed from
+ * (which must be writable): its stacks rows' ids from their frames
+ * (fleet_stack_id_upgrade()) and its events' ids after them. The bytes are
+ * then those the current agent makes of the same events, the length the
+ * same. 0 (also for a batch of the current version), -EBADMSG for a row
+ * that does not read, or -ENOMEM.
+ */
+int egress_batch_upgrade(struct egress_batch *b);
 
 /* Has t the agent_run, stream and batch_seq columns that tie a row to its batch? */
 bool egress_table_counted(enum fleet_table_id t);

@@ -19,6 +19,7 @@
 #include "bytebuf.h"
 #include "clickhouse.h"
 #include "fleet_check.h"
+#include "fnv1a.h"
 #include "hmap.h"
 #include "tool_util.h"
 
@@ -47,13 +48,8 @@ struct check_row {
 
 static uint64_t name_hash(const struct check_row *r)
 {
-	uint64_t h = 1469598103934665603ull;
-	const char *s;
+	uint64_t h = fnv1a64_str(fnv1a64_str(fnv1a64_start(), r->host), r->run);
 
-	for (s = r->host; *s; s++)
-		h = (h ^ (uint8_t)*s) * 1099511628211ull;
-	for (s = r->run; *s; s++)
-		h = (h ^ (uint8_t)*s) * 1099511628211ull;
 	return hmap_hash(h ^ hmap_hash(((uint64_t)r->stream << 40) ^ r->seq));
 }
 

@@ -22,6 +22,7 @@
 #include "fleet_schema.h"
 #include "hmap.h"
 #include "nettrace.h"
+#include "rowbinary.h"
 #include "tool_util.h"
 
 #define EXPORT_PAGE_ROWS 50000
@@ -33,73 +34,12 @@
 
 /* ---- RowBinary answers ------------------------------------------------ */
 
-struct rb_cursor {
-	const uint8_t *p, *end;
-	bool bad;		/* ran past the end, or a length beyond it */
-};
-
-static uint64_t cur_fixed(struct rb_cursor *c, size_t n)
-{
-	uint64_t v = 0;
-
-	if ((size_t)(c->end - c->p) < n) {
-		c->bad = true;
-		c->p = c->end;
-		return 0;
-	}
-	memcpy(&v, c->p, n);	/* little-endian, as the host */
-	c->p += n;
-	return v;
-}
-
-static uint64_t cur_count(struct rb_cursor *c)
-{
-	uint64_t v = 0;
-	int shift;
-
-	for (shift = 0; shift < 64; shift += 7) {
-		uint64_t b = cur_fixed(c, 1);
-
-		v |= (b & 0x7f) << shift;
-		if (!(b & 0x80))
-			return v;
-	}
-	c->bad = true;
-	return 0;
-}
-
 static struct fleet_str cur_string(struct rb_cursor *c)
 {
-	uint64_t n = cur_count(c);
-	struct fleet_str s = { "", 0 };
+	struct fleet_str s;
 
-	if (n > (uint64_t)(c->end - c->p)) {
-		c->bad = true;
-		c->p = c->end;
-		return s;
-	}
-	s.p = (const char *)c->p;
-	s.len = (size_t)n;
-	c->p += n;
+	s.p = (const char *)rb_get_bytes(c, &s.len);
 	return s;
-}
-
-/* A UUID's two little-endian halves back to its 16 bytes in text order */
-static void cur_uuid(struct rb_cursor *c, uint8_t uuid[16])
-{
-	int i;
-
-	if (c->end - c->p < 16) {
-		c->bad = true;
-		c->p = c->end;
-		memset(uuid, 0, 16);
-		return;
-	}
-	for (i = 0; i < 8; i++) {
-		uuid[7 - i] = c->p[i];
-		uuid[15 - i] = c->p[8 + i];
-	}
-	c->p += 16;
 }
 
 static char *str_dup(struct fleet_str s)
@@ -194,12 +134,14 @@ static void stack_key_sql(struct bytebuf *b, enum fleet_table_id t)
 	key_sql(b, t, t == FLEET_EVENTS ? ev : st, 4);
 }
 
-/* "KEY IN (SELECT KEY FROM events WHERE selection [AND more])": the rows of
- * a small table that the selected events name */
+/* "KEY GLOBAL IN (SELECT KEY FROM events WHERE selection [AND more])": the
+ * rows of a small table that the selected events name (GLOBAL: on
+ * Distributed tables the set is built once, from all shards; 18.16 refuses
+ * a distributed subquery in a distributed query otherwise) */
 static void in_selection_sql(struct export_run *x, void (*key)(struct bytebuf *, enum fleet_table_id),
 			     const char *alias, const char *more)
 {
-	bb_printf(&x->sql, " WHERE %s IN (SELECT ", alias);
+	bb_printf(&x->sql, " WHERE %s GLOBAL IN (SELECT ", alias);
 	key(&x->sql, FLEET_EVENTS);
 	bb_printf(&x->sql, " FROM `events` WHERE %s%s)", (const char *)x->sel.p, more);
 }
@@ -306,13 +248,13 @@ static int export_processes(struct export_run *x)
 			rc = tool_set_err(x->err, x->errlen, -ENOMEM, "%s", strerror(ENOMEM));
 			goto out;
 		}
-		p.key = cur_fixed(&cur, 8);
+		p.key = rb_get_fixed(&cur, 8);
 		p.host = str_dup(cur_string(&cur));
-		p.pid = (uint32_t)cur_fixed(&cur, 4);
-		p.rows = cur_fixed(&cur, 8);
-		first = cur_fixed(&cur, 8);
-		last = cur_fixed(&cur, 8);
-		x->with_stack += cur_fixed(&cur, 8);
+		p.pid = (uint32_t)rb_get_fixed(&cur, 4);
+		p.rows = rb_get_fixed(&cur, 8);
+		first = rb_get_fixed(&cur, 8);
+		last = rb_get_fixed(&cur, 8);
+		x->with_stack += rb_get_fixed(&cur, 8);
 		procs[n++] = p;
 		if (!p.host)
 			cur.bad = true;
@@ -438,7 +380,7 @@ static uint8_t type_code(struct fleet_str name)
 /* field_names and field_types of an event_meta row into ty */
 static void type_fields(struct export_type *ty, struct rb_cursor *cur)
 {
-	uint64_t n = cur_count(cur), i;
+	uint64_t n = rb_get_count(cur), i;
 	struct fleet_str name;
 
 	ty->has_fields = n <= EXPORT_MAX_FIELDS;
@@ -451,7 +393,7 @@ static void type_fields(struct export_type *ty, struct rb_cursor *cur)
 			ty->nfields = (uint16_t)(i + 1);
 		}
 	}
-	if (cur_count(cur) != n)
+	if (rb_get_count(cur) != n)
 		cur->bad = true;
 	for (i = 0; i < n && !cur->bad; i++) {
 		uint8_t code = type_code(cur_string(cur));
@@ -531,15 +473,15 @@ static int export_read_types(struct export_run *x, struct type_list *l, bool fro
 	while (cur.p < cur.end && !cur.bad) {
 		struct export_type ty = { .from_meta = from_meta };
 
-		ty.key = cur_fixed(&cur, 8);
+		ty.key = rb_get_fixed(&cur, 8);
 		ty.provider = str_dup(cur_string(&cur));
-		ty.event_id = (uint32_t)cur_fixed(&cur, 4);
+		ty.event_id = (uint32_t)rb_get_fixed(&cur, 4);
 		ty.name = str_dup(cur_string(&cur));
-		ty.level = (uint8_t)cur_fixed(&cur, 1);
-		ty.keywords = cur_fixed(&cur, 8);
+		ty.level = (uint8_t)rb_get_fixed(&cur, 1);
+		ty.keywords = rb_get_fixed(&cur, 8);
 		if (from_meta) {
-			ty.version = (uint32_t)cur_fixed(&cur, 4);
-			ty.opcode = (uint8_t)cur_fixed(&cur, 1);
+			ty.version = (uint32_t)rb_get_fixed(&cur, 4);
+			ty.opcode = (uint8_t)rb_get_fixed(&cur, 1);
 			type_fields(&ty, &cur);
 		}
 		if (!ty.provider || !ty.name || cur.bad) {
@@ -640,7 +582,7 @@ static int export_stacks(struct export_run *x)
 	stack_key_sql(&x->sql, FLEET_STACKS);
 	bb_printf(&x->sql, " AS rp_stack, any(`%s`) FROM `stacks` FINAL",
 		  col(FLEET_STACKS, FS_FRAMES));
-	bb_printf(&x->sql, " WHERE rp_stack IN (SELECT ");
+	bb_printf(&x->sql, " WHERE rp_stack GLOBAL IN (SELECT ");
 	stack_key_sql(&x->sql, FLEET_EVENTS);
 	bb_printf(&x->sql, " FROM `events` WHERE %s AND `%s` != 0) GROUP BY rp_stack",
 		  (const char *)x->sel.p, col(FLEET_EVENTS, FE_STACK_ID));
@@ -648,7 +590,7 @@ static int export_stacks(struct export_run *x)
 		return rc;
 	cur = answer_cursor(x);
 	while (cur.p < cur.end && !cur.bad) {
-		uint64_t key = cur_fixed(&cur, 8), n = cur_count(&cur), i;
+		uint64_t key = rb_get_fixed(&cur, 8), n = rb_get_count(&cur), i;
 
 		if (n > (uint64_t)(cur.end - cur.p) / 8) {
 			cur.bad = true;
@@ -664,7 +606,7 @@ static int export_stacks(struct export_run *x)
 		x->stacks[x->nstacks].n = (uint32_t)n;
 		x->nstacks++;
 		for (i = 0; i < n; i++)
-			x->frames[x->nframes++] = cur_fixed(&cur, 8);
+			x->frames[x->nframes++] = rb_get_fixed(&cur, 8);
 	}
 	return cur.bad ? export_bad_answer(x, "reading stacks") : 0;
 }
@@ -711,13 +653,13 @@ static int export_event(struct export_run *x, struct rb_cursor *cur, struct page
 	struct fleet_str payload;
 	int rc;
 
-	ns = cur_fixed(cur, 8);
-	meta_key = cur_fixed(cur, 8);
-	stack_key = cur_fixed(cur, 8);
-	ev.pid = (uint32_t)cur_fixed(cur, 4);
-	ev.tid = (uint32_t)cur_fixed(cur, 4);
-	cur_uuid(cur, activity);
-	cur_uuid(cur, related);
+	ns = rb_get_fixed(cur, 8);
+	meta_key = rb_get_fixed(cur, 8);
+	stack_key = rb_get_fixed(cur, 8);
+	ev.pid = (uint32_t)rb_get_fixed(cur, 4);
+	ev.tid = (uint32_t)rb_get_fixed(cur, 4);
+	rb_get_uuid(cur, activity);
+	rb_get_uuid(cur, related);
 	payload = cur_string(cur);
 	key->ns = ns;
 	key->tid = ev.tid;
@@ -805,10 +747,10 @@ static long export_page(struct export_run *x, struct page_key *last, uint64_t *s
 
 		if ((rc = export_event(x, &cur, &key)))
 			return rc;
-		key.proc = cur_fixed(&cur, 8);
-		key.thread_seq = (uint32_t)cur_fixed(&cur, 4);
-		key.stream = (uint32_t)cur_fixed(&cur, 4);
-		key.batch_seq = cur_fixed(&cur, 8);
+		key.proc = rb_get_fixed(&cur, 8);
+		key.thread_seq = (uint32_t)rb_get_fixed(&cur, 4);
+		key.stream = (uint32_t)rb_get_fixed(&cur, 4);
+		key.batch_seq = rb_get_fixed(&cur, 8);
 		if (*same && key_eq(&key, last)) {
 			(*same)++;
 		} else {

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "fleet_schema.h"
+#include "fnv1a.h"
 #include "rowbinary.h"
 
 #define FLEET_COLUMN(index, name, kind) [index] = { name, kind },
@@ -247,6 +248,100 @@ void fleet_row_encode(struct bytebuf *b, enum fleet_dialect d, const struct flee
 	b->len = (size_t)(o - b->p);
 }
 
+static void strings_skip(struct rb_cursor *c, uint64_t n)
+{
+	uint64_t i;
+	size_t len;
+
+	/* each string takes a byte at least: a count beyond the row ends at bad */
+	for (i = 0; i < n && !c->bad; i++)
+		rb_get_bytes(c, &len);
+}
+
+/* Past a value of kind k, as value_put() wrote it */
+static void value_skip(struct rb_cursor *c, enum fleet_kind k, enum fleet_dialect d)
+{
+	uint64_t n;
+	size_t len;
+
+	switch (k) {
+	case FK_U8: rb_get_fixed(c, 1); return;
+	case FK_U32: case FK_I32: case FK_DATETIME: rb_get_fixed(c, 4); return;
+	/* a legacy time is a DateTime and its nanoseconds, 4 bytes each */
+	case FK_U64: case FK_TIME: rb_get_fixed(c, 8); return;
+	case FK_STRING: case FK_TAG: rb_get_bytes(c, &len); return;
+	case FK_UUID: rb_get_fixed(c, 8); rb_get_fixed(c, 8); return;
+	case FK_U64_ARRAY:
+		n = rb_get_count(c);
+		if (n > (uint64_t)(c->end - c->p) / 8) {
+			c->bad = true;
+			return;
+		}
+		c->p += n * 8;
+		return;
+	case FK_STRING_ARRAY: strings_skip(c, rb_get_count(c)); return;
+	case FK_FIELDS:
+		if (d == FLEET_LEGACY) {
+			strings_skip(c, rb_get_count(c));
+			strings_skip(c, rb_get_count(c));
+			return;
+		}
+		n = rb_get_count(c);
+		strings_skip(c, n > UINT64_MAX / 2 ? UINT64_MAX : 2 * n);
+		return;
+	}
+}
+
+size_t fleet_row_measure(const uint8_t *p, const uint8_t *end, enum fleet_dialect d,
+			 const struct fleet_table *t, size_t *at)
+{
+	struct rb_cursor c = { p, end, false };
+	size_t i;
+
+	for (i = 0; i < t->ncols && !c.bad; i++) {
+		if (at)
+			at[i] = (size_t)(c.p - p);
+		value_skip(&c, t->cols[i].kind, d);
+	}
+	return c.bad ? 0 : (size_t)(c.p - p);
+}
+
+/* Version 1's stack ids started from this basis, a digit short of
+ * FNV1A64_OFFSET_BASIS: kept to read and migrate what version 1 wrote */
+#define FLEET_V1_STACK_BASIS 1469598103934665603ull
+
+static uint64_t frames_hash(uint64_t h, const uint64_t *ips, uint32_t n)
+{
+	uint32_t i;
+
+	for (i = 0; i < n; i++)
+		h = fnv1a64_u64(h, ips[i]);
+	return h;
+}
+
+uint64_t fleet_stack_id(unsigned version, const uint64_t *ips, uint32_t n, uint32_t nk)
+{
+	uint64_t h = frames_hash(version == 1 ? FLEET_V1_STACK_BASIS : fnv1a64_start(), ips, n);
+
+	h = fnv1a64_u64(h, nk);
+	return h ? h : 1;
+}
+
+int fleet_stack_id_upgrade(uint64_t v1_id, const uint64_t *ips, uint32_t n, uint64_t *v2_id)
+{
+	uint64_t frames = frames_hash(FLEET_V1_STACK_BASIS, ips, n), h;
+	uint32_t nk;
+
+	for (nk = 0; nk <= n; nk++) {
+		h = fnv1a64_u64(frames, nk);
+		if ((h ? h : 1) == v1_id) {
+			*v2_id = fleet_stack_id(2, ips, n, nk);
+			return 0;
+		}
+	}
+	return -ENOENT;
+}
+
 void fleet_insert_sql(struct bytebuf *sql, enum fleet_dialect d, const char *db,
 		      const struct fleet_table *t)
 {
@@ -381,6 +476,13 @@ int fleet_schema_ddl(const struct fleet_ddl_opts *o, int (*run)(void *ctx, const
 			fleet_distributed_ddl(&b, o, &fleet_tables[i]);
 			rc = fleet_run(&b, run, ctx);
 		}
+	}
+	if (!rc) {
+		bb_printf(&b, "CREATE VIEW IF NOT EXISTS `%s`.`" FLEET_VERSION_VIEW "`",
+			  o->database);
+		fleet_on_cluster(&b, o);
+		bb_printf(&b, " AS SELECT toUInt32(%d) AS version", FLEET_SCHEMA_VERSION);
+		rc = fleet_run(&b, run, ctx);
 	}
 	bb_free(&b);
 	return rc;

@@ -64,7 +64,7 @@ enum fleet_kind {
 	C(FE_KEYWORDS, "keywords", FK_U64)				\
 	C(FE_ACTIVITY_ID, "activity_id", FK_UUID)			\
 	C(FE_RELATED_ACTIVITY_ID, "related_activity_id", FK_UUID)	\
-	C(FE_STACK_ID, "stack_id", FK_U64)	/* 0: none; else a key of stacks */ \
+	C(FE_STACK_ID, "stack_id", FK_U64)	/* 0: none; else fleet_stack_id() */ \
 	C(FE_PAYLOAD, "payload", FK_STRING)	/* the event's payload as written */ \
 	C(FE_FIELDS, "fields", FK_FIELDS)	/* the payload decoded, as text */ \
 	C(FE_AGENT_RUN, "agent_run", FK_UUID)	/* with stream and batch_seq: the batch */ \
@@ -247,6 +247,44 @@ int fleet_column_parts(const struct fleet_column *col, enum fleet_dialect d,
 void fleet_row_encode(struct bytebuf *b, enum fleet_dialect d, const struct fleet_table *t,
 		      const union fleet_value *row);
 
+/*
+ * The row of t that starts at p, as fleet_row_encode() wrote it in
+ * dialect d: its length, with where each column starts (offsets from p)
+ * in at[0..t->ncols) unless at is NULL. 0 when the row runs past end.
+ */
+size_t fleet_row_measure(const uint8_t *p, const uint8_t *end, enum fleet_dialect d,
+			 const struct fleet_table *t, size_t *at);
+
+/*
+ * The schema's version, which a database records in a view of one row
+ * (SELECT version FROM schema_version), created after every table, so a
+ * database with the version has all of them. Version 1 is the tables
+ * without that view, as ringpipe made them before it: their stack ids were
+ * FNV-1a's algorithm from an offset basis with a digit dropped
+ * (1469598103934665603). Version 2's are FNV-1a (fleet_stack_id()).
+ * fleet_version.h reads a database's version and migrates version 1.
+ */
+#define FLEET_SCHEMA_VERSION 2
+#define FLEET_VERSION_VIEW "schema_version"
+
+/*
+ * The stack id of frames ips[0..n), innermost first, whose first nk are the
+ * kernel's, as schema version `version` (1 or 2) names it: FNV-1a 64 over
+ * each frame's 8 bytes, least significant first, then nk's 8 bytes the
+ * same way; never 0 (0 is "no stack": a hash of 0 is 1). A function of the
+ * stack alone, so every batch, file and agent run names a stack the same.
+ */
+uint64_t fleet_stack_id(unsigned version, const uint64_t *ips, uint32_t n, uint32_t nk);
+
+/*
+ * The version-2 id of the stack of frames ips[0..n) that version 1 named
+ * v1_id: 0, or -ENOENT when v1_id is no version-1 id of these frames (a
+ * version-2 id already, or not ringpipe's). Version 1 rows do not keep how
+ * many frames are the kernel's: that count is the one whose version-1 id
+ * is v1_id.
+ */
+int fleet_stack_id_upgrade(uint64_t v1_id, const uint64_t *ips, uint32_t n, uint64_t *v2_id);
+
 /* On a cluster (fleet init --cluster) every table is <name>_local, the
  * replicated table of each shard, under the Distributed <name> */
 #define FLEET_LOCAL_SUFFIX "_local"
@@ -276,9 +314,10 @@ struct fleet_ddl_opts {
 /*
  * Calls run() with each statement that creates the schema, in order (the
  * database, then each table; on a cluster each table's replicated local
- * table <name>_local, then the Distributed <name> over it), every one
- * CREATE ... IF NOT EXISTS. Stops at the first nonzero run() and returns
- * it; -ENOMEM if a statement cannot be built; 0.
+ * table <name>_local, then the Distributed <name> over it; last the
+ * version's view, on every server of a cluster), every one CREATE ... IF
+ * NOT EXISTS. Stops at the first nonzero run() and returns it; -ENOMEM if
+ * a statement cannot be built; 0.
  */
 int fleet_schema_ddl(const struct fleet_ddl_opts *o, int (*run)(void *ctx, const char *sql),
 		     void *ctx);

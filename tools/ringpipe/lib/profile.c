@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "bytebuf.h"
+#include "fnv1a.h"
 #include "profile.h"
 #include "tool_util.h"
 #include "sample_out.h"
@@ -74,18 +75,9 @@ const char *prof_func_name(struct sym_table *t, const struct prof_stack *s, uint
 
 /* ---- the string table ---------------------------------------------------- */
 
-static uint64_t str_hash(const char *s)
-{
-	uint64_t h = 1469598103934665603ull;
-
-	while (*s)
-		h = (h ^ (uint8_t)*s++) * 1099511628211ull;
-	return h;
-}
-
 int64_t prof_strtab_get(struct prof_strtab *t, const char *s)
 {
-	uint64_t h = str_hash(s), v;
+	uint64_t h = fnv1a64_str(fnv1a64_start(), s), v;
 
 	if (hmap_get(&t->idx, h, &v) && !strcmp(t->s[v - 1], s))
 		return (int64_t)v - 1;

@@ -20,6 +20,7 @@
 #include "bytebuf.h"
 #include "clock.h"
 #include "cpu_sampler.h"
+#include "fnv1a.h"
 #include "hmap.h"
 #include "record_sample.h"
 #include "sample_out.h"
@@ -110,15 +111,13 @@ static void write_symbols(struct record_sampler *rs)
  * thread's last sample (an exec, most likely). */
 static bool queue_thread_name(struct record_sampler *rs, const struct rp_sample_rec *r)
 {
-	uint64_t key = (uint64_t)r->pid << 32 | r->tid, v, h = 1469598103934665603ull;
+	uint64_t key = (uint64_t)r->pid << 32 | r->tid, v, h;
 	bool seen, changed;
 	char name[17];
-	int i;
 
 	memcpy(name, r->comm, 16);
 	name[16] = 0;
-	for (i = 0; name[i]; i++)
-		h = (h ^ (uint8_t)name[i]) * 1099511628211ull;
+	h = fnv1a64_str(fnv1a64_start(), name);
 	seen = hmap_get(&rs->comms, key, &v);
 	changed = seen && v != h;
 	/* bounded: forgetting every thread at worst misses one exec, which

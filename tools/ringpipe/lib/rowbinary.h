@@ -9,10 +9,14 @@
  *
  * Every appender makes its own room: on allocation failure the value is
  * dropped and b->oom stays set, so a batch is checked once, when it is done.
+ * The reading side (struct rb_cursor) is as forgiving: a value that runs
+ * past the end reads as zero or empty and sets bad, checked once a row or
+ * an answer is read.
  */
 #ifndef RINGPIPE_ROWBINARY_H
 #define RINGPIPE_ROWBINARY_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -123,5 +127,79 @@ void rb_uuid(struct bytebuf *b, const uint8_t uuid[16]);
 int rb_uuid_parse(const char *text, uint8_t uuid[16]);
 /* 16 bytes in text order to lower-case UUID text and its NUL */
 void rb_uuid_format(const uint8_t uuid[16], char text[37]);
+
+/* ---- reading ---------------------------------------------------------- */
+
+struct rb_cursor {
+	const uint8_t *p, *end;
+	bool bad;		/* ran past the end, or a length beyond it */
+};
+
+/* A number of n bytes (1 to 8), little-endian */
+static inline uint64_t rb_get_fixed(struct rb_cursor *c, size_t n)
+{
+	uint64_t v = 0;
+
+	if ((size_t)(c->end - c->p) < n) {
+		c->bad = true;
+		c->p = c->end;
+		return 0;
+	}
+	memcpy(&v, c->p, n);	/* little-endian, as the host */
+	c->p += n;
+	return v;
+}
+
+/* The LEB128 count of a String's bytes or an Array's elements */
+static inline uint64_t rb_get_count(struct rb_cursor *c)
+{
+	uint64_t v = 0;
+	int shift;
+
+	for (shift = 0; shift < 64; shift += 7) {
+		uint64_t b = rb_get_fixed(c, 1);
+
+		v |= (b & 0x7f) << shift;
+		if (!(b & 0x80))
+			return v;
+	}
+	c->bad = true;
+	return 0;
+}
+
+/* A String's bytes, in place (not NUL-terminated), and their count in *len */
+static inline const uint8_t *rb_get_bytes(struct rb_cursor *c, size_t *len)
+{
+	uint64_t n = rb_get_count(c);
+	const uint8_t *p = c->p;
+
+	if (n > (uint64_t)(c->end - c->p)) {
+		c->bad = true;
+		c->p = c->end;
+		*len = 0;
+		return (const uint8_t *)"";
+	}
+	*len = (size_t)n;
+	c->p += n;
+	return p;
+}
+
+/* A UUID's two little-endian halves back to its 16 bytes in text order */
+static inline void rb_get_uuid(struct rb_cursor *c, uint8_t uuid[16])
+{
+	int i;
+
+	if (c->end - c->p < 16) {
+		c->bad = true;
+		c->p = c->end;
+		memset(uuid, 0, 16);
+		return;
+	}
+	for (i = 0; i < 8; i++) {
+		uuid[7 - i] = c->p[i];
+		uuid[15 - i] = c->p[8 + i];
+	}
+	c->p += 16;
+}
 
 #endif /* RINGPIPE_ROWBINARY_H */

@@ -10,6 +10,7 @@
 #include <ringpipe/ringpipe.h>
 
 #include "bytebuf.h"
+#include "fnv1a.h"
 #include "clock.h"
 #include "hmap.h"
 #include "nettrace.h"
@@ -137,17 +138,15 @@ static struct qev *enqueue(struct sample_writer *w, uint8_t kind, uint64_t ts, u
 static int thread_name(struct sample_writer *w, uint32_t pid, uint32_t tid, const char *comm,
 		       uint64_t ts)
 {
-	uint64_t key = (uint64_t)pid << 32 | tid, v, h = 1469598103934665603ull;
+	uint64_t key = (uint64_t)pid << 32 | tid, v, h;
 	char name[17];
 	struct qev *e;
-	int i;
 
 	memcpy(name, comm, 16);
 	name[16] = 0;
 	/* a thread's name changes at exec and with prctl(PR_SET_NAME): a new
 	 * Thread event each time its hash does */
-	for (i = 0; name[i]; i++)
-		h = (h ^ (uint8_t)name[i]) * 1099511628211ull;
+	h = fnv1a64_str(fnv1a64_start(), name);
 	if (hmap_get(&w->threads, key, &v) && v == h)
 		return 0;
 	if (hmap_put(&w->threads, key, h))

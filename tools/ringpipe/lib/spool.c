@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fnv1a.h"
 #include "spool.h"
 #include "tool_util.h"
 
@@ -65,12 +66,7 @@ struct spool {
 
 static uint64_t checksum_fnv(const void *p, size_t n)
 {
-	const unsigned char *b = p;
-	uint64_t h = 0xcbf29ce484222325ull;
-
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ b[i]) * 0x100000001b3ull;
-	return h;
+	return fnv1a64_bytes(fnv1a64_start(), p, n);
 }
 
 /*

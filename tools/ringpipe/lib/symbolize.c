@@ -23,6 +23,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "fnv1a.h"
 #include "hmap.h"
 #include "managed_methods.h"
 #include "symbolize.h"
@@ -526,15 +527,6 @@ int sym_load_perf_map(struct sym_table *t, uint32_t pid, const char *path)
 	return n;
 }
 
-static uint64_t str_hash64(const char *s)
-{
-	uint64_t h = 1469598103934665603ull;
-
-	while (*s)
-		h = (h ^ (uint8_t)*s++) * 1099511628211ull;
-	return h;
-}
-
 /* Replaces what t knows of pid's perf map with the file's current lines. */
 static void snap_perf_map(struct sym_table *t, uint32_t pid)
 {
@@ -590,7 +582,7 @@ int sym_snapshot_pid(struct sym_table *t, uint32_t pid)
 			/* seen by an earlier snapshot: skip before reading the
 			 * file's build id, the costly part of a periodic look */
 			uint64_t h = hmap_hash(pid ^ hmap_hash(start ^ hmap_hash(end ^
-					hmap_hash(off ^ str_hash64(file))))), v;
+					hmap_hash(off ^ fnv1a64_str(fnv1a64_start(), file))))), v;
 
 			if (hmap_get(&t->snapped, h, &v))
 				continue;
