@@ -20,6 +20,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <math.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -91,6 +92,7 @@ struct profile {
 	uint32_t tid;
 	double total;				/* endValue - startValue, ms */
 	double *incl;				/* per frame: time with it on the stack, ms */
+	uint32_t *opens;			/* per frame: times it came onto the stack */
 };
 
 struct speedscope {
@@ -154,6 +156,8 @@ static void speedscope_read(const char *json, struct speedscope *s)
 		stop = strtod(v, NULL);
 		pr->total = stop - start;
 		pr->incl = calloc(s->nframes, sizeof(double));
+		pr->opens = calloc(s->nframes, sizeof(uint32_t));
+		cr_assert(pr->incl && pr->opens);
 		memset(depth, 0, sizeof(depth));
 		p = after_key(p, next, "events");
 		cr_assert(p);
@@ -169,8 +173,10 @@ static void speedscope_read(const char *json, struct speedscope *s)
 			t = strtod(at, NULL);
 			cr_assert_lt(fr, s->nframes, "event of frame %u, only %u frames", fr,
 				     s->nframes);
-			if (type == 'O' && depth[fr]++ == 0)
+			if (type == 'O' && depth[fr]++ == 0) {
 				open_at[fr] = t;
+				pr->opens[fr]++;
+			}
 			else if (type == 'C' && depth[fr] && --depth[fr] == 0)
 				pr->incl[fr] += t - open_at[fr];
 			p = at;
@@ -187,8 +193,21 @@ static void speedscope_free(struct speedscope *s)
 
 	for (k = 0; k < s->nframes; k++)
 		free(s->frame[k]);
-	for (k = 0; k < s->nprofiles; k++)
+	for (k = 0; k < s->nprofiles; k++) {
 		free(s->p[k].incl);
+		free(s->p[k].opens);
+	}
+}
+
+/* How many times a frame whose name contains what came onto pr's stack. */
+static uint32_t opens(const struct speedscope *s, const struct profile *pr, const char *what)
+{
+	uint32_t k, n = 0;
+
+	for (k = 0; k < s->nframes; k++)
+		if (strstr(s->frame[k], what))
+			n += pr->opens[k];
+	return n;
 }
 
 /* The share of pr's time (percent) with a frame whose name contains what. */
@@ -287,13 +306,32 @@ Test(demo_profile, dotnet_trace_speedscope_shows_the_workers_methods_with_their_
 			{ "RingpipeDemo!Demo.Worker.Parse(", SHARE_PARSE },
 		};
 
-		for (k = 0; k < 3; k++) {
-			double got = share(s, worker, split[k].m);
+		uint32_t n = 0;
 
-			cr_assert(got > split[k].want - SHARE_TOLERANCE &&
-				  got < split[k].want + SHARE_TOLERANCE,
-				  "%s is %.1f %% of the worker's time, expected %.0f +- %.0f",
-				  split[k].m, got, split[k].want, SHARE_TOLERANCE);
+		/*
+		 * The shares are estimated from samples, and a loaded host
+		 * starves the demo's sampler: the fewer the samples, the wider
+		 * an estimate spreads. The band is SHARE_TOLERANCE, or 4.5
+		 * standard deviations of a share estimated from n samples when
+		 * that is wider. n counts the times one of the three methods
+		 * came onto the stack: at most the samples (two samples in a row
+		 * in one method make one), so the band errs wide, never narrow.
+		 */
+		for (k = 0; k < 3; k++)
+			n += opens(s, worker, split[k].m);
+		cr_assert_gt(n, 0, "no sample of the worker's methods");
+		cr_log_info("worker: Compute %.1f %%, Hash %.1f %%, Parse %.1f %%, %u samples at "
+			    "least", share(s, worker, split[0].m), share(s, worker, split[1].m),
+			    share(s, worker, split[2].m), n);
+		for (k = 0; k < 3; k++) {
+			double got = share(s, worker, split[k].m), p = split[k].want / 100;
+			double band = 100 * 4.5 * sqrt(p * (1 - p) / n);
+
+			if (band < SHARE_TOLERANCE)
+				band = SHARE_TOLERANCE;
+			cr_assert(got > split[k].want - band && got < split[k].want + band,
+				  "%s is %.1f %% of the worker's time, expected %.0f +- %.1f (%u "
+				  "samples at least)", split[k].m, got, split[k].want, band, n);
 		}
 	}
 	/* every other demo thread by the method it runs, as a real app's */
