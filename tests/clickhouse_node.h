@@ -610,6 +610,17 @@ static inline void th_ch_discard_all(struct th_ch_node *nodes, int n)
 	}
 }
 
+/* The answer of c's server to sql, which must succeed; the caller frees it */
+static inline char *th_ch_answer(struct ch_client *c, const char *sql)
+{
+	struct bytebuf out = { 0 };
+	char err[4096];
+	int rc = ch_exec(c, sql, NULL, 0, &out, err, sizeof(err));
+
+	cr_assert_eq(rc, 0, "expected '%.300s' to succeed, got %d: %s", sql, rc, err);
+	return out.p ? (char *)out.p : strdup("");
+}
+
 /* The first line of the answer to sql at url, which must succeed */
 static inline char *th_ch_ask(const char *url, const char *sql)
 {

@@ -131,12 +131,7 @@ static void client_of(struct ch_client *c, const char *url)
 /* The answer to sql, which must succeed; the caller frees it */
 static char *answer(struct ch_client *c, const char *sql)
 {
-	struct bytebuf out = { 0 };
-	char err[4096];
-	int rc = ch_exec(c, sql, NULL, 0, &out, err, sizeof(err));
-
-	cr_assert_eq(rc, 0, "expected '%.300s' to succeed, got %d: %s", sql, rc, err);
-	return out.p ? (char *)out.p : strdup("");
+	return th_ch_answer(c, sql);
 }
 
 static void answer_is(struct ch_client *c, const char *sql, const char *want, const char *what)
