@@ -50,10 +50,15 @@ CFLAGS  ?= $(OPT) -g
 # The library's modules, lowest layer first (Documentation/architecture.md);
 # `make check-deps` proves that no object calls into a module above its own.
 LIB_DIRS := util core kernel producer nettrace session ipc startup
-LIB_INC  := -Iinclude $(addprefix -Iuser/,$(LIB_DIRS))
+# The library's sources (and the internal archive's, the tests', the
+# benchmarks') include its headers by bare name; the tools include only
+# public headers (-Iinclude, in CFLAGS), internal/'s, and the library
+# headers shared with them by folder path ("util/hmap.h", -Iuser), which
+# `make check-deps` holds to the list in Documentation/architecture.md.
+LIB_INC  := -Iuser $(addprefix -Iuser/,$(LIB_DIRS))
 # -MMD -MP: each object depends on the headers it includes, and no more
 CFLAGS  += -std=gnu11 $(WARN) -fPIC -fvisibility=hidden -D_GNU_SOURCE \
-           $(LIB_INC) -fno-omit-frame-pointer -MMD -MP
+           -Iinclude -fno-omit-frame-pointer -MMD -MP
 LDLIBS  := -luring -lpthread -lm
 
 ifeq ($(SAN),asan)
@@ -79,14 +84,23 @@ INTERNAL_SRCS := $(sort $(wildcard internal/*.c))
 INTERNAL_OBJS := $(patsubst internal/%.c,$(OUT)/internal/%.o,$(INTERNAL_SRCS))
 INTERNAL_LIB  := $(OUT)/libringpipe-internal.a
 INTERNAL_INC  := -Iinternal
-# The tool: main.c and one file per command, over a static library of what
-# several commands (and the host agent) share: tools/ringpipe/lib/.
+# The tool: main.c and one file per command, over a static library of its
+# folders, one concern each, lowest layer first (Documentation/
+# architecture.md; `make check-deps` proves the order from the objects and
+# from the includes). A file includes another folder's header by its path.
+TOOL_DIRS := common wire symbols capture trace host fleet egress agent
 TOOL_SRCS := $(sort $(wildcard tools/ringpipe/*.c))
 TOOL_OBJS := $(patsubst tools/%.c,$(OUT)/tools/%.o,$(TOOL_SRCS))
-TLIB_SRCS := $(sort $(wildcard tools/ringpipe/lib/*.c tools/ringpipe/agent/*.c))
+TLIB_SRCS := $(sort $(wildcard $(addprefix tools/ringpipe/,$(addsuffix /*.c,$(TOOL_DIRS)))))
 TLIB_OBJS := $(patsubst tools/%.c,$(OUT)/tools/%.o,$(TLIB_SRCS))
 TOOL_LIB  := $(OUT)/libringpipe-tool.a
-TOOL_INC  := -Itools/ringpipe/lib -Itools/ringpipe/agent
+TOOL_INC  := -Itools/ringpipe
+# The library headers the tools may include (by this path, -Iuser): the
+# types and helpers they share with the library (Documentation/
+# architecture.md says why each). Every other user/ header is the library's own.
+SHARED_WITH_TOOLS := util/bytebuf.h util/hmap.h util/utf.h util/duration.h util/procfs.h \
+	util/thread.h core/atomics.h core/clock.h core/futex.h nettrace/nettrace.h \
+	producer/write_origin.h session/session.h session/config.h session/agent_wire.h
 # The demo runtime: demo.c is its main; the rest is a library the
 # benchmarks link too.
 DEMO_SRCS := $(sort $(wildcard tools/demo/*.c))
@@ -108,7 +122,7 @@ BPF_SKELS := $(patsubst bpf/%.bpf.c,$(OUT)/bpf/%.skel.h,$(BPF_SRCS))
 BPF_HDRS  := $(wildcard bpf/*.h)
 VMLINUX   := $(OUT)/bpf/vmlinux.h
 BPF_LIBS  := -lbpf -lelf -lz
-# The tool's HTTP client (tools/ringpipe/lib/http_conn.c): libcurl with
+# The tool's HTTP client (tools/ringpipe/wire/http_conn.c): libcurl with
 # OpenSSL (libcurl4-openssl-dev), zlib for gzip request bodies
 NET_CFLAGS:= $(shell pkg-config --cflags libcurl zlib 2>/dev/null)
 NET_LIBS  := $(or $(shell pkg-config --libs libcurl zlib 2>/dev/null),-lcurl -lz)
@@ -153,11 +167,11 @@ tests: $(TEST_BINS) $(TOOL) $(DEMO)
 
 $(OUT)/user/%.o: user/%.c
 	$(call msg,CC,$@)
-	$(Q)mkdir -p $(@D) && $(CC) $(CFLAGS) -c $< -o $@
+	$(Q)mkdir -p $(@D) && $(CC) $(CFLAGS) $(LIB_INC) -c $< -o $@
 
 $(OUT)/internal/%.o: internal/%.c
 	$(call msg,CC,$@)
-	$(Q)mkdir -p $(@D) && $(CC) $(CFLAGS) $(INTERNAL_INC) -c $< -o $@
+	$(Q)mkdir -p $(@D) && $(CC) $(CFLAGS) $(LIB_INC) $(INTERNAL_INC) -c $< -o $@
 
 # the ringpipe:event USDT probe (user/kernel/usdt.h) needs <sys/sdt.h>
 $(OUT)/user/producer/write.o $(OUT)/user/kernel/usdt.o: | sdt-check
@@ -168,7 +182,7 @@ sdt-check:
 
 $(OUT)/tools/%.o: tools/%.c
 	$(call msg,CC,$@)
-	$(Q)mkdir -p $(@D) && $(CC) $(CFLAGS) $(INTERNAL_INC) $(BPF_CFLAGS) $(TOOL_INC) $(NET_CFLAGS) \
+	$(Q)mkdir -p $(@D) && $(CC) $(CFLAGS) -Iuser $(INTERNAL_INC) $(BPF_CFLAGS) $(TOOL_INC) $(NET_CFLAGS) \
 		-c $< -o $@
 
 # The tool's BPF loaders include the generated skeletons: they exist before
@@ -238,7 +252,7 @@ $(TOOL): $(TOOL_OBJS) $(TOOL_LIB) $(INTERNAL_LIB) $(STATIC_LIB)
 		$(NET_LIBS) $(LDLIBS)
 
 # The demo runtime keeps frame pointers and symbols: it is what users attach to.
-# Its options are read as the tool's are (tools/ringpipe/lib/tool_opts.h).
+# Its options are read as the tool's are (tools/ringpipe/common/tool_opts.h).
 $(OUT)/ringpipe-demo: $(OUT)/tools/demo/demo.o $(DEMO_LIB) $(TOOL_LIB) $(STATIC_LIB)
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(LDFLAGS) -rdynamic -o $@ $^ $(LDLIBS)
@@ -246,7 +260,7 @@ $(OUT)/ringpipe-demo: $(OUT)/tools/demo/demo.o $(DEMO_LIB) $(TOOL_LIB) $(STATIC_
 # Tests link the tool's and the demo's libraries too (never a .c of theirs)
 $(OUT)/tests/%: tests/%.c $(TOOL_LIB) $(DEMO_LIB) $(INTERNAL_LIB) $(STATIC_LIB) | $(OUT)/tests $(BPF_SKELS)
 	$(call msg,TEST,$@)
-	$(Q)$(CC) $(CFLAGS) $(INTERNAL_INC) $(BPF_CFLAGS) $(TOOL_INC) -Itools/demo -Itests $(LDFLAGS) \
+	$(Q)$(CC) $(CFLAGS) $(LIB_INC) $(INTERNAL_INC) $(BPF_CFLAGS) $(TOOL_INC) -Itools/demo -Itests $(LDFLAGS) \
 		-o $@ $< $(TOOL_LIB) $(DEMO_LIB) $(INTERNAL_LIB) $(STATIC_LIB) -lcriterion $(BPF_LIBS) \
 		$(NET_LIBS) $(LDLIBS)
 
@@ -300,7 +314,7 @@ $(OUT)/tests/usdt_writer_static: tests/usdt_writer.c $(STATIC_LIB) | $(OUT)/test
 BENCH_MARCH ?= -march=native
 $(OUT)/bench/%: bench/%.c $(TOOL_LIB) $(DEMO_LIB) $(INTERNAL_LIB) $(STATIC_LIB) | $(OUT)/bench $(BPF_SKELS)
 	$(call msg,BENCH,$@)
-	$(Q)$(CC) $(CFLAGS) $(INTERNAL_INC) $(BPF_CFLAGS) $(TOOL_INC) -Itools/demo -Itests -O2 \
+	$(Q)$(CC) $(CFLAGS) $(LIB_INC) $(INTERNAL_INC) $(BPF_CFLAGS) $(TOOL_INC) -Itools/demo -Itests -O2 \
 		$(BENCH_MARCH) $(LDFLAGS) -o $@ $< $(TOOL_LIB) $(DEMO_LIB) $(INTERNAL_LIB) $(STATIC_LIB) \
 		$(BPF_LIBS) $(NET_LIBS) $(LDLIBS)
 
@@ -311,17 +325,17 @@ $(OUT)/bench/bench_usdt: $(OUT)/bench/usdt_off
 NOUSDT_OBJS := $(patsubst user/%.c,$(OUT)/bench/nousdt/%.o,$(LIB_SRCS))
 $(OUT)/bench/nousdt/%.o: user/%.c
 	$(call msg,CC,$@)
-	$(Q)mkdir -p $(@D) && $(CC) $(CFLAGS) -DRP_NO_USDT -c $< -o $@
+	$(Q)mkdir -p $(@D) && $(CC) $(CFLAGS) $(LIB_INC) -DRP_NO_USDT -c $< -o $@
 
 $(OUT)/bench/usdt_off: bench/bench_usdt.c $(NOUSDT_OBJS) | $(OUT)/bench
 	$(call msg,BENCH,$@)
-	$(Q)$(CC) $(CFLAGS) -O2 $(BENCH_MARCH) -DRP_NO_USDT $(LDFLAGS) -o $@ $< \
+	$(Q)$(CC) $(CFLAGS) $(LIB_INC) -O2 $(BENCH_MARCH) -DRP_NO_USDT $(LDFLAGS) -o $@ $< \
 		$(NOUSDT_OBJS) $(LDLIBS)
 
 # The probe is linked in, as in a statically instrumented program.
 $(OUT)/bench/lttng_bench: bench/lttng_bench.c bench/lttng_tp.c bench/lttng_tp.h $(HDRS) | $(OUT)/bench
 	$(call msg,BENCH,$@)
-	$(Q)$(CC) $(CFLAGS) -O2 $(BENCH_MARCH) -Ibench $(LDFLAGS) -o $@ bench/lttng_bench.c \
+	$(Q)$(CC) $(CFLAGS) $(LIB_INC) -O2 $(BENCH_MARCH) -Ibench $(LDFLAGS) -o $@ bench/lttng_bench.c \
 		bench/lttng_tp.c $$(pkg-config --libs lttng-ust) -ldl -lpthread
 
 $(EP_BENCH): $(EP_SRCS)
@@ -334,7 +348,7 @@ $(EP_BENCH): $(EP_SRCS)
 # libFuzzer targets always build with clang + ASan + UBSan, whatever SAN says.
 $(OUTPUT)/fuzz/%: tests/fuzz/%.c $(LIB_SRCS) $(INTERNAL_SRCS) $(HDRS) | $(OUTPUT)/fuzz
 	$(call msg,FUZZ,$@)
-	$(Q)$(CLANG) -std=gnu11 -g -O1 -D_GNU_SOURCE $(LIB_INC) $(INTERNAL_INC) \
+	$(Q)$(CLANG) -std=gnu11 -g -O1 -D_GNU_SOURCE -Iinclude $(LIB_INC) $(INTERNAL_INC) \
 		-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
 		-o $@ $< $(LIB_SRCS) $(INTERNAL_SRCS) $(LDLIBS)
 
@@ -399,11 +413,16 @@ checks: check-map check-deps check-version check-man3 $(if $(SAN),,check-install
 check-map: $(SHARED_LIB)
 	$(Q)scripts/check-exports.sh $(SHARED_LIB) user/libringpipe.map
 
+# The layers, lowest first: the library, the internal archive, each folder
+# of the tool in TOOL_DIRS's order, the commands, the demo.
 check-deps: $(LIB_OBJS) $(INTERNAL_OBJS) $(TOOL_OBJS) $(TLIB_OBJS) $(DEMO_OBJS)
 	$(Q)scripts/check-deps.py --private internal:user \
+		--includes "tools/ringpipe:$(subst $() ,$(comma),$(TOOL_DIRS)):$(subst $() ,$(comma),$(SHARED_WITH_TOOLS))" \
+		--includes "tools/demo::$(subst $() ,$(comma),$(SHARED_WITH_TOOLS)):tools/ringpipe" \
 		"library:$(subst $() ,$(comma),$(LIB_OBJS))" \
 		"internal:$(subst $() ,$(comma),$(INTERNAL_OBJS))" \
-		"tool:$(subst $() ,$(comma),$(TOOL_OBJS) $(TLIB_OBJS))" \
+		$(foreach d,$(TOOL_DIRS),"tool/$(d):$(subst $() ,$(comma),$(filter $(OUT)/tools/ringpipe/$(d)/%,$(TLIB_OBJS)))") \
+		"commands:$(subst $() ,$(comma),$(TOOL_OBJS))" \
 		"demo:$(subst $() ,$(comma),$(DEMO_OBJS))"
 
 check-version:

@@ -25,7 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "bpf_capture.h"
+#include "capture/bpf_capture.h"
 #include "ringpipe/ringpipe.h"
 
 #define PY "/usr/bin/python3.11"

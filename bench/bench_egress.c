@@ -25,10 +25,10 @@
 #include <unistd.h>
 
 #include "clock.h"
-#include "egress.h"
-#include "egress_batch.h"
+#include "egress/egress.h"
+#include "egress/egress_batch.h"
 #include "nettrace.h"
-#include "spool.h"
+#include "egress/spool.h"
 #include "tracegen.h"
 
 #define REPS 3

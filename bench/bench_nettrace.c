@@ -16,7 +16,7 @@
 
 #include "bench_event.h"
 #include "clock.h"
-#include "fnv1a.h"
+#include "common/fnv1a.h"
 #include "nettrace.h"
 
 /* A sink that copies into a fixed buffer, wrapping: memory bandwidth, no

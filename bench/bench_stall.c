@@ -43,7 +43,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "agent.h"
+#include "agent/agent.h"
 #include "bytebuf.h"
 #include "nettrace_read.h"
 #include "../tests/stall.h"

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Records that cross the BPF ring buffer, from the capture programs
- * (bpf/NAME.bpf.c) to the user-side bridge (tools/ringpipe/lib/bpf_capture.c).
+ * (bpf/NAME.bpf.c) to the user-side bridge (tools/ringpipe/capture/bpf_capture.c).
  *
  * This one header is compiled by clang for the BPF target (after vmlinux.h,
  * which defines the __u* types) and by the host compiler (which gets them
@@ -180,7 +180,7 @@ _Static_assert(sizeof(struct rp_bpf_switch) == 40 + 16 + 2 * RP_BPF_COMM_LEN,
 #endif
 
 /*
- * CPU samples (bpf/sample.bpf.c, read by tools/ringpipe/lib/cpu_sampler.c) travel in
+ * CPU samples (bpf/sample.bpf.c, read by tools/ringpipe/capture/cpu_sampler.c) travel in
  * a ring buffer of their own and start with a 32-bit magic instead of the
  * common header: a sample is mostly its two stacks, and the sampler never
  * sees the other records.

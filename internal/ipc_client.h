@@ -21,7 +21,7 @@
 #include <sys/types.h>
 #include <sys/un.h>
 
-#include "bytebuf.h"
+#include "util/bytebuf.h"
 #include "ringpipe/ringpipe.h"
 
 #define IPCC_HEADER_SIZE 20u

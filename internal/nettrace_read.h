@@ -9,7 +9,7 @@
 
 #include <stdio.h>
 
-#include "nettrace.h"
+#include "nettrace/nettrace.h"
 
 /* ---- reader ---------------------------------------------------------- */
 

@@ -11,7 +11,7 @@
 
 #include <stdint.h>
 
-#include "nettrace.h"
+#include "nettrace/nettrace.h"
 
 struct tracegen_opts {
 	int format;		/* NT_FORMAT_V5 or NT_FORMAT_V6 */

@@ -3,7 +3,8 @@
 """Module dependency check: no cycles among object files, and no call or
 include across the library's boundary.
 
-Usage: check-deps.py [--private DIR:SRCDIR...] GROUP:OBJ... [GROUP:OBJ...]
+Usage: check-deps.py [--private DIR:SRCDIR] [--includes SRCDIR:FOLDERS:SHARED]...
+                     GROUP:OBJ... [GROUP:OBJ...]
 
 Each GROUP argument names a group (the library, the internal archive, the
 tool, the demo) and the object files that form it, separated by commas. An
@@ -16,6 +17,16 @@ nothing of the internal archive's).
 
 --private DIR:SRCDIR: no file below SRCDIR includes a header of DIR (the
 library's sources and none of internal/'s headers).
+
+--includes SRCDIR:FOLDERS:SHARED: every quoted include of a file below
+SRCDIR (the tool, the demo) is a public header (include/), an internal one
+(internal/), a BPF program's format header or skeleton, a header of its own
+folder, of a folder of SRCDIR listed before its own in FOLDERS (commas; a
+file directly in SRCDIR may include any), or a library header in SHARED
+(commas, as "util/hmap.h"), by that path: never a library header by bare
+name, and never one the library keeps to itself. More fields after SHARED
+name further folders whose headers it may include by path (the demo: the
+tool's).
 """
 import os
 import re
@@ -142,12 +153,72 @@ def private_headers(hdr_dir, src_dir):
     return bad
 
 
+def tool_includes(src_dir, folders, shared, extra_roots):
+    """The includes of the files below src_dir against the rules above."""
+    order = {f: i for i, f in enumerate(folders)}
+    library = {}
+    for root, _, files in os.walk("user"):
+        for f in files:
+            if f.endswith((".h", ".inc")):
+                library.setdefault(f, os.path.relpath(os.path.join(root, f), "user"))
+    bad = 0
+    n = 0
+
+    def fail(path, inc, why):
+        nonlocal bad
+        print(f"check-deps: {path} includes \"{inc}\": {why}", file=sys.stderr)
+        bad = 1
+
+    for root, _, files in os.walk(src_dir):
+        here = os.path.relpath(root, src_dir)
+        top = here.split(os.sep)[0] if here != "." else None
+        for f in sorted(files):
+            if not f.endswith((".c", ".h")):
+                continue
+            path = os.path.join(root, f)
+            with open(path, encoding="utf-8", errors="replace") as fh:
+                text = fh.read()
+            for inc in re.findall(r'^\s*#\s*include\s*"([^"]+)"', text, re.M):
+                n += 1
+                head = inc.split("/")[0]
+                if os.path.exists(os.path.join(root, inc)) and "/" not in inc:
+                    continue                                # its own folder
+                if head in order and os.path.exists(os.path.join(src_dir, inc)):
+                    if top is not None and top in order and order[head] > order[top]:
+                        fail(path, inc, f"{head}/ comes after {top}/ in the tool's layers "
+                                        f"({' < '.join(folders)})")
+                    continue
+                if any(os.path.exists(os.path.join(r, inc)) for r in extra_roots) \
+                        or inc.endswith(".skel.h"):
+                    continue                                # public, internal, BPF
+                if os.path.exists(os.path.join("user", inc)):
+                    if inc not in shared:
+                        fail(path, inc, "a header the library keeps to itself (not in the "
+                                        "list of headers shared with the tools)")
+                    continue
+                if os.path.basename(inc) in library:
+                    fail(path, inc, f"a library header by bare name: include "
+                                    f"\"{library[os.path.basename(inc)]}\"")
+                    continue
+                fail(path, inc, "no such header in the places the tools may include from")
+    if not bad:
+        print(f"  DEPS     {src_dir}/: {n} includes, each public, internal, shared by path "
+              f"or of a folder at or below its own", flush=True)
+    return bad
+
+
 def main(argv):
     bad = 0
     groups = []
-    while argv and argv[0] == "--private":
-        hdr_dir, _, src_dir = argv[1].partition(":")
-        bad |= private_headers(hdr_dir, src_dir)
+    while argv and argv[0] in ("--private", "--includes"):
+        if argv[0] == "--private":
+            hdr_dir, _, src_dir = argv[1].partition(":")
+            bad |= private_headers(hdr_dir, src_dir)
+        else:
+            src_dir, folders, shared, *more = argv[1].split(":")
+            bad |= tool_includes(src_dir, [f for f in folders.split(",") if f],
+                                 {h for h in shared.split(",") if h},
+                                 ["include", "internal", "bpf"] + more)
         argv = argv[2:]
     for arg in argv:
         group, _, objs = arg.partition(":")
@@ -155,6 +226,8 @@ def main(argv):
         groups.append((group, objs))
         # the objects, then the folders they live in (the modules)
         for what, key in (("objects", lambda o: o), ("folders", lambda o: o.rsplit("/", 1)[0])):
+            if what == "folders" and len({key(o) for o in objs}) < 2:
+                continue
             bad |= report(group, what, *cycles(objs, key))
     bad |= layers(groups)
     return bad

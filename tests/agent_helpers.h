@@ -18,8 +18,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agent.h"
-#include "identity.h"
+#include "agent/agent.h"
+#include "host/identity.h"
 #include "helpers.h"
 
 static inline char *th_test_dir(void)

@@ -19,7 +19,7 @@
 
 #include "clickhouse_node.h"
 #include "helpers.h"
-#include "http_conn.h"
+#include "wire/http_conn.h"
 
 #define TH_ASPIRE_VERSION "13.6.5"
 /* the dashboard keeps this many log records (its default is 10,000) */

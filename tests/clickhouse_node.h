@@ -33,9 +33,9 @@
 #include <sys/time.h>
 #include <time.h>
 
-#include "clickhouse.h"
+#include "fleet/clickhouse.h"
 #include "helpers.h"
-#include "http_conn.h"
+#include "wire/http_conn.h"
 
 #define TH_CH_CONFIG_DIR "/etc/clickhouse-server"
 

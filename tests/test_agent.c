@@ -21,13 +21,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agent.h"
+#include "agent/agent.h"
 #include "agent_wire.h"
-#include "bpf_capture.h"
+#include "capture/bpf_capture.h"
 #include "clock.h"
 #include "agent_helpers.h"
 #include "helpers.h"
-#include "identity.h"
+#include "host/identity.h"
 #include "nettrace_read.h"
 #include "ring.h"
 

@@ -31,12 +31,12 @@
 
 #include "atomics.h"
 #include "clock.h"
-#include "dotnet.h"
+#include "agent/dotnet.h"
 #include "helpers.h"
 #include "ipc.h"		/* rp_proc_start_ticks: the key of a socket's name */
 #include "ipc_client.h"
 #include "nettrace_read.h"
-#include "retrace.h"
+#include "trace/retrace.h"
 #include "ringpipe/ringpipe.h"
 
 /* ---- helpers ---------------------------------------------------------------- */

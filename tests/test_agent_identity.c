@@ -19,7 +19,7 @@
 #include <sys/statfs.h>
 
 #include "helpers.h"
-#include "identity.h"
+#include "host/identity.h"
 
 #define ID "0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a69788796a5b4c3d2e1f0"
 #define ID2 "aaaabbbbccccddddeeeeffff0000111122223333444455556666777788889999"

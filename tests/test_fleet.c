@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
- * The fleet's ClickHouse side: the HTTP client (lib/http_conn.c; its TLS,
+ * The fleet's ClickHouse side: the HTTP client (wire/http_conn.c; its TLS,
  * proxies and exactly-once rule in test_http_conn.c), the
- * ClickHouse client and its URLs (lib/clickhouse.c), the RowBinary encoder
- * (lib/rowbinary.c), the schema (lib/fleet_schema.h) and `ringpipe fleet
+ * ClickHouse client and its URLs (fleet/clickhouse.c), the RowBinary encoder
+ * (wire/rowbinary.c), the schema (fleet/fleet_schema.h) and `ringpipe fleet
  * init|query` (cmd_fleet.c), against a real clickhouse-server that each
  * test starts on loopback (tests/clickhouse_node.h) and stops. Without the
  * server those tests skip, with the reason, unless RINGPIPE_REQUIRE_FLEET=1.
@@ -11,11 +11,11 @@
 #include <inttypes.h>
 #include <poll.h>
 
-#include "clickhouse.h"
+#include "fleet/clickhouse.h"
 #include "clickhouse_node.h"
-#include "fleet_schema.h"
+#include "fleet/fleet_schema.h"
 #include "helpers.h"
-#include "rowbinary.h"
+#include "wire/rowbinary.h"
 
 static struct th_ch_node node;
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * The agent's ClickHouse egress end to end (agent/egress.c): a real
+ * The agent's ClickHouse egress end to end (egress/egress.c): a real
  * clickhouse-server on loopback (clickhouse_node.h), a real `ringpipe
  * agent --clickhouse`, real producers (agent_producer.c) on the host and in
  * a kubepods-style container. Every count is what the programs said they
@@ -13,11 +13,11 @@
 #include <inttypes.h>
 
 #include "agent_helpers.h"
-#include "clickhouse.h"
+#include "fleet/clickhouse.h"
 #include "clickhouse_node.h"
-#include "fleet_export.h"
+#include "fleet/fleet_export.h"
 #include "helpers.h"
-#include "identity.h"
+#include "host/identity.h"
 #include "nettrace_read.h"
 
 #define MAX_AGENTS 2

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * `ringpipe fleet top` end to end (lib/fleet_top.c), and the stacks the
- * egress ships for it (agent/egress_batch.c): a real clickhouse-server on
+ * `ringpipe fleet top` end to end (fleet/fleet_top.c), and the stacks the
+ * egress ships for it (egress/egress_batch.c): a real clickhouse-server on
  * loopback (clickhouse_node.h), a real `ringpipe agent --clickhouse
  * --sample`, and real programs in two kubepods-style containers and on the
  * host: agent_producer (a known number of events), ringpipe-demo (CLR GC
@@ -15,9 +15,9 @@
 
 #include "agent_helpers.h"
 #include "clickhouse_node.h"
-#include "fnv1a.h"
+#include "common/fnv1a.h"
 #include "helpers.h"
-#include "identity.h"
+#include "host/identity.h"
 
 #define NSHARDS 2
 

@@ -1,26 +1,26 @@
 // SPDX-License-Identifier: MIT
 /*
- * The fleet schema's version (lib/fleet_version.c): stack ids of each
+ * The fleet schema's version (fleet/fleet_version.c): stack ids of each
  * version; a version-1 database, as ringpipe made and filled it before the
  * version existed, read by fleet check and fleet export, refused to the
  * agent and migrated by fleet init, on one server and on a cluster; a
  * newer version refused by all of them; a batch an agent of version 1 left
- * in its spool, shipped with version 2's ids (agent/egress_batch.c).
+ * in its spool, shipped with version 2's ids (egress/egress_batch.c).
  * Against a real clickhouse-server on loopback (clickhouse_node.h); those
  * tests skip without it, with the reason, unless RINGPIPE_REQUIRE_FLEET=1.
  */
 #include <inttypes.h>
 
 #include "agent_helpers.h"
-#include "clickhouse.h"
+#include "fleet/clickhouse.h"
 #include "clickhouse_node.h"
-#include "egress_batch.h"
-#include "fleet_schema.h"
-#include "fleet_version.h"
-#include "fnv1a.h"
+#include "egress/egress_batch.h"
+#include "fleet/fleet_schema.h"
+#include "fleet/fleet_version.h"
+#include "common/fnv1a.h"
 #include "helpers.h"
 #include "nettrace_read.h"
-#include "spool.h"
+#include "egress/spool.h"
 
 #define HOST "v1-host"
 #define PID 4242

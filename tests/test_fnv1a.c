@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: MIT
 /*
- * The tools' one FNV-1a (lib/fnv1a.h) against the published 64-bit test
+ * The tools' one FNV-1a (common/fnv1a.h) against the published 64-bit test
  * vectors, and its steps against the whole.
  */
 #include <inttypes.h>
 
-#include "fnv1a.h"
+#include "common/fnv1a.h"
 #include "helpers.h"
 
 /* FNV-1a 64 of the bytes of s, from the published table of test vectors */

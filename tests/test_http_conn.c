@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * The tools' HTTP client (lib/http_conn.c, over libcurl) where it meets
+ * The tools' HTTP client (wire/http_conn.c, over libcurl) where it meets
  * the network: https to a real ClickHouse 18.16 with a certificate from a
  * CA the test makes (clickhouse_node.h), a client certificate, what
  * crosses loopback (read off the wire with a packet socket), gzip bodies
@@ -16,7 +16,7 @@
 #include <pthread.h>
 #include <sys/socket.h>
 
-#include "clickhouse.h"
+#include "fleet/clickhouse.h"
 #include "clickhouse_node.h"
 #include "helpers.h"
 #include "wire.h"

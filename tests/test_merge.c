@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * ringpipe merge (tools/ringpipe/cmd_merge.c) and the merge under it
- * (retrace_merge*() in tools/ringpipe/agent/retrace.c).
+ * (retrace_merge*() in tools/ringpipe/trace/retrace.c).
  *
  * The sources are written with ringpipe's writer, each event carrying a
  * value V unique over all sources, so every event of the output can be
@@ -20,7 +20,7 @@
 
 #include "helpers.h"
 #include "nettrace_read.h"
-#include "retrace.h"
+#include "trace/retrace.h"
 
 /* A whole second: the trace header keeps the wall clock in milliseconds */
 #define WALL0 (1700000000ull * 1000000000ull)

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * The agent's OTLP egress end to end (agent/egress_otlp.c): a real Aspire
+ * The agent's OTLP egress end to end (egress/egress_otlp.c): a real Aspire
  * dashboard as the OTLP/HTTP receiver (aspire_node.h), a real `ringpipe
  * agent --otlp`, real producers (agent_producer.c) on the host and in a
  * kubepods-style container. What the dashboard's telemetry API shows is
@@ -15,9 +15,9 @@
 
 #include "agent_helpers.h"
 #include "aspire_node.h"
-#include "clickhouse.h"
+#include "fleet/clickhouse.h"
 #include "helpers.h"
-#include "identity.h"
+#include "host/identity.h"
 #include "wire.h"
 
 static struct th_aspire dash;

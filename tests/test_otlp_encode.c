@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * The protobuf writer and reader (tools/ringpipe/lib/protobuf.h) and the
+ * The protobuf writer and reader (tools/ringpipe/wire/protobuf.h) and the
  * OTLP logs messages on them (otlp_logs.h), held against encodings worked
  * out by hand from the protobuf wire format and the field numbers of
  * opentelemetry-proto (logs/v1, common/v1, resource/v1, collector/logs/v1).
@@ -10,8 +10,8 @@
 #include <string.h>
 
 #include "helpers.h"
-#include "otlp_logs.h"
-#include "protobuf.h"
+#include "wire/otlp_logs.h"
+#include "wire/protobuf.h"
 
 static void expect_bytes(const struct bytebuf *b, const uint8_t *want, size_t n)
 {

@@ -18,7 +18,7 @@
 #include <time.h>
 
 #include "helpers.h"
-#include "symbolize.h"
+#include "symbols/symbolize.h"
 
 
 /* What dotnet-trace's default profile asks for (dotnet-common plus

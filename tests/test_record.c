@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Kernel-assisted capture (ringpipe record, tools/ringpipe/lib/bpf_capture.c):
+ * Kernel-assisted capture (ringpipe record, tools/ringpipe/capture/bpf_capture.c):
  * real runtimes traced through their USDT probes, kernel process events,
  * and one session mixing ring events with BPF events, judged by ringpipe's
  * reader and by TraceEvent.
@@ -16,7 +16,7 @@
 #include <signal.h>
 #include <time.h>
 
-#include "bpf_capture.h"
+#include "capture/bpf_capture.h"
 #include "clock.h"
 #include "helpers.h"
 #include "session.h"

@@ -15,7 +15,7 @@
 
 #include "helpers.h"
 #include "nettrace_read.h"
-#include "symbolize.h"
+#include "symbols/symbolize.h"
 
 /* tests/progs/busy (non-PIE) or busy-pie, next to the tool's build */
 static char *busy_path(const char *name)

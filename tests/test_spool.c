@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * The egress spool (tools/ringpipe/lib/spool.h): batches come back oldest
+ * The egress spool (tools/ringpipe/egress/spool.h): batches come back oldest
  * first, byte for byte, across a reopen and a SIGKILL; the size bound is
  * kept exactly; a damaged file is set aside, never handed out; one process
  * at a time.
@@ -14,9 +14,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "fnv1a.h"
+#include "common/fnv1a.h"
 #include "helpers.h"
-#include "spool.h"
+#include "egress/spool.h"
 
 #define HDR 32u			/* spool.c's header in front of each batch */
 

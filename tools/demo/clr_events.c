@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 #include "clr_events.h"
-#include "utf.h"
+#include "util/utf.h"
 
 /* ---- providers ---------------------------------------------------------- */
 

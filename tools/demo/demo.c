@@ -57,16 +57,16 @@
 
 #include "ringpipe/ringpipe.h"
 
-#include "atomics.h"
-#include "bytebuf.h"
-#include "clock.h"
+#include "core/atomics.h"
+#include "util/bytebuf.h"
+#include "core/clock.h"
 #include "clr_events.h"
 #include "heap.h"
 #include "jit.h"
 #include "metrics.h"
 #include "sampler.h"
-#include "tool_opts.h"
-#include "utf.h"
+#include "common/tool_opts.h"
+#include "util/utf.h"
 
 #define DEMO_MAX_THREADS 256u
 #define DEMO_MAX_RATE 10000000u

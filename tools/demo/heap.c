@@ -24,8 +24,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "atomics.h"
-#include "clock.h"
+#include "core/atomics.h"
+#include "core/clock.h"
 #include "heap.h"
 #include "sampler.h"
 

@@ -21,8 +21,8 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "atomics.h"
-#include "clock.h"
+#include "core/atomics.h"
+#include "core/clock.h"
 #include "clr_events.h"
 #include "jit.h"
 #include "sampler.h"

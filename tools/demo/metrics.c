@@ -11,7 +11,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "atomics.h"
+#include "core/atomics.h"
 #include "heap.h"
 #include "metrics.h"
 #include "ringpipe/ringpipe.h"

@@ -25,8 +25,8 @@
 #include <ucontext.h>
 #include <unistd.h>
 
-#include "atomics.h"
-#include "clock.h"
+#include "core/atomics.h"
+#include "core/clock.h"
 #include "clr_events.h"
 #include "sampler.h"
 

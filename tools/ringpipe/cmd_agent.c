@@ -11,16 +11,16 @@
 #include <string.h>
 #include <time.h>
 
-#include "agent.h"
-#include "agent_report.h"
-#include "agent_wire.h"
-#include "bpf_capture.h"
+#include "agent/agent.h"
+#include "trace/agent_report.h"
+#include "session/agent_wire.h"
+#include "capture/bpf_capture.h"
 #include "cmds.h"
-#include "collect.h"
-#include "egress.h"
-#include "config.h"
-#include "tool_opts.h"
-#include "tool_util.h"
+#include "capture/collect.h"
+#include "egress/egress.h"
+#include "session/config.h"
+#include "common/tool_opts.h"
+#include "common/tool_util.h"
 
 static const char agent_usage[] =
 "usage: ringpipe agent [options]          serve the host: processes join, .NET is traced\n"

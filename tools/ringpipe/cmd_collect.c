@@ -3,17 +3,17 @@
  * ringpipe collect: record a trace from a process through its diagnostics
  * IPC socket, the way dotnet-trace does, and check the result with
  * ringpipe's reader. The options become a struct collect_opts; the engine
- * (lib/collect.c) does the rest.
+ * (capture/collect.c) does the rest.
  */
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
 #include "cmds.h"
-#include "collect.h"
-#include "config.h"
-#include "tool_opts.h"
-#include "tool_util.h"
+#include "capture/collect.h"
+#include "session/config.h"
+#include "common/tool_opts.h"
+#include "common/tool_util.h"
 
 static const char collect_usage[] =
 "usage: ringpipe collect -p PID [options]\n"

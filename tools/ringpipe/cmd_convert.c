@@ -23,14 +23,14 @@
 #include <string.h>
 
 #include "cmds.h"
-#include "hmap.h"
+#include "util/hmap.h"
 #include "nettrace_read.h"
-#include "profile.h"
-#include "sample_out.h"
-#include "symbolize.h"
-#include "tool_opts.h"
-#include "tool_util.h"
-#include "utf.h"
+#include "trace/profile.h"
+#include "capture/sample_out.h"
+#include "symbols/symbolize.h"
+#include "common/tool_opts.h"
+#include "common/tool_util.h"
+#include "util/utf.h"
 
 static const char convert_usage[] =
 "usage: ringpipe convert --to speedscope|chrome|text FILE [-o OUT]\n"

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * ringpipe fleet: the ClickHouse side of the fleet. `init` creates the
- * schema of lib/fleet_schema.h in the dialect the server's version calls
+ * schema of fleet/fleet_schema.h in the dialect the server's version calls
  * for; `query` runs a statement and prints the answer; `check` says
  * whether every batch the agents sent is whole and there once
  * (fleet_check.h); `export` writes the events a condition selects to a
@@ -15,16 +15,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "clickhouse.h"
+#include "fleet/clickhouse.h"
 #include "cmds.h"
-#include "fleet_check.h"
-#include "fleet_export.h"
-#include "fleet_schema.h"
-#include "nettrace.h"
-#include "fleet_top.h"
-#include "fleet_version.h"
-#include "tool_opts.h"
-#include "tool_util.h"
+#include "fleet/fleet_check.h"
+#include "fleet/fleet_export.h"
+#include "fleet/fleet_schema.h"
+#include "nettrace/nettrace.h"
+#include "fleet/fleet_top.h"
+#include "fleet/fleet_version.h"
+#include "common/tool_opts.h"
+#include "common/tool_util.h"
 
 static const char fleet_usage[] =
 "usage: ringpipe fleet init --clickhouse URL [--cluster NAME] [--dialect legacy|current]\n"

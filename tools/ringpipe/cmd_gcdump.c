@@ -2,7 +2,7 @@
 /*
  * ringpipe gcdump: the managed heap graph of a trace's heap snapshot (what
  * dotnet-gcdump shows), and collecting such a trace from a process. The
- * graph is rebuilt by lib/gc_heap.c; this prints it.
+ * graph is rebuilt by trace/gc_heap.c; this prints it.
  *
  * Unlike a reader that trusts the streams, this one refuses to print a graph
  * that may be wrong: any EventsLost, a gap in a stream's Index, or node and
@@ -14,13 +14,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bytebuf.h"
+#include "util/bytebuf.h"
 #include "cmds.h"
-#include "collect.h"
-#include "config.h"
-#include "gc_heap.h"
-#include "tool_opts.h"
-#include "tool_util.h"
+#include "capture/collect.h"
+#include "session/config.h"
+#include "trace/gc_heap.h"
+#include "common/tool_opts.h"
+#include "common/tool_util.h"
 
 #define NS_PER_S 1000000000ull
 

@@ -11,8 +11,8 @@
 #include <unistd.h>
 
 #include "cmds.h"
-#include "tool_opts.h"
-#include "tool_util.h"
+#include "common/tool_opts.h"
+#include "common/tool_util.h"
 #include "tracegen.h"
 
 static const char gen_usage[] =

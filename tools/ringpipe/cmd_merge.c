@@ -3,7 +3,7 @@
  * ringpipe merge: nettrace files, one process each or several (the host
  * agent's, a .NET runtime's, a collect's), into one V6 file in which every
  * event keeps its own process id. The work is retrace_merge_files()
- * (agent/retrace.c); this is its command line: the inputs, a directory
+ * (trace/retrace.c); this is its command line: the inputs, a directory
  * standing for the *.nettrace files in it, and the summary.
  */
 #include <dirent.h>
@@ -14,11 +14,11 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "agent_report.h"
+#include "trace/agent_report.h"
 #include "cmds.h"
-#include "retrace.h"
-#include "tool_opts.h"
-#include "tool_util.h"
+#include "trace/retrace.h"
+#include "common/tool_opts.h"
+#include "common/tool_util.h"
 
 static const char merge_usage[] =
 "usage: ringpipe merge -o OUT FILE|DIR...\n"

@@ -19,8 +19,8 @@
 
 #include "cmds.h"
 #include "ipc_client.h"
-#include "tool_opts.h"
-#include "tool_util.h"
+#include "common/tool_opts.h"
+#include "common/tool_util.h"
 
 static const char ps_usage[] =
 "usage: ringpipe ps [-v]\n"

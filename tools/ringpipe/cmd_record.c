@@ -21,15 +21,15 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "bpf_capture.h"
-#include "clock.h"
+#include "capture/bpf_capture.h"
+#include "core/clock.h"
 #include "cmds.h"
-#include "record_sample.h"
+#include "capture/record_sample.h"
 #include "ringpipe/ringpipe.h"
-#include "sample_out.h"
-#include "symbolize.h"
-#include "tool_opts.h"
-#include "tool_util.h"
+#include "capture/sample_out.h"
+#include "symbols/symbolize.h"
+#include "common/tool_opts.h"
+#include "common/tool_util.h"
 
 #define RE_TICK_MS 100
 #define RE_MAX_USDT 16

@@ -9,14 +9,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent_report.h"
+#include "trace/agent_report.h"
 #include "cmds.h"
-#include "hmap.h"
+#include "util/hmap.h"
 #include "nettrace_read.h"
-#include "profile.h"
-#include "tool_opts.h"
-#include "tool_util.h"
-#include "utf.h"
+#include "trace/profile.h"
+#include "common/tool_opts.h"
+#include "common/tool_util.h"
+#include "util/utf.h"
 
 static const char report_usage[] =
 "usage: ringpipe report FILE [--json]\n"

@@ -16,14 +16,14 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "clock.h"
+#include "core/clock.h"
 #include "cmds.h"
-#include "cpu_sampler.h"
-#include "hmap.h"
-#include "sample_out.h"
-#include "symbolize.h"
-#include "tool_opts.h"
-#include "tool_util.h"
+#include "capture/cpu_sampler.h"
+#include "util/hmap.h"
+#include "capture/sample_out.h"
+#include "symbols/symbolize.h"
+#include "common/tool_opts.h"
+#include "common/tool_util.h"
 
 #define SA_MAX_DURATION_NS 1000000000000000000ull	/* about 31 years */
 

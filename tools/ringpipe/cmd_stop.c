@@ -11,8 +11,8 @@
 
 #include "cmds.h"
 #include "ipc_client.h"
-#include "tool_opts.h"
-#include "tool_util.h"
+#include "common/tool_opts.h"
+#include "common/tool_util.h"
 
 #define STOP_REPLY_TIMEOUT_MS 30000
 

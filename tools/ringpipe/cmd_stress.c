@@ -37,14 +37,14 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "atomics.h"
-#include "clock.h"
+#include "core/atomics.h"
+#include "core/clock.h"
 #include "cmds.h"
-#include "futex.h"
+#include "core/futex.h"
 #include "ringpipe/ringpipe.h"
-#include "session.h"		/* rp_drain_throttle_ns: the drainer test hook */
-#include "tool_opts.h"
-#include "tool_util.h"
+#include "session/session.h"		/* rp_drain_throttle_ns: the drainer test hook */
+#include "common/tool_opts.h"
+#include "common/tool_util.h"
 
 #define ST_MAX_THREADS 1024u
 #define ST_MAX_EVENTS 4000000000ull	/* per thread: sequence numbers are u32 */

@@ -2,7 +2,8 @@
 /*
  * The commands main() dispatches to: each takes its argv (argv[0] is the
  * command's name) and returns the exit status (0, 1 on failure, 2 on a
- * usage error). What several commands share is in lib/.
+ * usage error). What several commands share is in the
+ * folders beside this file, one per concern (Documentation/architecture.md).
  */
 #ifndef RINGPIPE_TOOL_CMDS_H
 #define RINGPIPE_TOOL_CMDS_H

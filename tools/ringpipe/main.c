@@ -7,7 +7,7 @@
 
 #include "cmds.h"
 #include "ringpipe/ringpipe.h"
-#include "session.h"
+#include "session/session.h"
 
 static const char usage[] =
 "usage: ringpipe <command> [options]\n"

@@ -20,7 +20,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "bytebuf.h"
+#include "util/bytebuf.h"
 
 #define IPC_MAGIC "DOTNET_IPC_V1"	/* 13 characters + NUL = 14 bytes */
 #define IPC_MAGIC_LEN 14

@@ -34,7 +34,7 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
-#include "atomics.h"
+#include "core/atomics.h"
 
 #ifndef RP_NO_USDT
 

@@ -23,7 +23,7 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
-#include "bytebuf.h"
+#include "util/bytebuf.h"
 
 enum nt_format {
 	NT_FORMAT_V5 = 5,

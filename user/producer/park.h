@@ -29,9 +29,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "atomics.h"
-#include "futex.h"
-#include "ring.h"
+#include "core/atomics.h"
+#include "core/futex.h"
+#include "core/ring.h"
 
 struct rp_session;
 struct wthread;

@@ -24,8 +24,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "bytebuf.h"
-#include "nettrace.h"
+#include "util/bytebuf.h"
+#include "nettrace/nettrace.h"
 
 #define RP_AGENT_MAGIC 0x47415052u	/* "RPAG" */
 #define RP_AGENT_WIRE_VERSION 1u

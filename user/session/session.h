@@ -20,13 +20,13 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "error.h"
-#include "nettrace.h"
-#include "park.h"
-#include "ring.h"
+#include "util/error.h"
+#include "nettrace/nettrace.h"
+#include "producer/park.h"
+#include "core/ring.h"
 #include "ringpipe/ringpipe.h"
-#include "slots.h"
-#include "threads.h"
+#include "core/slots.h"
+#include "producer/threads.h"
 
 
 struct rp_provider {

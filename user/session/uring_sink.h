@@ -47,7 +47,7 @@
 
 #include <liburing.h>
 
-#include "nettrace.h"
+#include "nettrace/nettrace.h"
 
 #define RP_URING_SINK_DEFAULT_BUF	(256u * 1024)
 #define RP_URING_SINK_MIN_BUF		(64u * 1024)

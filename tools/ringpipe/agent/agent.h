@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "bytebuf.h"
+#include "util/bytebuf.h"
 
 struct agent_opts {
 	size_t sz;			/* sizeof(struct agent_opts) */

@@ -43,17 +43,17 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "atomics.h"
-#include "clock.h"
-#include "collect.h"
-#include "config.h"
-#include "dotnet.h"
-#include "tool_util.h"
-#include "hmap.h"
-#include "identity.h"
+#include "core/atomics.h"
+#include "core/clock.h"
+#include "capture/collect.h"
+#include "session/config.h"
+#include "agent/dotnet.h"
+#include "common/tool_util.h"
+#include "util/hmap.h"
+#include "host/identity.h"
 #include "ipc_client.h"
-#include "nettrace.h"
-#include "retrace.h"
+#include "nettrace/nettrace.h"
+#include "trace/retrace.h"
 
 #define DN_DEFAULT_SCAN_MS 1000u
 #define DN_REPLY_TIMEOUT_MS 10000
