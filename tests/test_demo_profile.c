@@ -93,6 +93,7 @@ struct profile {
 	double total;				/* endValue - startValue, ms */
 	double *incl;				/* per frame: time with it on the stack, ms */
 	uint32_t *opens;			/* per frame: times it came onto the stack */
+	double *incl_sq;			/* per frame: the squares of those times, ms^2 */
 };
 
 struct speedscope {
@@ -157,7 +158,8 @@ static void speedscope_read(const char *json, struct speedscope *s)
 		pr->total = stop - start;
 		pr->incl = calloc(s->nframes, sizeof(double));
 		pr->opens = calloc(s->nframes, sizeof(uint32_t));
-		cr_assert(pr->incl && pr->opens);
+		pr->incl_sq = calloc(s->nframes, sizeof(double));
+		cr_assert(pr->incl && pr->opens && pr->incl_sq);
 		memset(depth, 0, sizeof(depth));
 		p = after_key(p, next, "events");
 		cr_assert(p);
@@ -177,8 +179,10 @@ static void speedscope_read(const char *json, struct speedscope *s)
 				open_at[fr] = t;
 				pr->opens[fr]++;
 			}
-			else if (type == 'C' && depth[fr] && --depth[fr] == 0)
+			else if (type == 'C' && depth[fr] && --depth[fr] == 0) {
 				pr->incl[fr] += t - open_at[fr];
+				pr->incl_sq[fr] += (t - open_at[fr]) * (t - open_at[fr]);
+			}
 			p = at;
 		}
 		p = next ? next : p + strlen(p);
@@ -196,6 +200,7 @@ static void speedscope_free(struct speedscope *s)
 	for (k = 0; k < s->nprofiles; k++) {
 		free(s->p[k].incl);
 		free(s->p[k].opens);
+		free(s->p[k].incl_sq);
 	}
 }
 
@@ -208,6 +213,30 @@ static uint32_t opens(const struct speedscope *s, const struct profile *pr, cons
 		if (strstr(s->frame[k], what))
 			n += pr->opens[k];
 	return n;
+}
+
+/*
+ * The number of independent samples a share over the frames whose names
+ * contain one of what[0..n) is worth. A share of wall time weighs each stay
+ * on a frame by its length, so its spread is that of a weighted mean:
+ * sum(d)^2 / sum(d^2) stays of lengths d, which is the number of stays when
+ * they are alike and far fewer when a few long ones (a worker waiting for a
+ * CPU, charged to where it was preempted) carry the weight.
+ */
+static double effective_samples(const struct speedscope *s, const struct profile *pr,
+				const char *const *what, uint32_t n)
+{
+	double sum = 0, sum_sq = 0;
+	uint32_t k, i;
+
+	for (k = 0; k < s->nframes; k++)
+		for (i = 0; i < n; i++)
+			if (strstr(s->frame[k], what[i])) {
+				sum += pr->incl[k];
+				sum_sq += pr->incl_sq[k];
+				break;
+			}
+	return sum_sq > 0 ? sum * sum / sum_sq : 0;
 }
 
 /* The share of pr's time (percent) with a frame whose name contains what. */
@@ -306,32 +335,39 @@ Test(demo_profile, dotnet_trace_speedscope_shows_the_workers_methods_with_their_
 			{ "RingpipeDemo!Demo.Worker.Parse(", SHARE_PARSE },
 		};
 
+		const char *const names[] = { split[0].m, split[1].m, split[2].m };
 		uint32_t n = 0;
+		double n_eff;
 
 		/*
 		 * The shares are estimated from samples, and a loaded host
-		 * starves the demo's sampler: the fewer the samples, the wider
-		 * an estimate spreads. The band is SHARE_TOLERANCE, or 4.5
-		 * standard deviations of a share estimated from n samples when
-		 * that is wider. n counts the times one of the three methods
-		 * came onto the stack: at most the samples (two samples in a row
-		 * in one method make one), so the band errs wide, never narrow.
+		 * starves the demo's sampler: the fewer the samples, and the
+		 * more unequal their weights, the wider an estimate spreads.
+		 * The band is SHARE_TOLERANCE, or 4.5 standard deviations of a
+		 * share estimated from n_eff independent samples when that is
+		 * wider. n_eff counts stays on one of the three methods (two
+		 * samples in a row in one method make one stay) weighed by
+		 * their lengths (effective_samples()): at most the samples, so
+		 * the band errs wide, never narrow.
 		 */
 		for (k = 0; k < 3; k++)
 			n += opens(s, worker, split[k].m);
 		cr_assert_gt(n, 0, "no sample of the worker's methods");
-		cr_log_info("worker: Compute %.1f %%, Hash %.1f %%, Parse %.1f %%, %u samples at "
-			    "least", share(s, worker, split[0].m), share(s, worker, split[1].m),
-			    share(s, worker, split[2].m), n);
+		n_eff = effective_samples(s, worker, names, 3);
+		cr_assert_gt(n_eff, 0, "no time in the worker's methods");
+		cr_log_info("worker: Compute %.1f %%, Hash %.1f %%, Parse %.1f %%; %u stays, worth "
+			    "%.0f independent samples", share(s, worker, split[0].m),
+			    share(s, worker, split[1].m), share(s, worker, split[2].m), n, n_eff);
 		for (k = 0; k < 3; k++) {
 			double got = share(s, worker, split[k].m), p = split[k].want / 100;
-			double band = 100 * 4.5 * sqrt(p * (1 - p) / n);
+			double band = 100 * 4.5 * sqrt(p * (1 - p) / n_eff);
 
 			if (band < SHARE_TOLERANCE)
 				band = SHARE_TOLERANCE;
 			cr_assert(got > split[k].want - band && got < split[k].want + band,
 				  "%s is %.1f %% of the worker's time, expected %.0f +- %.1f (%u "
-				  "samples at least)", split[k].m, got, split[k].want, band, n);
+				  "stays worth %.0f independent samples)", split[k].m, got,
+				  split[k].want, band, n, n_eff);
 		}
 	}
 	/* every other demo thread by the method it runs, as a real app's */

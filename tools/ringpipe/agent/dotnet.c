@@ -54,6 +54,7 @@
 #include "ipc_client.h"
 #include "nettrace/nettrace.h"
 #include "trace/retrace.h"
+#include "util/thread.h"
 
 #define DN_DEFAULT_SCAN_MS 1000u
 #define DN_REPLY_TIMEOUT_MS 10000
@@ -196,26 +197,6 @@ static void dn_log(struct agent_dotnet *a, const char *fmt, ...)
 	pthread_mutex_lock(&a->log_lock);
 	dn_emit(&a->o, msg);
 	pthread_mutex_unlock(&a->log_lock);
-}
-
-/* A thread that leaves the terminal's and the supervisor's signals to the
- * program's main thread. 0 or an errno. */
-static int dn_thread_create(pthread_t *th, void *(*fn)(void *), void *arg)
-{
-	sigset_t block, old;
-	int err;
-
-	sigemptyset(&block);
-	sigaddset(&block, SIGINT);
-	sigaddset(&block, SIGTERM);
-	sigaddset(&block, SIGHUP);
-	sigaddset(&block, SIGQUIT);
-	sigaddset(&block, SIGPIPE);
-	sigaddset(&block, SIGCHLD);
-	pthread_sigmask(SIG_BLOCK, &block, &old);
-	err = pthread_create(th, NULL, fn, arg);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	return err;
 }
 
 /* ---- /proc ------------------------------------------------------------------ */
@@ -776,7 +757,7 @@ static void dn_launch(struct agent_dotnet *a, struct dn_proc *p, const char *soc
 	p->pub.attempts++;
 	dn_fmt(p->pub.socket, sizeof(p->pub.socket), "%s", sock);
 	pthread_mutex_unlock(&a->lock);
-	err = dn_thread_create(&p->th, dn_session_main, p);
+	err = -rp_thread_start(&p->th, "rp-dotnet", dn_session_main, p);
 	if (err) {
 		dn_fail(p, AGENT_DN_RETRY_MS, "cannot start a thread: %s", strerror(err));
 		return;
@@ -1088,7 +1069,7 @@ struct agent_dotnet *agent_dotnet_start(const struct agent_dotnet_opts *o)
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&a->cond, &ca);
 	pthread_condattr_destroy(&ca);
-	err = dn_thread_create(&a->scanner, dn_scan_main, a);
+	err = -rp_thread_start(&a->scanner, "rp-dotnet-scan", dn_scan_main, a);
 	if (err) {
 		pthread_cond_destroy(&a->cond);
 		pthread_mutex_destroy(&a->lock);

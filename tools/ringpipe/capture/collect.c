@@ -47,6 +47,7 @@
 #include "nettrace_read.h"
 #include "util/procfs.h"
 #include "common/tool_util.h"
+#include "util/thread.h"
 
 #define CO_REPLY_TIMEOUT_MS 30000
 #define CO_RESUME_TIMEOUT_MS 10000
@@ -93,22 +94,6 @@ static void co_on_signal(int sig)
 		/* pairs with the load_acquire of the cancel flag in the IPC
 		 * client's waits (internal/ipc_client.c): they give up */
 		rp_store_release(c, 1);
-}
-
-/* A helper thread, with SIGINT and SIGTERM blocked: they go to the main
- * thread, whose poll() they interrupt. 0 or an errno. */
-static int co_thread_create(pthread_t *th, void *(*fn)(void *), void *arg)
-{
-	sigset_t block, old;
-	int err;
-
-	sigemptyset(&block);
-	sigaddset(&block, SIGINT);
-	sigaddset(&block, SIGTERM);
-	pthread_sigmask(SIG_BLOCK, &block, &old);
-	err = pthread_create(th, NULL, fn, arg);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	return err;
 }
 
 static void co_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -184,7 +169,7 @@ static void watchdog_start(struct watchdog *w, pid_t pid, int *cancel)
 {
 	*w = (struct watchdog){ .pid = pid, .cancel = cancel };
 	/* without the thread, the request's own timeout still ends the wait */
-	w->running = pid > 0 && !co_thread_create(&w->th, watchdog_main, w);
+	w->running = pid > 0 && !rp_thread_start(&w->th, "rp-watchdog", watchdog_main, w);
 }
 
 /* Ends the watchdog; true when it gave up on a stopped target. */
@@ -501,7 +486,7 @@ static int stream(int sfd, int out_fd, struct ipcc_endpoint *ep, uint64_t sessio
 		}
 		if (!started && (co_signals || complete ||
 				 (duration_ms && now - t0 >= duration_ms))) {
-			int err = co_thread_create(&st.th, stopper_main, &st);
+			int err = -rp_thread_start(&st.th, "rp-stopper", stopper_main, &st);
 
 			if (err) {
 				tool_err(co_tool, "cannot start the stop request: %s; closing the "
